@@ -1,0 +1,46 @@
+/* varemap public interface.
+ *
+ * A program running under libvaremap_shim.so may look up varemap_get_stats
+ * with dlsym(RTLD_DEFAULT, "varemap_get_stats") to read the shim's counters;
+ * without the shim the lookup returns NULL. Counters are process-wide and
+ * monotonic except execs_active (execs currently in the active state),
+ * slices_bound (slices currently bound), vmm_bytes and padding_bytes
+ * (bytes currently backed by varemap's own VMM allocations).
+ */
+#ifndef VAREMAP_VAREMAP_H
+#define VAREMAP_VAREMAP_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VAREMAP_STATS_VERSION 1
+
+struct varemap_stats {
+    uint64_t setparams_seen;      /* SetParams calls that reached the shim */
+    uint64_t setparams_skipped;   /* absorbed: the driver already held the same parameters */
+    uint64_t setparams_forwarded; /* sent to the driver on the program's behalf */
+    uint64_t transition_updates;  /* driver updates issued to point a graph at its slices */
+    uint64_t launches;            /* cuGraphLaunch calls that reached the shim */
+    uint64_t execs_active;        /* execs now remapped */
+    uint64_t execs_disabled;      /* execs whose profile selected nothing */
+    uint64_t slices_bound;        /* slices now bound to an allocation */
+    uint64_t rebinds;             /* slices remapped to another allocation */
+    uint64_t rebind_waits;        /* rebinds/unbinds that had to wait for a launch */
+    uint64_t vmm_bytes;           /* bytes now served by varemap's VMM backing */
+    uint64_t padding_bytes;       /* granularity padding in vmm_bytes */
+    uint64_t vmm_fallbacks;       /* cuMemAlloc calls that fell back to native */
+    uint64_t unrouted_procs;      /* cuGetProcAddress results we could not route */
+};
+
+/* Copies the current counters into *out. Returns 0, or -22 (EINVAL) when out
+ * is NULL. Safe to call from any thread at any time. */
+int varemap_get_stats(struct varemap_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

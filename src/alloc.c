@@ -1,0 +1,1 @@
+/* alloc: under construction */

@@ -1,0 +1,46 @@
+/* config: the shim's settings, read once.
+ *
+ * One table (config.c) names every setting, its default and its parser.
+ * Sources, later wins: the defaults, the `key = value` file named by
+ * VAREMAP_CONFIG (keys are the variable names in lower case, with or without
+ * the "varemap_" prefix; '#' starts a comment), then the environment.
+ * A bad value never fails the load: it prints one "varemap: warning:" line on
+ * stderr naming the setting and the value, and the default stays.
+ */
+#ifndef VR_CONFIG_H
+#define VR_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum vr_mode { VR_MODE_OFF, VR_MODE_OBSERVE, VR_MODE_DEDUP, VR_MODE_PROFILED };
+enum vr_level { VR_LEVEL_ERROR, VR_LEVEL_WARN, VR_LEVEL_INFO, VR_LEVEL_DEBUG };
+
+#define VR_PATH_MAX 4096
+
+struct vr_config {
+    enum vr_mode mode;             /* VAREMAP_MODE, default profiled */
+    char log_path[VR_PATH_MAX];    /* VAREMAP_LOG with %p expanded; "" = no log */
+    enum vr_level log_level;       /* VAREMAP_LOG_LEVEL, default info */
+    unsigned profile_launches;     /* VAREMAP_PROFILE_LAUNCHES, 1..1000, default 3 */
+    uint64_t vmm_min_bytes;        /* VAREMAP_VMM_MIN_BYTES, default 1M */
+    uint64_t max_padding;          /* VAREMAP_MAX_PADDING, default 1G */
+    bool stats;                    /* VAREMAP_STATS, default 0 */
+};
+
+/* Reads a variable; tests pass their own table instead of getenv. */
+typedef const char *(*vr_getenv_fn)(const char *name);
+
+/* Fills *cfg from the three sources. `pid` replaces %p in the log path.
+ * Returns the number of warnings printed (0 when every value was good). */
+int vr_config_load(struct vr_config *cfg, vr_getenv_fn getenv_fn, pid_t pid);
+
+/* "4096", "64K", "1M", "2G" (also "KiB"/"MiB"/"GiB", any case) -> bytes.
+ * Returns 0, or -EINVAL for anything else (empty, negative, overflow, junk). */
+int vr_parse_size(const char *text, uint64_t *bytes);
+
+const char *vr_mode_name(enum vr_mode mode);
+const char *vr_level_name(enum vr_level level);
+
+#endif

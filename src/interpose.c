@@ -1,0 +1,1 @@
+/* interpose: under construction */

@@ -1,0 +1,1 @@
+/* log: under construction */

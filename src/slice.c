@@ -1,0 +1,1 @@
+/* slice: under construction */

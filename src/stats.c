@@ -1,0 +1,1 @@
+/* stats: under construction */
