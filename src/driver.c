@@ -1,1 +1,101 @@
-/* driver: under construction */
+#include "driver.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "log.h"
+
+struct vr_driver vr_real;
+
+static void *cuda_handle;
+static uintptr_t cuda_lo, cuda_hi;
+
+/* Read by the dlsym stub (dlsym_stub.S) without any call. */
+void *_Atomic vr_real_dlsym __attribute__((visibility("hidden")));
+
+typedef void *(*dlsym_fn)(void *, const char *);
+
+/* RTLD_NEXT from here is right: the shim wants the dlsym after itself. */
+__attribute__((visibility("hidden"))) void *vr_resolve_real_dlsym(void)
+{
+    void *fn = atomic_load_explicit(&vr_real_dlsym, memory_order_acquire);
+    if (fn)
+        return fn;
+    static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0] && !fn; i++)
+        fn = dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+    atomic_store_explicit(&vr_real_dlsym, fn, memory_order_release);
+    return fn;
+}
+
+void *vr_real_dlsym_fn(void *handle, const char *name)
+{
+    dlsym_fn fn = __extension__(dlsym_fn)vr_resolve_real_dlsym();
+    return fn ? fn(handle, name) : NULL;
+}
+
+static int find_segments(struct dl_phdr_info *info, size_t size, void *base)
+{
+    (void)size;
+    if ((void *)info->dlpi_addr != base)
+        return 0;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD)
+            continue;
+        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+        if (start < lo)
+            lo = start;
+        if (start + ph->p_memsz > hi)
+            hi = start + ph->p_memsz;
+    }
+    cuda_lo = lo;
+    cuda_hi = hi;
+    return 1;
+}
+
+int vr_driver_load(void)
+{
+    cuda_handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!cuda_handle)
+        cuda_handle = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!cuda_handle)
+        return -ENOENT;
+#define VR_HOOK(name, base, params, args) \
+    *(void **)&vr_real.name = vr_real_dlsym_fn(cuda_handle, #name);
+#define VR_REAL(name, params) VR_HOOK(name, name, params, ())
+#include "hooks.def"
+    Dl_info info;
+    void *probe = vr_real_dlsym_fn(cuda_handle, "cuInit");
+    if (probe && dladdr(probe, &info) && info.dli_fbase) {
+        /* dlpi_addr is the load bias; for a shared object it equals the base. */
+        dl_iterate_phdr(find_segments, info.dli_fbase);
+    }
+    return 0;
+}
+
+bool vr_driver_loaded(void)
+{
+    return cuda_handle != NULL;
+}
+
+bool vr_driver_owns(const void *addr)
+{
+    uintptr_t a = (uintptr_t)addr;
+    return a >= cuda_lo && a < cuda_hi;
+}
+
+const char *vr_cu_name(CUresult r)
+{
+    const char *name = NULL;
+    if (vr_real.cuGetErrorName && vr_real.cuGetErrorName(r, &name) == CUDA_SUCCESS && name)
+        return name;
+    static _Thread_local char buf[32];
+    snprintf(buf, sizeof buf, "CUresult %d", (int)r);
+    return buf;
+}

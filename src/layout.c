@@ -1,1 +1,212 @@
-/* layout: under construction */
+#include "layout.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+#include "err.h"
+
+/* Kernels are far fewer than calls: a small open-addressing map that only
+ * grows, guarded by a rwlock so lookups from many threads do not serialize. */
+struct entry {
+    const void *key;
+    struct vr_layout *layout;
+    int rc; /* cached failure: ask the driver once */
+};
+
+static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
+static struct entry *table;
+static size_t cap, used;
+
+#define VR_MAX_PARAMS 4096
+
+int vr_layout_build(const uint32_t *offset, const uint32_t *size, uint32_t nparams,
+                    struct vr_layout **out)
+{
+    uint32_t nwords = 0, bytes = 0;
+    for (uint32_t i = 0; i < nparams; i++) {
+        if (offset[i] + size[i] < offset[i])
+            return -EINVAL;
+        if (size[i] >= 8)
+            for (uint32_t w = (offset[i] + 7) & ~7u; w + 8 <= offset[i] + size[i]; w += 8)
+                nwords++;
+        if (offset[i] + size[i] > bytes)
+            bytes = offset[i] + size[i];
+    }
+    struct vr_layout *l = malloc(sizeof *l + (2 * (size_t)nparams + nwords) * sizeof(uint32_t));
+    if (!l)
+        return -ENOMEM;
+    uint32_t *off = (uint32_t *)(l + 1), *sz = off + nparams, *words = sz + nparams;
+    memcpy(off, offset, nparams * sizeof *off);
+    memcpy(sz, size, nparams * sizeof *sz);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < nparams; i++)
+        if (size[i] >= 8)
+            for (uint32_t w = (offset[i] + 7) & ~7u; w + 8 <= offset[i] + size[i]; w += 8)
+                words[n++] = w;
+    l->nparams = nparams;
+    l->bytes = bytes;
+    l->nwords = nwords;
+    l->offset = off;
+    l->size = sz;
+    l->words = words;
+    *out = l;
+    return 0;
+}
+
+void vr_layout_free(struct vr_layout *l)
+{
+    free(l);
+}
+
+static int read_layout(CUfunction func, CUkernel kern, struct vr_layout **out)
+{
+    uint32_t off[64], sz[64];
+    uint32_t *offs = off, *sizes = sz;
+    size_t capn = 64;
+    uint32_t n = 0;
+    int rc = 0;
+    for (;; n++) {
+        size_t o = 0, s = 0;
+        CUresult r;
+        if (func)
+            r = vr_real.cuFuncGetParamInfo ? vr_real.cuFuncGetParamInfo(func, n, &o, &s)
+                                           : CUDA_ERROR_NOT_SUPPORTED;
+        else
+            r = vr_real.cuKernelGetParamInfo ? vr_real.cuKernelGetParamInfo(kern, n, &o, &s)
+                                             : CUDA_ERROR_NOT_SUPPORTED;
+        if (r == CUDA_ERROR_INVALID_VALUE && n > 0)
+            break; /* past the last argument */
+        if (r == CUDA_ERROR_INVALID_VALUE && n == 0) {
+            /* Either no arguments or a bad handle: both leave nothing to scan. */
+            break;
+        }
+        if (r != CUDA_SUCCESS) {
+            rc = vr_err_cu(r);
+            goto out;
+        }
+        if (n >= VR_MAX_PARAMS || o > UINT32_MAX || s > UINT32_MAX) {
+            rc = -E2BIG;
+            goto out;
+        }
+        if (n == capn) {
+            capn *= 2;
+            uint32_t *no = offs == off ? malloc(capn * sizeof *no) : realloc(offs, capn * sizeof *no);
+            if (no && offs == off)
+                memcpy(no, off, sizeof off);
+            if (!no) { rc = -ENOMEM; goto out; }
+            offs = no;
+            uint32_t *ns = sizes == sz ? malloc(capn * sizeof *ns) : realloc(sizes, capn * sizeof *ns);
+            if (ns && sizes == sz)
+                memcpy(ns, sz, sizeof sz);
+            if (!ns) { rc = -ENOMEM; goto out; }
+            sizes = ns;
+        }
+        offs[n] = (uint32_t)o;
+        sizes[n] = (uint32_t)s;
+    }
+    rc = vr_layout_build(offs, sizes, n, out);
+out:
+    if (offs != off)
+        free(offs);
+    if (sizes != sz)
+        free(sizes);
+    return rc;
+}
+
+static size_t slot_of(const void *key, size_t mask)
+{
+    uintptr_t k = (uintptr_t)key;
+    k ^= k >> 33;
+    k *= UINT64_C(0xff51afd7ed558ccd);
+    k ^= k >> 33;
+    return (size_t)k & mask;
+}
+
+static struct entry *find_locked(const void *key)
+{
+    if (!cap)
+        return NULL;
+    for (size_t i = slot_of(key, cap - 1);; i = (i + 1) & (cap - 1)) {
+        if (table[i].key == key)
+            return &table[i];
+        if (!table[i].key)
+            return NULL;
+    }
+}
+
+static int insert_locked(const void *key, struct vr_layout *l, int rc)
+{
+    if ((used + 1) * 2 > cap) {
+        size_t ncap = cap ? cap * 2 : 64;
+        struct entry *nt = calloc(ncap, sizeof *nt);
+        if (!nt)
+            return -ENOMEM;
+        for (size_t i = 0; i < cap; i++) {
+            if (!table[i].key)
+                continue;
+            size_t j = slot_of(table[i].key, ncap - 1);
+            while (nt[j].key)
+                j = (j + 1) & (ncap - 1);
+            nt[j] = table[i];
+        }
+        free(table);
+        table = nt;
+        cap = ncap;
+    }
+    size_t j = slot_of(key, cap - 1);
+    while (table[j].key)
+        j = (j + 1) & (cap - 1);
+    table[j].key = key;
+    table[j].layout = l;
+    table[j].rc = rc;
+    used++;
+    return 0;
+}
+
+int vr_layout_get(CUfunction func, CUkernel kern, const struct vr_layout **out)
+{
+    const void *key = func ? (const void *)func : (const void *)kern;
+    if (!key)
+        return -EINVAL;
+    pthread_rwlock_rdlock(&lock);
+    struct entry *e = find_locked(key);
+    struct entry hit = e ? *e : (struct entry){0};
+    pthread_rwlock_unlock(&lock);
+    if (!e) {
+        /* Read outside the lock: the driver call may be slow. */
+        struct vr_layout *l = NULL;
+        int rc = read_layout(func, kern, &l);
+        pthread_rwlock_wrlock(&lock);
+        e = find_locked(key);
+        if (e) {
+            vr_layout_free(l); /* another thread won */
+        } else if (insert_locked(key, l, rc) != 0) {
+            pthread_rwlock_unlock(&lock);
+            vr_layout_free(l);
+            return -ENOMEM;
+        } else {
+            e = find_locked(key);
+        }
+        hit = *e;
+        pthread_rwlock_unlock(&lock);
+    }
+    if (hit.rc != 0)
+        return hit.rc;
+    *out = hit.layout;
+    return 0;
+}
+
+void vr_layout_pack(const struct vr_layout *l, void *const *kernelParams, uint8_t *buf)
+{
+    for (uint32_t i = 0; i < l->nparams; i++)
+        memcpy(buf + l->offset[i], kernelParams[i], l->size[i]);
+}
+
+void vr_layout_point(const struct vr_layout *l, uint8_t *buf, void **params)
+{
+    for (uint32_t i = 0; i < l->nparams; i++)
+        params[i] = buf + l->offset[i];
+}

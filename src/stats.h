@@ -1,0 +1,36 @@
+/* stats: the process-wide counters of DESIGN.md, relaxed atomics.
+ *
+ * VR_COUNTERS is the one list: it names the fields of struct varemap_stats,
+ * the enum used to bump them and the keys of the `summary` event.
+ * Gauges (execs_active, slices_bound, vmm_bytes, padding_bytes) go up and
+ * down through vr_stat_add with a negative delta.
+ */
+#ifndef VR_STATS_H
+#define VR_STATS_H
+
+#include <stdint.h>
+
+#include "log.h"
+#include "varemap/varemap.h"
+
+#define VR_COUNTERS(X)                                                         \
+    X(setparams_seen) X(setparams_skipped) X(setparams_forwarded)              \
+    X(transition_updates) X(launches) X(execs_active) X(execs_disabled)        \
+    X(slices_bound) X(rebinds) X(rebind_waits) X(vmm_bytes) X(padding_bytes)   \
+    X(vmm_fallbacks) X(unrouted_procs)
+
+enum vr_counter {
+#define VR_X(name) VR_C_##name,
+    VR_COUNTERS(VR_X)
+#undef VR_X
+    VR_C_COUNT
+};
+
+void vr_stat_add(enum vr_counter c, int64_t delta);
+static inline void vr_stat_inc(enum vr_counter c) { vr_stat_add(c, 1); }
+uint64_t vr_stat_get(enum vr_counter c);
+void vr_stats_snapshot(struct varemap_stats *out);
+/* Adds every counter as a field of the object being built. */
+void vr_stats_json(struct vr_jw *w, const struct varemap_stats *s);
+
+#endif
