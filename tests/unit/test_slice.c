@@ -1,0 +1,144 @@
+/* Slices over a fake VMM driver: translation uses targets, apply remaps,
+ * retarget refuses what cannot be served, drop keeps what is mapped. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <string.h>
+
+#include "driver.h"
+#include "slice.h"
+
+static int maps, unmaps;
+static CUdeviceptr last_map_va;
+static CUmemGenericAllocationHandle last_map_handle;
+
+static CUresult CUDAAPI f_get_device(CUdevice *d) { *d = 0; return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_attr(int *v, CUdevice_attribute a, CUdevice d)
+{
+    (void)a; (void)d;
+    *v = 1;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI f_gran(size_t *g, const CUmemAllocationProp *p, CUmemAllocationGranularity_flags o)
+{
+    (void)p; (void)o;
+    *g = 0x1000;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI f_reserve(CUdeviceptr *p, size_t s, size_t a, CUdeviceptr h, unsigned long long f)
+{
+    (void)s; (void)a; (void)h; (void)f;
+    *p = 0x100000;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI f_free(CUdeviceptr p, size_t s) { (void)p; (void)s; return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_map(CUdeviceptr p, size_t s, size_t o, CUmemGenericAllocationHandle h,
+                              unsigned long long f)
+{
+    (void)s; (void)o; (void)f;
+    if (h == 0xbad)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    maps++;
+    last_map_va = p;
+    last_map_handle = h;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI f_unmap(CUdeviceptr p, size_t s) { (void)p; (void)s; unmaps++; return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_access(CUdeviceptr p, size_t s, const CUmemAccessDesc *d, size_t n)
+{
+    (void)p; (void)s; (void)d;
+    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static struct vr_slices *s;
+
+static void setup(void)
+{
+    vr_real.cuCtxGetDevice = f_get_device;
+    vr_real.cuDeviceGetAttribute = f_attr;
+    vr_real.cuMemGetAllocationGranularity = f_gran;
+    vr_real.cuMemAddressReserve = f_reserve;
+    vr_real.cuMemAddressFree = f_free;
+    vr_real.cuMemMap = f_map;
+    vr_real.cuMemUnmap = f_unmap;
+    vr_real.cuMemSetAccess = f_access;
+    maps = unmaps = 0;
+    const size_t sizes[] = {0x2000, 0x1000};
+    cr_assert_eq(vr_slices_create(&s, sizes, 2), 0);
+}
+
+static void teardown(void)
+{
+    vr_slices_destroy(s);
+}
+
+static const struct vr_slice_bind A = {1, 0x7000000, 0x1800, 0x2000, 11};
+static const struct vr_slice_bind B = {2, 0x9000000, 0x1000, 0x1000, 22};
+static const struct vr_slice_bind C = {3, 0xa000000, 0x2800, 0x3000, 33};
+
+TestSuite(slice, .init = setup, .fini = teardown);
+
+Test(slice, packed_slots_and_translation)
+{
+    cr_assert_eq(vr_slices_va(s, 0), 0x100000);
+    cr_assert_eq(vr_slices_va(s, 1), 0x102000);
+    cr_assert_eq(vr_slices_reserved(s), 0x3000);
+    cr_assert_eq(vr_slices_bind(s, 0, &A), 0);
+    cr_assert_eq(maps, 1);
+    cr_assert_eq(last_map_va, 0x100000);
+    cr_assert_eq(vr_slices_translate(s, 0x7000010), 0x100010);
+    cr_assert_eq(vr_slices_translate(s, 0x7000000 + 0x1800), 0x7000000 + 0x1800,
+                 "one past the logical end is not translated");
+    cr_assert_eq(vr_slices_translate(s, 0x6ffffff), 0x6ffffff);
+    cr_assert(vr_slices_covers(s, 0x102fff));
+    cr_assert_not(vr_slices_covers(s, 0x103000));
+}
+
+Test(slice, retarget_translates_before_apply_and_apply_remaps)
+{
+    cr_assert_eq(vr_slices_bind(s, 0, &A), 0);
+    cr_assert_eq(vr_slices_retarget(s, 0, &B), 0);
+    cr_assert(vr_slices_pending(s));
+    cr_assert_eq(vr_slices_translate(s, 0x9000008), 0x100008, "the target is translated at once");
+    cr_assert_eq(vr_slices_translate(s, 0x7000008), 0x7000008, "the old binding is not");
+    cr_assert_eq(maps, 1, "nothing remapped before apply");
+    cr_assert_eq(vr_slices_apply(s, NULL, NULL), 1);
+    cr_assert_eq(unmaps, 1);
+    cr_assert_eq(maps, 2);
+    cr_assert_eq(last_map_handle, 22);
+    cr_assert_not(vr_slices_pending(s));
+}
+
+Test(slice, retarget_refusals)
+{
+    cr_assert_eq(vr_slices_bind(s, 1, &B), 0);
+    cr_assert_eq(vr_slices_retarget(s, 1, &C), -E2BIG, "C does not fit a 0x1000 slot");
+    cr_assert_eq(vr_slices_bind(s, 0, &A), 0);
+    cr_assert_eq(vr_slices_retarget(s, 0, &B), -EEXIST, "B is already slot 1's");
+    struct vr_slice_bind d = {4, 0xb000000, 0x100, 0x1000, 44};
+    struct vr_slice_bind e = {5, 0xc000000, 0x100, 0x1000, 55};
+    cr_assert_eq(vr_slices_retarget(s, 0, &d), 0);
+    cr_assert_eq(vr_slices_retarget(s, 0, &e), -EBUSY, "slot 0 already waits for d");
+}
+
+Test(slice, drop_unmaps_current_and_keeps_mapping_when_target_freed)
+{
+    cr_assert_eq(vr_slices_bind(s, 0, &A), 0);
+    cr_assert_eq(vr_slices_retarget(s, 0, &B), 0);
+    cr_assert(vr_slices_drop(s, B.id));
+    cr_assert_not(vr_slices_pending(s), "target reverts to what is mapped");
+    cr_assert_eq(vr_slices_translate(s, 0x7000000), 0x100000);
+    cr_assert(vr_slices_drop(s, A.id));
+    cr_assert_eq(unmaps, 1);
+    cr_assert_eq(vr_slices_translate(s, 0x7000000), 0x7000000);
+    cr_assert_not(vr_slices_holds(s, A.id));
+}
+
+Test(slice, failed_map_leaves_slot_unbound)
+{
+    cr_assert_eq(vr_slices_bind(s, 0, &A), 0);
+    struct vr_slice_bind bad = {9, 0xd000000, 0x100, 0x1000, 0xbad};
+    cr_assert_eq(vr_slices_retarget(s, 0, &bad), 0);
+    cr_assert_eq(vr_slices_apply(s, NULL, NULL), 1);
+    cr_assert_eq(vr_slices_translate(s, 0xd000000), 0xd000000, "a failed map is not translated");
+    cr_assert_not(vr_slices_holds(s, bad.id));
+}
