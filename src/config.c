@@ -1,1 +1,555 @@
-/* config: under construction */
+/* config: the settings table and the three sources that feed it.
+ *
+ * This runs inside a preloaded library, possibly from the first hooked call
+ * on a thread with a small stack, so it uses no stdio and no heap: the file
+ * is streamed through fixed buffers on the stack, and every message goes
+ * through vr_warn (one write(2) per line).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+/* The conf file keys drop this prefix or keep it, so the table stores it once. */
+#define PREFIX "VAREMAP_"
+#define PREFIX_LEN (sizeof(PREFIX) - 1)
+
+/* A line holds a key, '=', and a path that may double in length before %
+ * expansion ("%%" -> "%"), so the limit is twice a path plus room for the key. */
+#define LINE_MAX_BYTES (2 * VR_PATH_MAX + 64)
+#define READ_CHUNK 4096
+
+struct load {
+    struct vr_config *cfg;
+    pid_t pid;
+    char config_path[VR_PATH_MAX]; /* VAREMAP_CONFIG; "" = no file */
+    int warnings;
+};
+
+struct setting {
+    const char *name;   /* the environment variable */
+    const char *def;    /* parsed by `parse` like any other value; NULL: none */
+    const char *expect; /* what a valid value looks like, for the warning */
+    int (*parse)(struct load *ld, const char *text);
+    void (*show)(const struct load *ld, char *buf, size_t cap);
+    bool empty_is_unset; /* "" means "not given" rather than a bad value */
+    bool env_only;       /* cannot be set from the conf file */
+};
+
+/* Locale-independent on purpose: a program may have called setlocale()
+ * before the first hook, and config syntax must not change with it. */
+static int lower(int c)
+{
+    return (c >= 'A' && c <= 'Z') ? c - 'A' + 'a' : c;
+}
+
+static bool is_space(int c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
+}
+
+static bool eq_nocase(const char *a, const char *b)
+{
+    for (; *a && *b; a++, b++)
+        if (lower((unsigned char)*a) != lower((unsigned char)*b))
+            return false;
+    return *a == *b;
+}
+
+static const char *const mode_names[] = {
+    [VR_MODE_OFF] = "off",
+    [VR_MODE_OBSERVE] = "observe",
+    [VR_MODE_DEDUP] = "dedup",
+    [VR_MODE_PROFILED] = "profiled",
+};
+
+static const char *const level_names[] = {
+    [VR_LEVEL_ERROR] = "error",
+    [VR_LEVEL_WARN] = "warn",
+    [VR_LEVEL_INFO] = "info",
+    [VR_LEVEL_DEBUG] = "debug",
+};
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+const char *vr_mode_name(enum vr_mode mode)
+{
+    if ((unsigned)mode < COUNT(mode_names))
+        return mode_names[mode];
+    return "unknown";
+}
+
+const char *vr_level_name(enum vr_level level)
+{
+    if ((unsigned)level < COUNT(level_names))
+        return level_names[level];
+    return "unknown";
+}
+
+static int find_name(const char *const *names, size_t n, const char *text)
+{
+    for (size_t i = 0; i < n; i++)
+        if (eq_nocase(text, names[i]))
+            return (int)i;
+    return -EINVAL;
+}
+
+/* Plain decimal digits only: a sign, spaces or a radix point would each need
+ * a rule of their own, and no setting has a use for them. */
+static int parse_digits(const char **p, uint64_t *out)
+{
+    const char *s = *p;
+    uint64_t v = 0;
+
+    if (*s < '0' || *s > '9')
+        return -EINVAL;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        unsigned d = (unsigned)(*s - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -EINVAL;
+        v = v * 10 + d;
+    }
+    *p = s;
+    *out = v;
+    return 0;
+}
+
+int vr_parse_size(const char *text, uint64_t *bytes)
+{
+    static const struct {
+        const char *suffix;
+        unsigned shift;
+    } units[] = {
+        { "", 0 },
+        { "k", 10 }, { "kib", 10 },
+        { "m", 20 }, { "mib", 20 },
+        { "g", 30 }, { "gib", 30 },
+    };
+    const char *s = text;
+    uint64_t v;
+
+    if (!text || parse_digits(&s, &v) < 0)
+        return -EINVAL;
+    for (size_t i = 0; i < COUNT(units); i++) {
+        if (!eq_nocase(s, units[i].suffix))
+            continue;
+        if (v > (UINT64_MAX >> units[i].shift))
+            return -EINVAL;
+        *bytes = v << units[i].shift;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+/* ---- parsers: write into the config only when the whole value is good ---- */
+
+static int parse_mode(struct load *ld, const char *text)
+{
+    int i = find_name(mode_names, COUNT(mode_names), text);
+    if (i < 0)
+        return i;
+    ld->cfg->mode = (enum vr_mode)i;
+    return 0;
+}
+
+static int parse_level(struct load *ld, const char *text)
+{
+    int i = find_name(level_names, COUNT(level_names), text);
+    if (i < 0)
+        return i;
+    ld->cfg->log_level = (enum vr_level)i;
+    return 0;
+}
+
+/* %p -> pid so that every process of a multi-process job gets its own log;
+ * any other '%' sequence is refused rather than guessed at, so a typo such
+ * as "%P" is reported instead of silently sharing one file. */
+static int expand_path(const char *text, pid_t pid, char *out, size_t cap)
+{
+    size_t n = 0;
+
+    for (const char *s = text; *s; s++) {
+        char pidbuf[24];
+        const char *piece = s;
+        size_t len = 1;
+
+        if (*s == '%') {
+            s++;
+            if (*s == '%') {
+                piece = s;
+            } else if (*s == 'p') {
+                len = (size_t)snprintf(pidbuf, sizeof(pidbuf), "%ld", (long)pid);
+                piece = pidbuf;
+            } else {
+                return -EINVAL;
+            }
+        }
+        if (len >= cap - n)
+            return -EINVAL;
+        memcpy(out + n, piece, len);
+        n += len;
+    }
+    out[n] = '\0';
+    return 0;
+}
+
+static int parse_log(struct load *ld, const char *text)
+{
+    char path[VR_PATH_MAX];
+    int rc = expand_path(text, ld->pid, path, sizeof(path));
+
+    if (rc < 0)
+        return rc;
+    memcpy(ld->cfg->log_path, path, strlen(path) + 1);
+    return 0;
+}
+
+static int parse_launches(struct load *ld, const char *text)
+{
+    const char *s = text;
+    uint64_t v;
+
+    if (parse_digits(&s, &v) < 0 || *s != '\0' || v < 1 || v > 1000)
+        return -EINVAL;
+    ld->cfg->profile_launches = (unsigned)v;
+    return 0;
+}
+
+static int parse_vmm_min(struct load *ld, const char *text)
+{
+    uint64_t v;
+    int rc = vr_parse_size(text, &v);
+
+    if (rc < 0)
+        return rc;
+    ld->cfg->vmm_min_bytes = v;
+    return 0;
+}
+
+static int parse_max_padding(struct load *ld, const char *text)
+{
+    uint64_t v;
+    int rc = vr_parse_size(text, &v);
+
+    if (rc < 0)
+        return rc;
+    ld->cfg->max_padding = v;
+    return 0;
+}
+
+static int parse_stats(struct load *ld, const char *text)
+{
+    static const char *const yes[] = { "1", "true", "yes", "on" };
+    static const char *const no[] = { "0", "false", "no", "off" };
+
+    if (find_name(yes, COUNT(yes), text) >= 0)
+        ld->cfg->stats = true;
+    else if (find_name(no, COUNT(no), text) >= 0)
+        ld->cfg->stats = false;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+static int parse_config(struct load *ld, const char *text)
+{
+    size_t len = strlen(text);
+
+    if (len == 0 || len >= sizeof(ld->config_path))
+        return -EINVAL;
+    memcpy(ld->config_path, text, len + 1);
+    return 0;
+}
+
+/* ---- show: the value a setting keeps, for the "using ..." part ---- */
+
+static void show_mode(const struct load *ld, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", vr_mode_name(ld->cfg->mode));
+}
+
+static void show_level(const struct load *ld, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", vr_level_name(ld->cfg->log_level));
+}
+
+static void show_log(const struct load *ld, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", ld->cfg->log_path[0] ? ld->cfg->log_path : "no log");
+}
+
+static void show_launches(const struct load *ld, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%u", ld->cfg->profile_launches);
+}
+
+/* Shown the way the defaults are written ("1M", "1G") when exact. */
+static void show_size(uint64_t v, char *buf, size_t cap)
+{
+    static const char units[] = "GMK";
+    for (unsigned i = 0; i < 3; i++) {
+        unsigned shift = 30 - 10 * i;
+        if (v != 0 && (v & ((UINT64_C(1) << shift) - 1)) == 0) {
+            snprintf(buf, cap, "%" PRIu64 "%c", v >> shift, units[i]);
+            return;
+        }
+    }
+    snprintf(buf, cap, "%" PRIu64, v);
+}
+
+static void show_vmm_min(const struct load *ld, char *buf, size_t cap)
+{
+    show_size(ld->cfg->vmm_min_bytes, buf, cap);
+}
+
+static void show_max_padding(const struct load *ld, char *buf, size_t cap)
+{
+    show_size(ld->cfg->max_padding, buf, cap);
+}
+
+static void show_stats(const struct load *ld, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%d", ld->cfg->stats ? 1 : 0);
+}
+
+static void show_config(const struct load *ld, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", ld->config_path[0] ? ld->config_path : "no config file");
+}
+
+/* THE table: every setting, its default and how it is read. */
+static const struct setting settings[] = {
+    { "VAREMAP_MODE", "profiled", "one of off, observe, dedup, profiled",
+      parse_mode, show_mode, false, false },
+    { "VAREMAP_LOG", "", "a file path shorter than 4096 bytes; %p is the pid, %% a percent sign",
+      parse_log, show_log, true, false },
+    { "VAREMAP_LOG_LEVEL", "info", "one of error, warn, info, debug",
+      parse_level, show_level, false, false },
+    { "VAREMAP_PROFILE_LAUNCHES", "3", "an integer from 1 to 1000",
+      parse_launches, show_launches, false, false },
+    { "VAREMAP_VMM_MIN_BYTES", "1M", "a byte count with an optional K, M or G suffix",
+      parse_vmm_min, show_vmm_min, false, false },
+    { "VAREMAP_MAX_PADDING", "1G", "a byte count with an optional K, M or G suffix",
+      parse_max_padding, show_max_padding, false, false },
+    { "VAREMAP_STATS", "0", "0 or 1 (also false/true, no/yes, off/on)",
+      parse_stats, show_stats, false, false },
+    { "VAREMAP_CONFIG", NULL, "a file path shorter than 4096 bytes",
+      parse_config, show_config, false, true },
+};
+
+/* A warning is one line, so a value carrying a newline or other control
+ * character is quoted with '?' in its place. Both buffers stay well below
+ * what vr_warn writes in one line anyway. */
+static void printable(const char *text, char *out, size_t cap)
+{
+    size_t n = 0;
+
+    for (; *text && n + 1 < cap; text++, n++)
+        out[n] = ((unsigned char)*text < 0x20 || *text == 0x7f) ? '?' : *text;
+    out[n] = '\0';
+}
+
+static void apply(struct load *ld, const struct setting *s, const char *text)
+{
+    char shown[1024], kept[1024];
+
+    if (s->parse(ld, text) == 0)
+        return;
+    printable(text, shown, sizeof(shown));
+    s->show(ld, kept, sizeof(kept));
+    vr_warn("%s=%s is not valid (%s); using %s", s->name, shown, s->expect, kept);
+    ld->warnings++;
+}
+
+static const struct setting *find_key(const char *key)
+{
+    for (size_t i = 0; i < COUNT(settings); i++) {
+        const char *name = settings[i].name;
+        if (eq_nocase(key, name) || eq_nocase(key, name + PREFIX_LEN))
+            return &settings[i];
+    }
+    return NULL;
+}
+
+static void file_warn(struct load *ld, unsigned lineno, const char *what, const char *key)
+{
+    char shown[256];
+
+    if (key) {
+        printable(key, shown, sizeof(shown));
+        vr_warn("%s:%u: %s '%s'", ld->config_path, lineno, what, shown);
+    } else
+        vr_warn("%s:%u: %s", ld->config_path, lineno, what);
+    ld->warnings++;
+}
+
+static char *trim(char *s, char *end)
+{
+    while (s < end && is_space((unsigned char)*s))
+        s++;
+    while (end > s && is_space((unsigned char)end[-1]))
+        end--;
+    *end = '\0';
+    return s;
+}
+
+/* '#' opens a comment at the start of a line or after whitespace, so that
+ * "mode = dedup  # note" works while a path such as "/tmp/run#3.log" stays
+ * whole. */
+static char *comment_start(char *s)
+{
+    for (char *p = s; *p; p++)
+        if (*p == '#' && (p == s || is_space((unsigned char)p[-1])))
+            return p;
+    return NULL;
+}
+
+static void file_line(struct load *ld, char *line, size_t len, unsigned lineno)
+{
+    char *hash, *eq, *key, *value;
+    const struct setting *s;
+
+    if (memchr(line, '\0', len)) {
+        file_warn(ld, lineno, "expected 'key = value' (found a NUL byte)", NULL);
+        return;
+    }
+    line[len] = '\0';
+    hash = comment_start(line);
+    if (hash)
+        *hash = '\0';
+    line = trim(line, line + strlen(line));
+    if (*line == '\0')
+        return;
+    eq = strchr(line, '=');
+    if (!eq) {
+        file_warn(ld, lineno, "expected 'key = value'", NULL);
+        return;
+    }
+    value = trim(eq + 1, eq + 1 + strlen(eq + 1));
+    key = trim(line, eq);
+    if (*key == '\0') {
+        file_warn(ld, lineno, "expected 'key = value' (no key)", NULL);
+        return;
+    }
+    s = find_key(key);
+    if (!s) {
+        file_warn(ld, lineno, "unknown key", key);
+        return;
+    }
+    if (s->env_only) {
+        file_warn(ld, lineno, "only the environment can name a config file; ignored key", key);
+        return;
+    }
+    if (*value == '\0' && s->empty_is_unset)
+        return;
+    apply(ld, s, value);
+}
+
+static void read_file(struct load *ld)
+{
+    char chunk[READ_CHUNK];
+    char line[LINE_MAX_BYTES + 1];
+    size_t len = 0;
+    bool too_long = false;
+    unsigned lineno = 1;
+    int fd;
+
+    do {
+        fd = open(ld->config_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        goto fail;
+
+    for (;;) {
+        ssize_t got = read(fd, chunk, sizeof(chunk));
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            int err = errno;
+            close(fd);
+            errno = err;
+            goto fail;
+        }
+        if (got == 0)
+            break;
+        for (ssize_t i = 0; i < got; i++) {
+            if (chunk[i] != '\n') {
+                if (len < LINE_MAX_BYTES)
+                    line[len++] = chunk[i];
+                else
+                    too_long = true;
+                continue;
+            }
+            if (too_long)
+                file_warn(ld, lineno, "line too long; ignored", NULL);
+            else
+                file_line(ld, line, len, lineno);
+            len = 0;
+            too_long = false;
+            lineno++;
+        }
+    }
+    close(fd);
+    if (too_long)
+        file_warn(ld, lineno, "line too long; ignored", NULL);
+    else if (len > 0)
+        file_line(ld, line, len, lineno);
+    return;
+
+fail:
+    /* Lines already applied before a read error stay applied: the load
+     * never undoes a good value, it only reports. */
+    {
+        char why[128];
+        vr_warn("cannot read config %s: %s", ld->config_path, strerror_r(errno, why, sizeof(why)));
+    }
+    ld->warnings++;
+}
+
+/* secure_getenv: a set-user-ID program must not let its caller choose which
+ * file the shim reads or appends to. */
+static const char *real_getenv(const char *name)
+{
+    return secure_getenv(name);
+}
+
+int vr_config_load(struct vr_config *cfg, vr_getenv_fn getenv_fn, pid_t pid)
+{
+    struct load ld = { .cfg = cfg, .pid = pid, .config_path = "", .warnings = 0 };
+    const struct setting *conf = find_key("VAREMAP_CONFIG");
+
+    if (!getenv_fn)
+        getenv_fn = real_getenv;
+
+    memset(cfg, 0, sizeof(*cfg));
+    for (size_t i = 0; i < COUNT(settings); i++)
+        if (settings[i].def)
+            (void)settings[i].parse(&ld, settings[i].def);
+
+    const char *path = getenv_fn(conf->name);
+    if (path) {
+        apply(&ld, conf, path);
+        if (ld.config_path[0])
+            read_file(&ld);
+    }
+
+    for (size_t i = 0; i < COUNT(settings); i++) {
+        const struct setting *s = &settings[i];
+        const char *v;
+
+        if (s == conf)
+            continue;
+        v = getenv_fn(s->name);
+        if (!v || (*v == '\0' && s->empty_is_unset))
+            continue;
+        apply(&ld, s, v);
+    }
+    return ld.warnings;
+}

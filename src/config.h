@@ -29,7 +29,8 @@ struct vr_config {
     bool stats;                    /* VAREMAP_STATS, default 0 */
 };
 
-/* Reads a variable; tests pass their own table instead of getenv. */
+/* Reads a variable; tests pass their own table instead of getenv.
+ * NULL means secure_getenv (a set-user-ID program ignores VAREMAP_*). */
 typedef const char *(*vr_getenv_fn)(const char *name);
 
 /* Fills *cfg from the three sources. `pid` replaces %p in the log path.

@@ -41,7 +41,9 @@ struct vr_jw {
     size_t len;
     unsigned depth;     /* open arrays/objects below the top level */
     bool need_comma;
-    bool overflow;
+    bool overflow;      /* also set on misuse (unbalanced, key mismatch): the line is dropped */
+    uint32_t arrays;    /* bit d-1 set: the container at depth d is an array */
+    bool finished;      /* vr_jw_finish already closed the line */
 };
 
 /* Starts {"ts":<seconds>,"pid":<pid>,"event":"<event>" */
