@@ -1,0 +1,91 @@
+/* The shim's dynamic symbol table: only the intercepted driver entry points,
+ * dlsym and varemap_get_stats, and no link-time dependency on libcuda (it
+ * must load, and do nothing, in programs without CUDA). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "checks.h"
+
+TestSuite(exports, .init = vr_tmp_setup, .fini = vr_tmp_teardown);
+
+static void tool(const char *tag, const char *prog, const char *opt, const char *opt2,
+                 struct vr_proc *p)
+{
+    char path[4096];
+    const char *env_path = getenv("PATH");
+    snprintf(path, sizeof path, "PATH=%s", env_path ? env_path : "/usr/bin:/bin");
+    char *const env[] = { path, (char *)"LC_ALL=C", NULL };
+    char *const argv[] = { (char *)prog, (char *)opt, (char *)opt2, (char *)vr_env_path("VR_SHIM"),
+                           NULL };
+    int rc = vr_spawn(tag, argv, env, true, p);
+    cr_assert_eq(rc, 0, "cannot run %s: %s", prog, strerror(-rc));
+    cr_assert_eq(p->status, 0, "%s %s failed (%d):\n%s", prog, opt, p->status, p->err.p);
+}
+
+/* Symbols a sanitizer runtime may add to an instrumented build. */
+static bool sanitizer_symbol(const char *name)
+{
+    static const char *const pre[] = { "__asan", "___asan", "__odr_asan", "__ubsan", "__lsan",
+                                       "__sanitizer" };
+    for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++)
+        if (!strncmp(name, pre[i], strlen(pre[i])))
+            return true;
+    return false;
+}
+
+static bool allowed(const char *name)
+{
+    return !strncmp(name, "cu", 2) || !strcmp(name, "dlsym") ||
+           !strcmp(name, "varemap_get_stats") || !strcmp(name, "_init") ||
+           !strcmp(name, "_fini") || sanitizer_symbol(name);
+}
+
+Test(exports, only_driver_names)
+{
+    static const char *const required[] = {
+        "cuMemAlloc_v2", "cuMemFree_v2", "cuMemGetAddressRange_v2",
+        "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithParams",
+        "cuGraphInstantiateWithParams_ptsz", "cuGraphExecKernelNodeSetParams",
+        "cuGraphExecKernelNodeSetParams_v2", "cuGraphExecNodeSetParams", "cuGraphLaunch",
+        "cuGraphLaunch_ptsz", "cuGraphExecUpdate_v2", "cuGraphExecDestroy",
+        "cuCtxEnablePeerAccess", "cuGetProcAddress", "cuGetProcAddress_v2", "dlsym",
+        "varemap_get_stats",
+    };
+    enum { NREQ = sizeof required / sizeof required[0] };
+    bool found[NREQ] = { false };
+    struct vr_proc p;
+    tool("nm", "nm", "--dynamic", "--defined-only", &p);
+    size_t defined = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(p.out.p, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char a[64], b[64], c[512];
+        int n = sscanf(line, "%63s %63s %511s", a, b, c);
+        const char *type = n == 3 ? b : a, *name = n == 3 ? c : b;
+        if (n < 2 || !strcmp(type, "U"))
+            continue;
+        char clean[512];
+        snprintf(clean, sizeof clean, "%s", name);
+        clean[strcspn(clean, "@")] = '\0'; /* symbol versions */
+        defined++;
+        cr_expect(allowed(clean), "the shim exports %s", clean);
+        for (size_t i = 0; i < NREQ; i++)
+            if (!strcmp(clean, required[i]))
+                found[i] = true;
+    }
+    cr_assert_gt(defined, 0, "nm listed no defined symbols:\n%s", p.out.p);
+    for (size_t i = 0; i < NREQ; i++)
+        cr_expect(found[i], "the shim does not export %s", required[i]);
+    vr_proc_free(&p);
+}
+
+Test(exports, no_libcuda_needed)
+{
+    struct vr_proc p;
+    tool("readelf", "readelf", "--dynamic", "--wide", &p);
+    static const char *const needed[] = { "(NEEDED)", NULL };
+    static const char *const cuda[] = { "(NEEDED)", "libcuda", NULL };
+    cr_assert_gt(vr_count_lines_with(&p.out, needed), 0, "no NEEDED entries parsed:\n%s",
+                 p.out.p);
+    cr_assert_eq(vr_count_lines_with(&p.out, cuda), 0, "the shim links libcuda:\n%s", p.out.p);
+    vr_proc_free(&p);
+}

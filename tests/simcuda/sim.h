@@ -1,0 +1,280 @@
+/*
+ * simcuda internal interface: shared by the files of the simulated driver.
+ *
+ * Rules (see DESIGN.md, "The simulated driver, simcuda (contract)"):
+ * - Every exported cu* function starts with SIM_ENTER(itself) and then calls
+ *   static/hidden helpers only; simcuda never calls its own exported names.
+ * - Locking order (outer to inner):
+ *     exec->mu -> graph->mu -> g_capture_mu -> g_submit_mu -> stream->mu
+ *     g_mem_mu, g_reg_mu and event->mu are leaves (nothing is taken while
+ *     holding them, except g_reg_mu may be taken under g_mem_mu).
+ *   No global lock is held while a kernel runs (kernels run on stream
+ *   workers with no lock held).
+ */
+#ifndef SIMCUDA_SIM_H
+#define SIMCUDA_SIM_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- entry points --------------------------------------------------- */
+
+enum sim_entry_id {
+#define SIM_ENTRY(sym, base, ver, flav, fail) SIM_ID_##sym,
+#include "entries.def"
+#undef SIM_ENTRY
+    SIM_N_ENTRIES
+};
+
+extern _Atomic uint64_t sim_calls[SIM_N_ENTRIES];
+extern atomic_bool sim_knobs_any;
+CUresult sim_enter_slow(int id, uint64_t nth);
+
+/* Count the call; apply SIMCUDA_COST / SIMCUDA_FAIL (cheap when unset). */
+static inline CUresult sim_enter(int id)
+{
+    uint64_t n = atomic_fetch_add_explicit(&sim_calls[id], 1, memory_order_relaxed) + 1;
+    if (__builtin_expect(atomic_load_explicit(&sim_knobs_any, memory_order_relaxed), 0))
+        return sim_enter_slow(id, n);
+    return CUDA_SUCCESS;
+}
+
+#define SIM_ENTER(sym)                                                         \
+    do {                                                                       \
+        CUresult sim_enter_r_ = sim_enter(SIM_ID_##sym);                       \
+        if (sim_enter_r_ != CUDA_SUCCESS)                                      \
+            return sim_enter_r_;                                               \
+    } while (0)
+
+/* ---- knobs and global state ----------------------------------------- */
+
+struct sim_knobs {
+    uint64_t kernel_delay_us;
+    size_t granularity;
+    bool vmm;
+};
+extern struct sim_knobs sim_knob;
+extern atomic_bool sim_initialized;
+
+#define SIM_TOTAL_MEM ((size_t)80 << 30)
+#define SIM_MAX_THREADS_PER_BLOCK 1024u
+#define SIM_MAX_SHARED_PER_BLOCK 49152u
+
+#define SIM_CHECK_INIT()                                                       \
+    do {                                                                       \
+        if (!atomic_load_explicit(&sim_initialized, memory_order_acquire))     \
+            return CUDA_ERROR_NOT_INITIALIZED;                                 \
+    } while (0)
+
+void sim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+uint64_t sim_now_ns(void);
+
+/* ---- handle registry: a made-up or stale handle is an error ----------- */
+
+enum sim_type {
+    SIM_T_CTX = 1,
+    SIM_T_STREAM,
+    SIM_T_EVENT,
+    SIM_T_MODULE,
+    SIM_T_FUNC,
+    SIM_T_GRAPH,
+    SIM_T_NODE,
+    SIM_T_EXEC,
+    SIM_T_PHYS,
+};
+
+void sim_reg_add(const void *p, int type);
+void sim_reg_del(const void *p);
+bool sim_reg_has(const void *p, int type);
+
+/* ---- contexts ------------------------------------------------------- */
+
+struct sim_stream;
+
+struct sim_ctx {
+    unsigned flags;
+    bool primary;
+    int primary_refs;        /* under g_ctx_mu */
+    atomic_bool alive;
+    struct sim_stream *legacy;
+    uint64_t id;
+};
+
+/* Current context of the calling thread (NULL if none). */
+struct sim_ctx *sim_ctx_current(void);
+/* Current context, or the documented error (INVALID_CONTEXT etc.). */
+CUresult sim_ctx_need(struct sim_ctx **out);
+/* Wait for all work of every stream of ctx (NULL: all contexts). */
+void sim_ctx_sync(struct sim_ctx *ctx);
+
+/* ---- streams -------------------------------------------------------- */
+
+enum sim_stream_kind { SIM_S_USER, SIM_S_LEGACY, SIM_S_PER_THREAD };
+
+struct sim_capture;
+
+struct sim_stream {
+    atomic_int refs;
+    struct sim_ctx *ctx;
+    unsigned flags;
+    int priority;
+    int kind;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work;
+    pthread_cond_t cv_done;
+    struct sim_op *head, *tail;
+    uint64_t submitted;      /* last sequence number handed out (mu + g_submit_mu) */
+    uint64_t completed;      /* last sequence number finished (mu) */
+    bool destroyed;
+    /* global list of streams, under g_streams_mu */
+    struct sim_stream *next_all, *prev_all;
+    /* stream capture, under g_capture_mu */
+    atomic_bool capturing;
+    struct sim_capture *cap;
+    CUgraphNode *cap_deps;
+    size_t n_cap_deps, cap_deps_cap;
+};
+
+struct sim_dep {
+    struct sim_stream *s;
+    uint64_t seq;
+};
+
+typedef void (*sim_kernel_fn)(const unsigned char *args);
+
+struct sim_kcall {
+    sim_kernel_fn fn;
+    const unsigned char *args;
+};
+
+enum sim_op_kind {
+    SIM_OP_NOP,
+    SIM_OP_KERNELS,   /* one launch or a whole graph launch: calls in order */
+    SIM_OP_COPY,
+    SIM_OP_SET8,
+    SIM_OP_SET32,
+    SIM_OP_EVENT,
+};
+
+struct sim_event;
+
+struct sim_op {
+    struct sim_op *next;
+    uint64_t seq;
+    int kind;
+    size_t ndeps;
+    struct sim_dep *deps;    /* owned, each holds a stream reference */
+    union {
+        struct {
+            size_t ncalls;
+            struct sim_kcall *calls; /* points into this op's allocation */
+        } k;
+        struct {
+            void *dst;
+            const void *src;
+            size_t n;
+            void *staging;   /* owned copy of pageable host memory */
+        } copy;
+        struct {
+            void *dst;
+            uint32_t value;
+            size_t n;
+        } set;
+        struct {
+            struct sim_event *ev;
+            uint64_t gen;
+        } ev;
+    } u;
+};
+
+/* Allocate an op with `extra` zeroed bytes after it (for kernel calls). */
+struct sim_op *sim_op_new(int kind, size_t extra);
+void sim_op_free(struct sim_op *op);
+
+/* Resolve a stream argument (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD,
+ * or a handle); ptsz: the entry point is a per-thread variant. */
+CUresult sim_stream_resolve(CUstream h, bool ptsz, struct sim_stream **out);
+/* Queue op on s behind the implicit (legacy stream) and the given extra
+ * dependencies. Returns the op's sequence number. Takes ownership of op. */
+uint64_t sim_stream_submit(struct sim_stream *s, struct sim_op *op,
+                           const struct sim_dep *extra, size_t nextra);
+void sim_stream_wait(struct sim_stream *s, uint64_t seq);
+bool sim_stream_done(struct sim_stream *s, uint64_t seq);
+void sim_stream_ref(struct sim_stream *s);
+void sim_stream_unref(struct sim_stream *s);
+struct sim_stream *sim_stream_new(struct sim_ctx *ctx, int kind, unsigned flags, int priority);
+void sim_stream_release(struct sim_stream *s); /* destroy: drain, then free */
+/* Submit a no-op and wait for it: the stream and everything it must wait
+ * for (legacy stream semantics) have finished. */
+void sim_stream_sync(struct sim_stream *s);
+
+/* Stream capture: true if s is capturing (then *cap_err may be set when the
+ * capture cannot take this kind of work). */
+bool sim_capture_active(struct sim_stream *s);
+/* Add a kernel node to the capture of s; the node copies args. */
+CUresult sim_capture_add_kernel(struct sim_stream *s, const CUDA_KERNEL_NODE_PARAMS *p);
+/* Invalidate a capture because of an unsupported operation. */
+void sim_capture_invalidate(struct sim_stream *s);
+/* Legacy-stream work while a blocking stream captures: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT. */
+CUresult sim_capture_check_legacy(struct sim_stream *s);
+
+/* ---- modules and functions ------------------------------------------- */
+
+struct sim_module;
+
+struct sim_func {
+    struct sim_module *mod;
+    char *name;
+    size_t nparams;
+    size_t *offsets;
+    size_t *sizes;
+    size_t argsize;          /* end of the last parameter */
+    sim_kernel_fn fn;        /* NULL: no host implementation */
+};
+
+/* A valid, launchable function handle (registered, with a host kernel). */
+CUresult sim_func_get(CUfunction h, struct sim_func **out);
+/* Copy arguments from kernelParams or extra into dst (f->argsize bytes). */
+CUresult sim_pack_args(const struct sim_func *f, void **kernelParams, void **extra,
+                       unsigned char *dst);
+/* Validate launch dimensions like the driver. */
+CUresult sim_check_dims(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned shmem);
+
+/* Host kernels (sim_kernels.c). */
+struct sim_kernel_impl {
+    const char *name;
+    sim_kernel_fn fn;
+    size_t nparams;
+    size_t offsets[4];
+    size_t sizes[4];
+};
+const struct sim_kernel_impl *sim_kernel_find(const char *name);
+
+/* PTX parsing (sim_module.c), exposed for the module loader. */
+struct sim_ptx_entry {
+    char *name;
+    size_t nparams;
+    size_t *offsets;
+    size_t *sizes;
+    size_t argsize;
+};
+
+/* ---- memory ---------------------------------------------------------- */
+
+/* Is [p, p+n) inside one native allocation or contiguous accessible VMM
+ * mappings? (copies and memsets are validated like the driver's). */
+bool sim_mem_valid(uintptr_t p, size_t n, bool write);
+
+/* ---- graphs ----------------------------------------------------------- */
+
+struct sim_graph;
+struct sim_graph *sim_graph_new(void);
+CUresult sim_graph_add_kernel(struct sim_graph *g, const CUgraphNode *deps, size_t ndeps,
+                              const CUDA_KERNEL_NODE_PARAMS *p, CUgraphNode *out);
+
+#endif

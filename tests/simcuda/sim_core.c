@@ -1,0 +1,838 @@
+/*
+ * simcuda core: entry table (counters, SIMCUDA_FAIL/COST/STATS), handle
+ * registry, initialization, device, contexts, error strings and
+ * cuGetProcAddress.
+ */
+#include "sim.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- the entry table (generated from entries.def) ---------------------- */
+
+enum { SIM_FLAV_P = 0, SIM_FLAV_T = 1 };
+enum { SIM_FAIL_U = 0, SIM_FAIL_L = 1, SIM_FAIL_M = 2 };
+
+typedef void (*sim_voidfn)(void);
+
+struct sim_proc {
+    const char *sym;
+    const char *base;
+    int version;
+    int flavour;
+    int fail;
+    sim_voidfn fn;
+};
+
+/* The addresses of the exported functions themselves (bound locally by
+ * -Bsymbolic-functions), so dladdr() names what cuGetProcAddress returns. */
+static const struct sim_proc g_procs[SIM_N_ENTRIES] = {
+#define SIM_ENTRY(sym, base, ver, flav, fail)                                  \
+    [SIM_ID_##sym] = {#sym, #base, ver, SIM_FLAV_##flav, SIM_FAIL_##fail, (sim_voidfn)sym},
+#include "entries.def"
+#undef SIM_ENTRY
+};
+
+_Atomic uint64_t sim_calls[SIM_N_ENTRIES];
+atomic_bool sim_knobs_any;
+atomic_bool sim_initialized;
+struct sim_knobs sim_knob = {0, (size_t)2 << 20, true};
+
+static _Atomic uint64_t g_fail_nth[SIM_N_ENTRIES]; /* 0: never, UINT64_MAX: every call */
+static _Atomic uint64_t g_cost_ns[SIM_N_ENTRIES];
+static char *g_stats_path;
+static pid_t g_knobs_pid;
+
+void sim_warn(const char *fmt, ...)
+{
+    va_list ap;
+    char buf[512];
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "simcuda: warning: %s\n", buf);
+}
+
+uint64_t sim_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+CUresult sim_enter_slow(int id, uint64_t nth)
+{
+    uint64_t cost = atomic_load_explicit(&g_cost_ns[id], memory_order_relaxed);
+    if (cost) {
+        uint64_t end = sim_now_ns() + cost;
+        while (sim_now_ns() < end) {
+        }
+    }
+    uint64_t f = atomic_load_explicit(&g_fail_nth[id], memory_order_relaxed);
+    if (f && (f == UINT64_MAX || f == nth)) {
+        switch (g_procs[id].fail) {
+        case SIM_FAIL_L: return CUDA_ERROR_LAUNCH_FAILED;
+        case SIM_FAIL_M: return CUDA_ERROR_OUT_OF_MEMORY;
+        default: return CUDA_ERROR_UNKNOWN;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+static int entry_by_name(const char *name, size_t len)
+{
+    for (int i = 0; i < SIM_N_ENTRIES; i++)
+        if (strlen(g_procs[i].sym) == len && memcmp(g_procs[i].sym, name, len) == 0)
+            return i;
+    return -1;
+}
+
+/* Parse "name:value[,name:value...]"; star: value "*" allowed (UINT64_MAX). */
+static bool parse_entry_list(const char *var, const char *s, _Atomic uint64_t *dst, bool star)
+{
+    bool any = false;
+    while (s && *s) {
+        const char *end = strchr(s, ',');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        const char *colon = memchr(s, ':', len);
+        if (!colon) {
+            sim_warn("%s: ignoring '%.*s' (expected name:value)", var, (int)len, s);
+        } else {
+            int id = entry_by_name(s, (size_t)(colon - s));
+            const char *v = colon + 1;
+            size_t vlen = len - (size_t)(v - s);
+            char num[32];
+            if (id < 0) {
+                sim_warn("%s: unknown entry point '%.*s'", var, (int)(colon - s), s);
+            } else if (star && vlen == 1 && *v == '*') {
+                atomic_store(&dst[id], UINT64_MAX);
+                any = true;
+            } else if (vlen == 0 || vlen >= sizeof num) {
+                sim_warn("%s: bad value in '%.*s'", var, (int)len, s);
+            } else {
+                char *e;
+                memcpy(num, v, vlen);
+                num[vlen] = 0;
+                errno = 0;
+                unsigned long long n = strtoull(num, &e, 10);
+                if (*e || errno || (star && n == 0)) {
+                    sim_warn("%s: bad value in '%.*s'", var, (int)len, s);
+                } else {
+                    atomic_store(&dst[id], (uint64_t)n);
+                    any = any || n != 0;
+                }
+            }
+        }
+        s = end ? end + 1 : NULL;
+    }
+    return any;
+}
+
+static size_t parse_size(const char *var, const char *s, size_t dflt)
+{
+    char *e;
+    errno = 0;
+    unsigned long long v = strtoull(s, &e, 10);
+    if (e == s || errno)
+        goto bad;
+    switch (*e) {
+    case 'k': case 'K': v <<= 10; e++; break;
+    case 'm': case 'M': v <<= 20; e++; break;
+    case 'g': case 'G': v <<= 30; e++; break;
+    default: break;
+    }
+    if (*e == 'i' || *e == 'B' || *e == 'b') /* accept "2MiB", "2MB" */
+        e += (*e == 'i' && e[1] == 'B') ? 2 : 1;
+    if (*e || v < 4096 || v % 4096)
+        goto bad;
+    return (size_t)v;
+bad:
+    sim_warn("%s='%s' is not a multiple of 4096 bytes (K/M/G suffixes); using %zu", var, s, dflt);
+    return dflt;
+}
+
+static void knobs_load(void)
+{
+    const char *s;
+    for (int i = 0; i < SIM_N_ENTRIES; i++) {
+        atomic_store(&g_fail_nth[i], 0);
+        atomic_store(&g_cost_ns[i], 0);
+    }
+    bool any = false;
+    any |= parse_entry_list("SIMCUDA_FAIL", getenv("SIMCUDA_FAIL"), g_fail_nth, true);
+    any |= parse_entry_list("SIMCUDA_COST", getenv("SIMCUDA_COST"), g_cost_ns, false);
+    atomic_store(&sim_knobs_any, any);
+
+    sim_knob.kernel_delay_us = 0;
+    if ((s = getenv("SIMCUDA_KERNEL_DELAY_US")) && *s) {
+        char *e;
+        unsigned long long v = strtoull(s, &e, 10);
+        if (*e)
+            sim_warn("SIMCUDA_KERNEL_DELAY_US='%s' is not a number; using 0", s);
+        else
+            sim_knob.kernel_delay_us = v;
+    }
+    sim_knob.granularity = (size_t)2 << 20;
+    if ((s = getenv("SIMCUDA_GRANULARITY")) && *s)
+        sim_knob.granularity = parse_size("SIMCUDA_GRANULARITY", s, (size_t)2 << 20);
+    sim_knob.vmm = true;
+    if ((s = getenv("SIMCUDA_VMM")) && *s)
+        sim_knob.vmm = !(strcmp(s, "0") == 0 || strcmp(s, "false") == 0 || strcmp(s, "no") == 0 ||
+                         strcmp(s, "off") == 0);
+
+    free(g_stats_path);
+    g_stats_path = NULL;
+    if ((s = getenv("SIMCUDA_STATS")) && *s)
+        g_stats_path = strdup(s);
+    g_knobs_pid = getpid();
+}
+
+__attribute__((constructor)) static void sim_ctor(void)
+{
+    knobs_load();
+}
+
+__attribute__((destructor)) static void sim_dtor(void)
+{
+    /* Only the process that read the knobs writes (not forked children). */
+    if (!g_stats_path || getpid() != g_knobs_pid)
+        return;
+    FILE *f = fopen(g_stats_path, "w");
+    if (!f) {
+        sim_warn("SIMCUDA_STATS: cannot write '%s'", g_stats_path);
+        return;
+    }
+    /* Every exported entry point, keyed by its exported name (0 if never
+     * called), in entries.def order. */
+    fputs("{\"calls\": {", f);
+    for (int i = 0; i < SIM_N_ENTRIES; i++) {
+        uint64_t n = atomic_load_explicit(&sim_calls[i], memory_order_relaxed);
+        fprintf(f, "%s\"%s\": %llu", i ? ", " : "", g_procs[i].sym, (unsigned long long)n);
+    }
+    fputs("}}\n", f);
+    fclose(f);
+}
+
+/* ---- handle registry -------------------------------------------------- */
+
+struct reg_slot {
+    uintptr_t key; /* 0: empty */
+    int type;      /* -1: tombstone */
+};
+
+static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct reg_slot *g_reg;
+static size_t g_reg_cap, g_reg_used;
+
+static size_t reg_hash(uintptr_t k, size_t cap)
+{
+    uint64_t h = (uint64_t)k * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h ^ (h >> 29)) & (cap - 1);
+}
+
+static void reg_grow(void)
+{
+    size_t ncap = g_reg_cap ? g_reg_cap * 2 : 1024;
+    struct reg_slot *n = calloc(ncap, sizeof *n);
+    if (!n)
+        abort();
+    size_t used = 0;
+    for (size_t i = 0; i < g_reg_cap; i++) {
+        if (!g_reg[i].key || g_reg[i].type < 0)
+            continue;
+        size_t j = reg_hash(g_reg[i].key, ncap);
+        while (n[j].key)
+            j = (j + 1) & (ncap - 1);
+        n[j] = g_reg[i];
+        used++;
+    }
+    free(g_reg);
+    g_reg = n;
+    g_reg_cap = ncap;
+    g_reg_used = used;
+}
+
+void sim_reg_add(const void *p, int type)
+{
+    uintptr_t k = (uintptr_t)p;
+    pthread_mutex_lock(&g_reg_mu);
+    if ((g_reg_used + 1) * 2 > g_reg_cap)
+        reg_grow();
+    size_t j = reg_hash(k, g_reg_cap);
+    while (g_reg[j].key && g_reg[j].type >= 0 && g_reg[j].key != k)
+        j = (j + 1) & (g_reg_cap - 1);
+    if (!g_reg[j].key)
+        g_reg_used++;
+    g_reg[j].key = k;
+    g_reg[j].type = type;
+    pthread_mutex_unlock(&g_reg_mu);
+}
+
+static struct reg_slot *reg_find(uintptr_t k)
+{
+    if (!g_reg_cap)
+        return NULL;
+    size_t j = reg_hash(k, g_reg_cap);
+    while (g_reg[j].key) {
+        if (g_reg[j].key == k && g_reg[j].type >= 0)
+            return &g_reg[j];
+        j = (j + 1) & (g_reg_cap - 1);
+    }
+    return NULL;
+}
+
+void sim_reg_del(const void *p)
+{
+    pthread_mutex_lock(&g_reg_mu);
+    struct reg_slot *s = reg_find((uintptr_t)p);
+    if (s)
+        s->type = -1;
+    pthread_mutex_unlock(&g_reg_mu);
+}
+
+bool sim_reg_has(const void *p, int type)
+{
+    if (!p)
+        return false;
+    pthread_mutex_lock(&g_reg_mu);
+    struct reg_slot *s = reg_find((uintptr_t)p);
+    bool ok = s && s->type == type;
+    pthread_mutex_unlock(&g_reg_mu);
+    return ok;
+}
+
+/* ---- initialization, device ---------------------------------------------- */
+
+static pthread_once_t g_init_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t g_ctx_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct sim_ctx *g_primary;
+static struct sim_ctx **g_ctxs; /* every context ever created (never freed) */
+static size_t g_nctxs, g_ctxs_cap;
+static atomic_uint_fast64_t g_ctx_ids;
+
+static struct sim_ctx *ctx_new(bool primary, unsigned flags)
+{
+    struct sim_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->primary = primary;
+    c->flags = flags;
+    c->id = atomic_fetch_add(&g_ctx_ids, 1) + 1;
+    c->legacy = sim_stream_new(c, SIM_S_LEGACY, 0, 0);
+    if (!c->legacy) {
+        free(c);
+        return NULL;
+    }
+    pthread_mutex_lock(&g_ctx_mu);
+    if (g_nctxs == g_ctxs_cap) {
+        size_t ncap = g_ctxs_cap ? g_ctxs_cap * 2 : 8;
+        struct sim_ctx **n = realloc(g_ctxs, ncap * sizeof *n);
+        if (!n)
+            abort();
+        g_ctxs = n;
+        g_ctxs_cap = ncap;
+    }
+    g_ctxs[g_nctxs++] = c;
+    pthread_mutex_unlock(&g_ctx_mu);
+    sim_reg_add(c, SIM_T_CTX);
+    return c;
+}
+
+static pthread_once_t g_knobs_once = PTHREAD_ONCE_INIT;
+
+static void init_once(void)
+{
+    g_primary = ctx_new(true, 0);
+}
+
+CUresult cuInit(unsigned int Flags)
+{
+    /* Knobs are read again at the first cuInit: programs and tests may
+     * setenv() them before initializing (SIMCUDA_FAIL=cuInit:1 included). */
+    pthread_once(&g_knobs_once, knobs_load);
+    SIM_ENTER(cuInit);
+    if (Flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_once(&g_init_once, init_once);
+    if (!g_primary)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    atomic_store_explicit(&sim_initialized, true, memory_order_release);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDriverGetVersion(int *driverVersion)
+{
+    SIM_ENTER(cuDriverGetVersion);
+    if (!driverVersion)
+        return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = 13000;
+    return CUDA_SUCCESS;
+}
+
+#define SIM_CHECK_DEV(d)                                                       \
+    do {                                                                       \
+        if ((d) != 0)                                                          \
+            return CUDA_ERROR_INVALID_DEVICE;                                  \
+    } while (0)
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+    SIM_ENTER(cuDeviceGet);
+    SIM_CHECK_INIT();
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ordinal != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *device = 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int *count)
+{
+    SIM_ENTER(cuDeviceGetCount);
+    SIM_CHECK_INIT();
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = 1;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    SIM_ENTER(cuDeviceGetName);
+    SIM_CHECK_INIT();
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_CHECK_DEV(dev);
+    snprintf(name, (size_t)len, "%s", "simcuda simulated GPU");
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    SIM_ENTER(cuDeviceTotalMem_v2);
+    SIM_CHECK_INIT();
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_CHECK_DEV(dev);
+    *bytes = SIM_TOTAL_MEM;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    SIM_ENTER(cuDeviceGetAttribute);
+    SIM_CHECK_INIT();
+    if (!pi)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_CHECK_DEV(dev);
+    if ((int)attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    int v = 0; /* attributes simcuda does not model read as 0 */
+    switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: v = sim_knob.vmm ? 1 : 0; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: v = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = 132; break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: v = (int)SIM_MAX_THREADS_PER_BLOCK; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: v = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: v = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: v = 64; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: v = 2147483647; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: v = 65535; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: v = 65535; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: v = (int)SIM_MAX_SHARED_PER_BLOCK; break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: v = 32; break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: v = 2048; break;
+    default: break;
+    }
+    *pi = v;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
+{
+    SIM_ENTER(cuDeviceCanAccessPeer);
+    SIM_CHECK_INIT();
+    if (!canAccessPeer)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_CHECK_DEV(dev);
+    SIM_CHECK_DEV(peerDev);
+    *canAccessPeer = 0; /* a device is not its own peer */
+    return CUDA_SUCCESS;
+}
+
+/* ---- contexts ------------------------------------------------------------ */
+
+#define SIM_CTX_STACK 64
+static __thread struct sim_ctx *t_ctx_stack[SIM_CTX_STACK];
+static __thread int t_ctx_depth;
+
+struct sim_ctx *sim_ctx_current(void)
+{
+    return t_ctx_depth ? t_ctx_stack[t_ctx_depth - 1] : NULL;
+}
+
+CUresult sim_ctx_need(struct sim_ctx **out)
+{
+    struct sim_ctx *c = sim_ctx_current();
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!atomic_load(&c->alive))
+        return c->primary ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+static CUresult ctx_check(CUcontext h, struct sim_ctx **out)
+{
+    struct sim_ctx *c = (struct sim_ctx *)h;
+    if (!sim_reg_has(c, SIM_T_CTX))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    SIM_ENTER(cuDevicePrimaryCtxRetain);
+    SIM_CHECK_INIT();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_CHECK_DEV(dev);
+    pthread_mutex_lock(&g_ctx_mu);
+    g_primary->primary_refs++;
+    atomic_store(&g_primary->alive, true);
+    pthread_mutex_unlock(&g_ctx_mu);
+    *pctx = (CUcontext)g_primary;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    SIM_ENTER(cuDevicePrimaryCtxRelease_v2);
+    SIM_CHECK_INIT();
+    SIM_CHECK_DEV(dev);
+    pthread_mutex_lock(&g_ctx_mu);
+    if (g_primary->primary_refs == 0) {
+        pthread_mutex_unlock(&g_ctx_mu);
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    bool last = --g_primary->primary_refs == 0;
+    pthread_mutex_unlock(&g_ctx_mu);
+    if (last) {
+        /* Assumption: the driver finishes the context's work when the last
+         * reference goes; simcuda keeps its memory (not modelled). */
+        sim_ctx_sync(g_primary);
+        pthread_mutex_lock(&g_ctx_mu);
+        if (g_primary->primary_refs == 0)
+            atomic_store(&g_primary->alive, false);
+        pthread_mutex_unlock(&g_ctx_mu);
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    SIM_ENTER(cuDevicePrimaryCtxGetState);
+    SIM_CHECK_INIT();
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_CHECK_DEV(dev);
+    pthread_mutex_lock(&g_ctx_mu);
+    *flags = g_primary->flags;
+    *active = g_primary->primary_refs > 0;
+    pthread_mutex_unlock(&g_ctx_mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
+                        CUdevice dev)
+{
+    SIM_ENTER(cuCtxCreate_v4);
+    SIM_CHECK_INIT();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_CHECK_DEV(dev);
+    if (ctxCreateParams && (ctxCreateParams->execAffinityParams ||
+                            ctxCreateParams->numExecAffinityParams || ctxCreateParams->cigParams))
+        return CUDA_ERROR_NOT_SUPPORTED; /* affinity / CIG are not modelled */
+    if (t_ctx_depth == SIM_CTX_STACK)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct sim_ctx *c = ctx_new(false, flags);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    atomic_store(&c->alive, true);
+    t_ctx_stack[t_ctx_depth++] = c; /* the new context is pushed */
+    *pctx = (CUcontext)c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    SIM_ENTER(cuCtxDestroy_v2);
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = ctx_check(ctx, &c);
+    if (r)
+        return r;
+    if (c->primary || !atomic_load(&c->alive))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    sim_ctx_sync(c);
+    atomic_store(&c->alive, false);
+    sim_reg_del(c);
+    /* Popped from the calling thread's stack if current (as documented). */
+    if (t_ctx_depth && t_ctx_stack[t_ctx_depth - 1] == c)
+        t_ctx_depth--;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    SIM_ENTER(cuCtxGetCurrent);
+    SIM_CHECK_INIT();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = (CUcontext)sim_ctx_current();
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    SIM_ENTER(cuCtxSetCurrent);
+    SIM_CHECK_INIT();
+    if (!ctx) {
+        if (t_ctx_depth)
+            t_ctx_depth--;
+        return CUDA_SUCCESS;
+    }
+    struct sim_ctx *c;
+    CUresult r = ctx_check(ctx, &c);
+    if (r)
+        return r;
+    if (t_ctx_depth)
+        t_ctx_stack[t_ctx_depth - 1] = c;
+    else
+        t_ctx_stack[t_ctx_depth++] = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    SIM_ENTER(cuCtxPushCurrent_v2);
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = ctx_check(ctx, &c);
+    if (r)
+        return r;
+    if (t_ctx_depth == SIM_CTX_STACK)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    t_ctx_stack[t_ctx_depth++] = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    SIM_ENTER(cuCtxPopCurrent_v2);
+    SIM_CHECK_INIT();
+    if (!t_ctx_depth)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    struct sim_ctx *c = t_ctx_stack[--t_ctx_depth];
+    if (pctx)
+        *pctx = (CUcontext)c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice(CUdevice *device)
+{
+    SIM_ENTER(cuCtxGetDevice);
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    *device = 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    SIM_ENTER(cuCtxGetDevice_v2);
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = ctx ? ctx_check(ctx, &c) : sim_ctx_need(&c);
+    if (r)
+        return r;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    *device = 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSynchronize(void)
+{
+    SIM_ENTER(cuCtxSynchronize);
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    sim_ctx_sync(c);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    SIM_ENTER(cuCtxSynchronize_v2);
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = ctx ? ctx_check(ctx, &c) : sim_ctx_need(&c);
+    if (r)
+        return r;
+    sim_ctx_sync(c);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+    SIM_ENTER(cuCtxEnablePeerAccess);
+    SIM_CHECK_INIT();
+    struct sim_ctx *cur, *peer;
+    CUresult r = sim_ctx_need(&cur);
+    if (r)
+        return r;
+    if (ctx_check(peerContext, &peer) != CUDA_SUCCESS || peer == cur)
+        return CUDA_ERROR_INVALID_CONTEXT; /* documented: invalid or current context */
+    if (Flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Another context on the only device: cuDeviceCanAccessPeer(0, 0) is 0. */
+    return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+}
+
+CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    SIM_ENTER(cuCtxGetStreamPriorityRange);
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    if (leastPriority)
+        *leastPriority = 0;
+    if (greatestPriority)
+        *greatestPriority = -5;
+    return CUDA_SUCCESS;
+}
+
+/* ---- errors ----------------------------------------------------------------- */
+
+struct sim_errinfo {
+    CUresult code;
+    const char *name;
+    const char *str;
+};
+
+static const struct sim_errinfo g_errs[] = {
+#define SIM_ERR(code, str) {code, #code, str},
+#include "errors.def"
+#undef SIM_ERR
+};
+
+static const struct sim_errinfo *err_find(CUresult e)
+{
+    for (size_t i = 0; i < sizeof g_errs / sizeof g_errs[0]; i++)
+        if (g_errs[i].code == e)
+            return &g_errs[i];
+    return NULL;
+}
+
+CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
+    SIM_ENTER(cuGetErrorName);
+    if (!pStr)
+        return CUDA_ERROR_INVALID_VALUE;
+    const struct sim_errinfo *e = err_find(error);
+    *pStr = e ? e->name : NULL;
+    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuGetErrorString(CUresult error, const char **pStr)
+{
+    SIM_ENTER(cuGetErrorString);
+    if (!pStr)
+        return CUDA_ERROR_INVALID_VALUE;
+    const struct sim_errinfo *e = err_find(error);
+    *pStr = e ? e->str : NULL;
+    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- cuGetProcAddress ---------------------------------------------------------- */
+
+static CUresult proc_lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                            CUdriverProcAddressQueryResult *status)
+{
+    if (!symbol || !pfn)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
+                              CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Documented: a version newer than the driver's is an error. */
+    if (cudaVersion > 13000)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* DEFAULT (0) at the driver level is the legacy stream; the header's
+     * inline wrapper adds PER_THREAD for per-thread compilation units. */
+    bool ptds = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+    const struct sim_proc *best = NULL;
+    bool named = false;
+    for (int i = 0; i < SIM_N_ENTRIES; i++) {
+        const struct sim_proc *e = &g_procs[i];
+        if (strcmp(e->base, symbol) != 0)
+            continue;
+        named = true;
+        if (e->version > cudaVersion)
+            continue;
+        if (e->flavour == SIM_FLAV_T && !ptds)
+            continue;
+        /* newest version that fits; at equal version the per-thread one */
+        if (!best || e->version > best->version ||
+            (e->version == best->version && e->flavour == SIM_FLAV_T))
+            best = e;
+    }
+    if (!best) {
+        /* Assumption (observed driver behaviour, not the doc's SUCCESS):
+         * CUDA_ERROR_NOT_FOUND with a NULL pointer. */
+        *pfn = NULL;
+        if (status)
+            *status = named ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                            : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    memcpy(pfn, &best->fn, sizeof(void *));
+    if (status)
+        *status = CU_GET_PROC_ADDRESS_SUCCESS;
+    return CUDA_SUCCESS;
+}
+
+_Static_assert(sizeof(sim_voidfn) == sizeof(void *), "function pointers are data-pointer sized");
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+{
+    SIM_ENTER(cuGetProcAddress);
+    return proc_lookup(symbol, pfn, cudaVersion, flags, NULL);
+}
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *symbolStatus)
+{
+    SIM_ENTER(cuGetProcAddress_v2);
+    return proc_lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
+}

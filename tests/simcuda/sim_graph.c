@@ -1,0 +1,973 @@
+/*
+ * simcuda graphs: kernel and empty nodes, dependencies, executable graphs
+ * (exec), O(1) exec node parameter updates, launches that snapshot the
+ * exec's parameters, cuGraphExecUpdate.
+ */
+#include "sim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Kernel parameters as a graph node or an exec node holds them. */
+struct knode {
+    CUfunction func;
+    sim_kernel_fn fn;
+    size_t nparams;
+    unsigned dims[6];
+    unsigned shmem;
+    bool use_extra;
+    unsigned char *args;
+    size_t argsize;
+    void **argptrs;  /* graph nodes: the kernelParams GetParams returns */
+    void *extra[5];  /* graph nodes: the extra GetParams returns */
+    size_t extra_size;
+};
+
+struct sim_node {
+    struct sim_graph *graph;
+    uint64_t graph_id;
+    uint32_t index;
+    CUgraphNodeType type;
+    struct knode k;
+    struct sim_node **deps; /* incoming edges, in the order added */
+    size_t ndeps, depcap;
+};
+
+struct sim_graph {
+    uint64_t id;
+    pthread_mutex_t mu;
+    struct sim_node **nodes;
+    size_t n, cap;
+};
+
+struct xnode {
+    CUgraphNodeType type;
+    struct knode k;
+    uint32_t *deps; /* sorted indices */
+    size_t ndeps;
+};
+
+struct sim_exec {
+    pthread_mutex_t mu;
+    uint64_t graph_id;        /* graph instantiated from */
+    uint64_t update_graph_id; /* graph of the last successful cuGraphExecUpdate */
+    size_t n;
+    struct xnode *nodes;
+    uint32_t *order;          /* kernel nodes in dependency order */
+    size_t norder;
+    struct sim_stream *last_s; /* previous launch (referenced) */
+    uint64_t last_seq;
+};
+
+static _Atomic uint64_t g_graph_ids;
+
+/* ---- kernel parameters --------------------------------------------------------- */
+
+static void knode_clear(struct knode *k)
+{
+    free(k->args);
+    free(k->argptrs);
+    memset(k, 0, sizeof *k);
+}
+
+static CUresult knode_set(struct knode *k, const CUDA_KERNEL_NODE_PARAMS *p, bool graph_node)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* NULL func needs kern; simcuda has no CUkernel (library) objects, so
+     * a NULL func is invalid whatever kern holds. */
+    if (!p->func)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_func *f;
+    if (sim_func_get(p->func, &f) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (sim_check_dims(p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY,
+                       p->blockDimZ, p->sharedMemBytes) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->kernelParams && p->extra)
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned char stackbuf[1024];
+    unsigned char *tmp = f->argsize <= sizeof stackbuf ? stackbuf : malloc(f->argsize);
+    if (!tmp)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = sim_pack_args(f, p->kernelParams, p->extra, tmp);
+    if (r) {
+        if (tmp != stackbuf)
+            free(tmp);
+        return r;
+    }
+    /* Storage is reused while the layout size stays the same, so pointers
+     * from GetParams stay valid across updates of the same kernel. */
+    if (!k->args || k->argsize != f->argsize || (graph_node && k->nparams != f->nparams)) {
+        unsigned char *na = malloc(f->argsize ? f->argsize : 1);
+        void **np = graph_node ? malloc((f->nparams ? f->nparams : 1) * sizeof *np) : NULL;
+        if (!na || (graph_node && !np)) {
+            free(na);
+            free(np);
+            if (tmp != stackbuf)
+                free(tmp);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        free(k->args);
+        free(k->argptrs);
+        k->args = na;
+        k->argptrs = np;
+    }
+    memcpy(k->args, tmp, f->argsize);
+    if (tmp != stackbuf)
+        free(tmp);
+    k->argsize = f->argsize;
+    k->nparams = f->nparams;
+    if (graph_node)
+        for (size_t i = 0; i < f->nparams; i++)
+            k->argptrs[i] = k->args + f->offsets[i];
+    k->func = p->func;
+    k->fn = f->fn;
+    k->dims[0] = p->gridDimX;
+    k->dims[1] = p->gridDimY;
+    k->dims[2] = p->gridDimZ;
+    k->dims[3] = p->blockDimX;
+    k->dims[4] = p->blockDimY;
+    k->dims[5] = p->blockDimZ;
+    k->shmem = p->sharedMemBytes;
+    k->use_extra = p->extra != NULL;
+    k->extra_size = k->argsize;
+    k->extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+    k->extra[1] = k->args;
+    k->extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+    k->extra[3] = &k->extra_size;
+    k->extra[4] = CU_LAUNCH_PARAM_END;
+    return CUDA_SUCCESS;
+}
+
+static bool knode_copy(struct knode *dst, const struct knode *src)
+{
+    memset(dst, 0, sizeof *dst);
+    dst->func = src->func;
+    dst->fn = src->fn;
+    dst->nparams = src->nparams;
+    memcpy(dst->dims, src->dims, sizeof dst->dims);
+    dst->shmem = src->shmem;
+    dst->use_extra = src->use_extra;
+    dst->argsize = src->argsize;
+    dst->args = malloc(src->argsize ? src->argsize : 1);
+    if (!dst->args)
+        return false;
+    memcpy(dst->args, src->args, src->argsize);
+    return true;
+}
+
+static void v1_to_v2(const CUDA_KERNEL_NODE_PARAMS_v1 *a, CUDA_KERNEL_NODE_PARAMS *b)
+{
+    memset(b, 0, sizeof *b);
+    b->func = a->func;
+    b->gridDimX = a->gridDimX;
+    b->gridDimY = a->gridDimY;
+    b->gridDimZ = a->gridDimZ;
+    b->blockDimX = a->blockDimX;
+    b->blockDimY = a->blockDimY;
+    b->blockDimZ = a->blockDimZ;
+    b->sharedMemBytes = a->sharedMemBytes;
+    b->kernelParams = a->kernelParams;
+    b->extra = a->extra;
+}
+
+/* ---- graphs ------------------------------------------------------------------------- */
+
+struct sim_graph *sim_graph_new(void)
+{
+    struct sim_graph *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->id = atomic_fetch_add(&g_graph_ids, 1) + 1;
+    pthread_mutex_init(&g->mu, NULL);
+    sim_reg_add(g, SIM_T_GRAPH);
+    return g;
+}
+
+void sim_graph_free(struct sim_graph *g)
+{
+    sim_reg_del(g);
+    for (size_t i = 0; i < g->n; i++) {
+        struct sim_node *nd = g->nodes[i];
+        sim_reg_del(nd);
+        knode_clear(&nd->k);
+        free(nd->deps);
+        free(nd);
+    }
+    free(g->nodes);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}
+
+static struct sim_graph *graph_get(CUgraph h)
+{
+    return sim_reg_has(h, SIM_T_GRAPH) ? (struct sim_graph *)h : NULL;
+}
+
+static struct sim_node *node_get(CUgraphNode h)
+{
+    return sim_reg_has(h, SIM_T_NODE) ? (struct sim_node *)h : NULL;
+}
+
+static bool add_dep(struct sim_node *to, struct sim_node *from)
+{
+    if (to->ndeps == to->depcap) {
+        size_t nc = to->depcap ? to->depcap * 2 : 4;
+        struct sim_node **v = realloc(to->deps, nc * sizeof *v);
+        if (!v)
+            return false;
+        to->deps = v;
+        to->depcap = nc;
+    }
+    to->deps[to->ndeps++] = from;
+    return true;
+}
+
+/* Under g->mu: dependencies must be distinct nodes of g. */
+static CUresult check_deps(struct sim_graph *g, const CUgraphNode *deps, size_t n)
+{
+    if (n && !deps)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n; i++) {
+        struct sim_node *d = node_get(deps[i]);
+        if (!d || d->graph != g)
+            return CUDA_ERROR_INVALID_VALUE;
+        for (size_t j = 0; j < i; j++)
+            if (deps[j] == deps[i])
+                return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Under g->mu. */
+static CUresult add_node(struct sim_graph *g, CUgraphNodeType type, const CUgraphNode *deps,
+                         size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *p, CUgraphNode *out)
+{
+    CUresult r = check_deps(g, deps, ndeps);
+    if (r)
+        return r;
+    if (g->n >= UINT32_MAX)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct sim_node *nd = calloc(1, sizeof *nd);
+    if (!nd)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    nd->type = type;
+    if (type == CU_GRAPH_NODE_TYPE_KERNEL && (r = knode_set(&nd->k, p, true)) != CUDA_SUCCESS) {
+        free(nd);
+        return r;
+    }
+    for (size_t i = 0; i < ndeps; i++) {
+        if (!add_dep(nd, (struct sim_node *)deps[i])) {
+            knode_clear(&nd->k);
+            free(nd->deps);
+            free(nd);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    if (g->n == g->cap) {
+        size_t nc = g->cap ? g->cap * 2 : 16;
+        struct sim_node **v = realloc(g->nodes, nc * sizeof *v);
+        if (!v) {
+            knode_clear(&nd->k);
+            free(nd->deps);
+            free(nd);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        g->nodes = v;
+        g->cap = nc;
+    }
+    nd->graph = g;
+    nd->graph_id = g->id;
+    nd->index = (uint32_t)g->n;
+    g->nodes[g->n++] = nd;
+    sim_reg_add(nd, SIM_T_NODE);
+    *out = (CUgraphNode)nd;
+    return CUDA_SUCCESS;
+}
+
+CUresult sim_graph_add_kernel(struct sim_graph *g, const CUgraphNode *deps, size_t ndeps,
+                              const CUDA_KERNEL_NODE_PARAMS *p, CUgraphNode *out)
+{
+    pthread_mutex_lock(&g->mu);
+    CUresult r = add_node(g, CU_GRAPH_NODE_TYPE_KERNEL, deps, ndeps, p, out);
+    pthread_mutex_unlock(&g->mu);
+    return r;
+}
+
+CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+{
+    SIM_ENTER(cuGraphCreate);
+    SIM_CHECK_INIT();
+    if (!phGraph || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_graph *g = sim_graph_new();
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *phGraph = (CUgraph)g;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphDestroy(CUgraph hGraph)
+{
+    SIM_ENTER(cuGraphDestroy);
+    SIM_CHECK_INIT();
+    struct sim_graph *g = graph_get(hGraph);
+    if (!g)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_graph_free(g); /* executable graphs are independent copies */
+    return CUDA_SUCCESS;
+}
+
+static CUresult add_kernel_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, size_t n,
+                                const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    SIM_CHECK_INIT();
+    struct sim_graph *g = graph_get(hg);
+    if (!out || !g || !p)
+        return CUDA_ERROR_INVALID_VALUE;
+    return sim_graph_add_kernel(g, deps, n, p, out);
+}
+
+CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                 const CUgraphNode *dependencies, size_t numDependencies,
+                                 const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    SIM_ENTER(cuGraphAddKernelNode_v2);
+    return add_kernel_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+}
+
+CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                              const CUgraphNode *dependencies, size_t numDependencies,
+                              const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+    SIM_ENTER(cuGraphAddKernelNode);
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_KERNEL_NODE_PARAMS p;
+    v1_to_v2(nodeParams, &p);
+    return add_kernel_node(phGraphNode, hGraph, dependencies, numDependencies, &p);
+}
+
+CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                             const CUgraphNode *dependencies, size_t numDependencies)
+{
+    SIM_ENTER(cuGraphAddEmptyNode);
+    SIM_CHECK_INIT();
+    struct sim_graph *g = graph_get(hGraph);
+    if (!phGraphNode || !g)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g->mu);
+    CUresult r = add_node(g, CU_GRAPH_NODE_TYPE_EMPTY, dependencies, numDependencies, NULL,
+                          phGraphNode);
+    pthread_mutex_unlock(&g->mu);
+    return r;
+}
+
+static CUresult add_dependencies(CUgraph hg, const CUgraphNode *from, const CUgraphNode *to,
+                                 const CUgraphEdgeData *edge, size_t n)
+{
+    SIM_CHECK_INIT();
+    struct sim_graph *g = graph_get(hg);
+    if (!g || (n && (!from || !to)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (edge) {
+        for (size_t i = 0; i < n; i++) /* only default edges are modelled */
+            if (edge[i].from_port || edge[i].to_port || edge[i].type)
+                return CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_lock(&g->mu);
+    CUresult r = CUDA_SUCCESS;
+    for (size_t i = 0; i < n && !r; i++) {
+        struct sim_node *a = node_get(from[i]), *b = node_get(to[i]);
+        if (!a || !b || a->graph != g || b->graph != g || a == b) {
+            r = CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
+        for (size_t j = 0; j < b->ndeps; j++)
+            if (b->deps[j] == a)
+                r = CUDA_ERROR_INVALID_VALUE; /* the edge exists already */
+        for (size_t j = 0; j < i; j++)
+            if (from[j] == from[i] && to[j] == to[i])
+                r = CUDA_ERROR_INVALID_VALUE;
+    }
+    for (size_t i = 0; i < n && !r; i++)
+        if (!add_dep((struct sim_node *)to[i], (struct sim_node *)from[i]))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_unlock(&g->mu);
+    return r;
+}
+
+CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+                                size_t numDependencies)
+{
+    SIM_ENTER(cuGraphAddDependencies);
+    return add_dependencies(hGraph, from, to, NULL, numDependencies);
+}
+
+CUresult cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+                                   const CUgraphEdgeData *edgeData, size_t numDependencies)
+{
+    SIM_ENTER(cuGraphAddDependencies_v2);
+    return add_dependencies(hGraph, from, to, edgeData, numDependencies);
+}
+
+CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+    SIM_ENTER(cuGraphGetNodes);
+    SIM_CHECK_INIT();
+    struct sim_graph *g = graph_get(hGraph);
+    if (!g || !numNodes)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g->mu);
+    if (!nodes) {
+        *numNodes = g->n;
+    } else {
+        size_t want = *numNodes;
+        for (size_t i = 0; i < want; i++)
+            nodes[i] = i < g->n ? (CUgraphNode)g->nodes[i] : NULL;
+        if (want > g->n)
+            *numNodes = g->n;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
+{
+    SIM_ENTER(cuGraphNodeGetType);
+    SIM_CHECK_INIT();
+    struct sim_node *nd = node_get(hNode);
+    if (!nd || !type)
+        return CUDA_ERROR_INVALID_VALUE;
+    *type = nd->type;
+    return CUDA_SUCCESS;
+}
+
+static CUresult node_deps(CUgraphNode h, CUgraphNode *deps, CUgraphEdgeData *edge, size_t *n)
+{
+    SIM_CHECK_INIT();
+    struct sim_node *nd = node_get(h);
+    if (!nd || !n)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&nd->graph->mu);
+    if (!deps) {
+        *n = nd->ndeps;
+    } else {
+        size_t want = *n;
+        for (size_t i = 0; i < want; i++) {
+            deps[i] = i < nd->ndeps ? (CUgraphNode)nd->deps[i] : NULL;
+            if (edge)
+                memset(&edge[i], 0, sizeof edge[i]);
+        }
+        if (want > nd->ndeps)
+            *n = nd->ndeps;
+    }
+    pthread_mutex_unlock(&nd->graph->mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies,
+                                    size_t *numDependencies)
+{
+    SIM_ENTER(cuGraphNodeGetDependencies);
+    return node_deps(hNode, dependencies, NULL, numDependencies);
+}
+
+CUresult cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *dependencies,
+                                       CUgraphEdgeData *edgeData, size_t *numDependencies)
+{
+    SIM_ENTER(cuGraphNodeGetDependencies_v2);
+    return node_deps(hNode, dependencies, edgeData, numDependencies);
+}
+
+static CUresult kernel_get_params(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS *p)
+{
+    SIM_CHECK_INIT();
+    struct sim_node *nd = node_get(h);
+    if (!nd || !p || nd->type != CU_GRAPH_NODE_TYPE_KERNEL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&nd->graph->mu);
+    const struct knode *k = &nd->k;
+    memset(p, 0, sizeof *p);
+    p->func = k->func;
+    p->gridDimX = k->dims[0];
+    p->gridDimY = k->dims[1];
+    p->gridDimZ = k->dims[2];
+    p->blockDimX = k->dims[3];
+    p->blockDimY = k->dims[4];
+    p->blockDimZ = k->dims[5];
+    p->sharedMemBytes = k->shmem;
+    /* node-owned storage, valid while the node lives and keeps its kernel */
+    if (k->use_extra)
+        p->extra = (void **)nd->k.extra;
+    else
+        p->kernelParams = nd->k.argptrs;
+    pthread_mutex_unlock(&nd->graph->mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    SIM_ENTER(cuGraphKernelNodeGetParams_v2);
+    return kernel_get_params(hNode, nodeParams);
+}
+
+CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+    SIM_ENTER(cuGraphKernelNodeGetParams);
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_KERNEL_NODE_PARAMS p;
+    CUresult r = kernel_get_params(hNode, &p);
+    if (r)
+        return r;
+    nodeParams->func = p.func;
+    nodeParams->gridDimX = p.gridDimX;
+    nodeParams->gridDimY = p.gridDimY;
+    nodeParams->gridDimZ = p.gridDimZ;
+    nodeParams->blockDimX = p.blockDimX;
+    nodeParams->blockDimY = p.blockDimY;
+    nodeParams->blockDimZ = p.blockDimZ;
+    nodeParams->sharedMemBytes = p.sharedMemBytes;
+    nodeParams->kernelParams = p.kernelParams;
+    nodeParams->extra = p.extra;
+    return CUDA_SUCCESS;
+}
+
+static CUresult kernel_set_params(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    SIM_CHECK_INIT();
+    struct sim_node *nd = node_get(h);
+    if (!nd || !p || nd->type != CU_GRAPH_NODE_TYPE_KERNEL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&nd->graph->mu);
+    CUresult r = knode_set(&nd->k, p, true);
+    pthread_mutex_unlock(&nd->graph->mu);
+    return r;
+}
+
+CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    SIM_ENTER(cuGraphKernelNodeSetParams_v2);
+    return kernel_set_params(hNode, nodeParams);
+}
+
+CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+    SIM_ENTER(cuGraphKernelNodeSetParams);
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_KERNEL_NODE_PARAMS p;
+    v1_to_v2(nodeParams, &p);
+    return kernel_set_params(hNode, &p);
+}
+
+/* ---- executable graphs ------------------------------------------------------------------ */
+
+static void exec_free(struct sim_exec *x)
+{
+    for (size_t i = 0; i < x->n; i++) {
+        knode_clear(&x->nodes[i].k);
+        free(x->nodes[i].deps);
+    }
+    free(x->nodes);
+    free(x->order);
+    if (x->last_s)
+        sim_stream_unref(x->last_s);
+    pthread_mutex_destroy(&x->mu);
+    free(x);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorted dependency indices of a graph node. */
+static uint32_t *dep_indices(const struct sim_node *nd)
+{
+    uint32_t *v = malloc((nd->ndeps ? nd->ndeps : 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < nd->ndeps; i++)
+        v[i] = nd->deps[i]->index;
+    qsort(v, nd->ndeps, sizeof *v, cmp_u32);
+    return v;
+}
+
+/* Under g->mu. */
+static CUresult instantiate(struct sim_graph *g, struct sim_exec **out, CUgraphNode *err_node,
+                            CUgraphInstantiateResult *res)
+{
+    *res = CUDA_GRAPH_INSTANTIATE_ERROR;
+    size_t n = g->n;
+    for (size_t i = 0; i < n; i++) {
+        struct sim_func *f;
+        if (g->nodes[i]->type == CU_GRAPH_NODE_TYPE_KERNEL &&
+            sim_func_get(g->nodes[i]->k.func, &f) != CUDA_SUCCESS) {
+            *err_node = (CUgraphNode)g->nodes[i]; /* its module was unloaded */
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    struct sim_exec *x = calloc(1, sizeof *x);
+    if (!x)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_init(&x->mu, NULL);
+    x->graph_id = g->id;
+    x->n = n;
+    x->nodes = calloc(n ? n : 1, sizeof *x->nodes);
+    x->order = malloc((n ? n : 1) * sizeof *x->order);
+    uint32_t *indeg = calloc(n ? n : 1, sizeof *indeg);
+    uint32_t *queue = malloc((n ? n : 1) * sizeof *queue);
+    CUresult r = CUDA_SUCCESS;
+    if (!x->nodes || !x->order || !indeg || !queue) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        goto fail;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct sim_node *nd = g->nodes[i];
+        struct xnode *xn = &x->nodes[i];
+        xn->type = nd->type;
+        xn->ndeps = nd->ndeps;
+        xn->deps = dep_indices(nd);
+        if (!xn->deps || (nd->type == CU_GRAPH_NODE_TYPE_KERNEL && !knode_copy(&xn->k, &nd->k))) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto fail;
+        }
+        indeg[i] = (uint32_t)nd->ndeps;
+    }
+    /* Kahn's algorithm over dependents (found by scanning: graphs are small). */
+    size_t qh = 0, qt = 0, seen = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!indeg[i])
+            queue[qt++] = (uint32_t)i;
+    while (qh < qt) {
+        uint32_t u = queue[qh++];
+        seen++;
+        if (x->nodes[u].type == CU_GRAPH_NODE_TYPE_KERNEL)
+            x->order[x->norder++] = u;
+        for (size_t v = 0; v < n; v++)
+            for (size_t d = 0; d < x->nodes[v].ndeps; d++)
+                if (x->nodes[v].deps[d] == u && --indeg[v] == 0)
+                    queue[qt++] = (uint32_t)v;
+    }
+    if (seen != n) {
+        *res = CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE; /* a cycle */
+        r = CUDA_ERROR_INVALID_VALUE;
+        goto fail;
+    }
+    free(indeg);
+    free(queue);
+    *res = CUDA_GRAPH_INSTANTIATE_SUCCESS;
+    *out = x;
+    return CUDA_SUCCESS;
+fail:
+    free(indeg);
+    free(queue);
+    if (x->nodes) {
+        exec_free(x);
+    } else {
+        free(x->order);
+        pthread_mutex_destroy(&x->mu);
+        free(x);
+    }
+    return r;
+}
+
+static const cuuint64_t k_inst_flags =
+    CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
+    CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+
+static CUresult instantiate_entry(CUgraphExec *out, CUgraph hg, cuuint64_t flags,
+                                  CUgraphNode *err_node, CUgraphInstantiateResult *res)
+{
+    *err_node = NULL;
+    *res = CUDA_GRAPH_INSTANTIATE_ERROR;
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    struct sim_graph *g = graph_get(hg);
+    if (!out || !g || (flags & ~k_inst_flags))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_exec *x = NULL;
+    pthread_mutex_lock(&g->mu);
+    r = instantiate(g, &x, err_node, res);
+    pthread_mutex_unlock(&g->mu);
+    if (r)
+        return r;
+    sim_reg_add(x, SIM_T_EXEC);
+    *out = (CUgraphExec)x;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                     unsigned long long flags)
+{
+    SIM_ENTER(cuGraphInstantiateWithFlags);
+    CUgraphNode err;
+    CUgraphInstantiateResult res;
+    if (flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)
+        return CUDA_ERROR_INVALID_VALUE; /* upload needs the WithParams stream */
+    return instantiate_entry(phGraphExec, hGraph, flags, &err, &res);
+}
+
+static CUresult instantiate_params(CUgraphExec *out, CUgraph hg, CUDA_GRAPH_INSTANTIATE_PARAMS *p,
+                                   bool pt)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUgraphNode err;
+    CUgraphInstantiateResult res;
+    CUresult r = instantiate_entry(out, hg, p->flags, &err, &res);
+    if (r == CUDA_SUCCESS && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)) {
+        /* Uploading is a no-op; the stream must still be valid. */
+        struct sim_stream *s;
+        if (sim_stream_resolve(p->hUploadStream, pt, &s) != CUDA_SUCCESS) {
+            struct sim_exec *x = (struct sim_exec *)*out;
+            sim_reg_del(x);
+            exec_free(x);
+            *out = NULL;
+            res = CUDA_GRAPH_INSTANTIATE_ERROR;
+            r = CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    p->hErrNode_out = err;
+    p->result_out = res;
+    return r;
+}
+
+CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                      CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    SIM_ENTER(cuGraphInstantiateWithParams);
+    return instantiate_params(phGraphExec, hGraph, instantiateParams, false);
+}
+
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    SIM_ENTER(cuGraphInstantiateWithParams_ptsz);
+    return instantiate_params(phGraphExec, hGraph, instantiateParams, true);
+}
+
+static struct sim_exec *exec_get(CUgraphExec h)
+{
+    return sim_reg_has(h, SIM_T_EXEC) ? (struct sim_exec *)h : NULL;
+}
+
+/* O(1): the node carries its index; it must come from the exec's graph. */
+static CUresult exec_set_kernel(CUgraphExec hx, CUgraphNode hn, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    SIM_CHECK_INIT();
+    struct sim_exec *x = exec_get(hx);
+    struct sim_node *nd = node_get(hn);
+    if (!x || !nd || !p)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&x->mu);
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if ((nd->graph_id == x->graph_id || nd->graph_id == x->update_graph_id) && nd->index < x->n &&
+        x->nodes[nd->index].type == CU_GRAPH_NODE_TYPE_KERNEL)
+        r = knode_set(&x->nodes[nd->index].k, p, false); /* affects future launches only */
+    pthread_mutex_unlock(&x->mu);
+    return r;
+}
+
+CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                        const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+    SIM_ENTER(cuGraphExecKernelNodeSetParams);
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_KERNEL_NODE_PARAMS p;
+    v1_to_v2(nodeParams, &p);
+    return exec_set_kernel(hGraphExec, hNode, &p);
+}
+
+CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                           const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    SIM_ENTER(cuGraphExecKernelNodeSetParams_v2);
+    return exec_set_kernel(hGraphExec, hNode, nodeParams);
+}
+
+CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                  CUgraphNodeParams *nodeParams)
+{
+    SIM_ENTER(cuGraphExecNodeSetParams);
+    SIM_CHECK_INIT();
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (nodeParams->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+        CUDA_KERNEL_NODE_PARAMS p;
+        _Static_assert(sizeof p == sizeof nodeParams->kernel, "v2 and v3 kernel params match");
+        memcpy(&p, &nodeParams->kernel, sizeof p);
+        return exec_set_kernel(hGraphExec, hNode, &p);
+    }
+    struct sim_exec *x = exec_get(hGraphExec);
+    struct sim_node *nd = node_get(hNode);
+    if (!x || !nd || nd->type != nodeParams->type)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* empty nodes have nothing to update; other types are not modelled */
+    return nd->type == CU_GRAPH_NODE_TYPE_EMPTY ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt)
+{
+    SIM_CHECK_INIT();
+    struct sim_exec *x = exec_get(hx);
+    if (!x)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_stream *s;
+    CUresult r = sim_stream_resolve(hs, pt, &s);
+    if (r)
+        return r;
+    if (sim_capture_active(s)) {
+        /* child-graph capture is not modelled */
+        sim_capture_invalidate(s);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    if ((r = sim_capture_check_legacy(s)) != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&x->mu);
+    /* Snapshot every kernel's parameters now: later SetParams calls only
+     * affect later launches. */
+    size_t total = 0;
+    for (size_t i = 0; i < x->norder; i++)
+        total += x->nodes[x->order[i]].k.argsize;
+    struct sim_op *op = sim_op_new(SIM_OP_KERNELS, x->norder * sizeof(struct sim_kcall) + total);
+    if (!op) {
+        pthread_mutex_unlock(&x->mu);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    struct sim_kcall *calls = (struct sim_kcall *)(op + 1);
+    unsigned char *args = (unsigned char *)(calls + x->norder);
+    for (size_t i = 0; i < x->norder; i++) {
+        const struct knode *k = &x->nodes[x->order[i]].k;
+        memcpy(args, k->args, k->argsize);
+        calls[i].fn = k->fn;
+        calls[i].args = args;
+        args += k->argsize;
+    }
+    op->u.k.ncalls = x->norder;
+    op->u.k.calls = calls;
+    /* Ordered behind the previous launch of this exec, on any stream. */
+    struct sim_dep prev = {x->last_s, x->last_seq};
+    uint64_t seq = sim_stream_submit(s, op, &prev, x->last_s ? 1 : 0);
+    sim_stream_ref(s);
+    if (x->last_s)
+        sim_stream_unref(x->last_s);
+    x->last_s = s;
+    x->last_seq = seq;
+    pthread_mutex_unlock(&x->mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    SIM_ENTER(cuGraphLaunch);
+    return graph_launch(hGraphExec, hStream, false);
+}
+
+CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    SIM_ENTER(cuGraphLaunch_ptsz);
+    return graph_launch(hGraphExec, hStream, true);
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    SIM_ENTER(cuGraphExecDestroy);
+    SIM_CHECK_INIT();
+    struct sim_exec *x = exec_get(hGraphExec);
+    if (!x)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_reg_del(x);
+    pthread_mutex_lock(&x->mu); /* no call still inside */
+    pthread_mutex_unlock(&x->mu);
+    exec_free(x); /* queued launches own their snapshots */
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
+                              CUgraphExecUpdateResultInfo *resultInfo)
+{
+    SIM_ENTER(cuGraphExecUpdate_v2);
+    SIM_CHECK_INIT();
+    struct sim_exec *x = exec_get(hGraphExec);
+    struct sim_graph *g = graph_get(hGraph);
+    if (!resultInfo)
+        return CUDA_ERROR_INVALID_VALUE;
+    resultInfo->result = CU_GRAPH_EXEC_UPDATE_ERROR;
+    resultInfo->errorNode = NULL;
+    resultInfo->errorFromNode = NULL;
+    if (!x || !g)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&x->mu);
+    pthread_mutex_lock(&g->mu);
+    CUgraphExecUpdateResult res = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+    CUgraphNode err = NULL, err_from = NULL;
+    /* Nodes are paired by creation order. */
+    if (g->n != x->n)
+        res = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+    for (size_t i = 0; i < g->n && res == CU_GRAPH_EXEC_UPDATE_SUCCESS; i++) {
+        struct sim_node *nd = g->nodes[i];
+        struct xnode *xn = &x->nodes[i];
+        if (nd->type != xn->type) {
+            res = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+            err = (CUgraphNode)nd;
+            break;
+        }
+        if (nd->ndeps != xn->ndeps) {
+            res = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+            err = (CUgraphNode)nd;
+            break;
+        }
+        for (size_t d = 0; d < nd->ndeps; d++) {
+            uint32_t idx = nd->deps[d]->index;
+            bool found = false;
+            for (size_t e = 0; e < xn->ndeps; e++)
+                found = found || xn->deps[e] == idx;
+            if (!found) {
+                res = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+                err = (CUgraphNode)nd;
+                err_from = (CUgraphNode)nd->deps[d];
+                break;
+            }
+        }
+        struct sim_func *f;
+        if (res == CU_GRAPH_EXEC_UPDATE_SUCCESS && nd->type == CU_GRAPH_NODE_TYPE_KERNEL &&
+            sim_func_get(nd->k.func, &f) != CUDA_SUCCESS) {
+            res = CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE;
+            err = (CUgraphNode)nd;
+        }
+    }
+    CUresult r = CUDA_SUCCESS;
+    if (res == CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+        for (size_t i = 0; i < g->n && !r; i++) {
+            if (g->nodes[i]->type != CU_GRAPH_NODE_TYPE_KERNEL)
+                continue;
+            struct knode nk;
+            if (!knode_copy(&nk, &g->nodes[i]->k)) {
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+                break;
+            }
+            knode_clear(&x->nodes[i].k);
+            x->nodes[i].k = nk;
+        }
+        /* Assumption: afterwards nodes of hGraph identify the exec's nodes
+         * too (as well as those of the graph it was instantiated from). */
+        x->update_graph_id = g->id;
+    } else {
+        r = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+    }
+    pthread_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&x->mu);
+    resultInfo->result = r == CUDA_ERROR_OUT_OF_MEMORY ? CU_GRAPH_EXEC_UPDATE_ERROR : res;
+    resultInfo->errorNode = err;
+    resultInfo->errorFromNode = err_from;
+    return r;
+}

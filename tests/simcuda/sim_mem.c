@@ -1,0 +1,861 @@
+/*
+ * simcuda memory: native cuMemAlloc (anonymous mappings), the virtual
+ * memory management API (reservations = PROT_NONE mappings, physical
+ * handles = memfds mapped MAP_SHARED|MAP_FIXED), copies and memsets.
+ */
+#include "sim.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define SIM_PAGE ((size_t)4096)
+
+struct nat {
+    uintptr_t base;
+    size_t size;   /* requested */
+    size_t maplen; /* page rounded */
+};
+
+struct sim_phys {
+    int fd;
+    size_t size;
+    CUmemAllocationProp prop;
+    int handle_refs; /* cuMemCreate/cuMemRetainAllocationHandle minus cuMemRelease */
+    int maps;        /* live cuMemMap mappings */
+};
+
+struct vmap {
+    uintptr_t base;
+    size_t size;
+    struct sim_phys *phys;
+    CUmemAccess_flags access;
+};
+
+struct resv {
+    uintptr_t base;
+    size_t size;
+    struct vmap *maps; /* sorted by base */
+    size_t nmaps, cap;
+};
+
+static pthread_mutex_t g_mem_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct nat *g_nat;        /* sorted by base */
+static size_t g_nnat, g_nat_cap;
+static struct resv *g_resv;      /* sorted by base */
+static size_t g_nresv, g_resv_cap;
+static size_t g_native_bytes, g_phys_bytes;
+
+static size_t round_up(size_t v, size_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+static void *grow(void *v, size_t *cap, size_t elem)
+{
+    size_t nc = *cap ? *cap * 2 : 16;
+    void *n = realloc(v, nc * elem);
+    if (!n)
+        abort();
+    *cap = nc;
+    return n;
+}
+
+/* Index of the last entry with base <= p in a sorted array, or -1. */
+#define SIM_FLOOR(arr, n, p, out)                                              \
+    do {                                                                       \
+        size_t lo_ = 0, hi_ = (n);                                             \
+        while (lo_ < hi_) {                                                    \
+            size_t mid_ = (lo_ + hi_) / 2;                                     \
+            if ((arr)[mid_].base <= (p))                                       \
+                lo_ = mid_ + 1;                                                \
+            else                                                               \
+                hi_ = mid_;                                                    \
+        }                                                                      \
+        (out) = (long)lo_ - 1;                                                 \
+    } while (0)
+
+static struct nat *nat_find(uintptr_t p)
+{
+    long i;
+    SIM_FLOOR(g_nat, g_nnat, p, i);
+    if (i < 0 || p >= g_nat[i].base + g_nat[i].size)
+        return NULL;
+    return &g_nat[i];
+}
+
+static struct resv *resv_find(uintptr_t p)
+{
+    long i;
+    SIM_FLOOR(g_resv, g_nresv, p, i);
+    if (i < 0 || p >= g_resv[i].base + g_resv[i].size)
+        return NULL;
+    return &g_resv[i];
+}
+
+static long map_floor(struct resv *r, uintptr_t p)
+{
+    long i;
+    SIM_FLOOR(r->maps, r->nmaps, p, i);
+    return i;
+}
+
+static struct vmap *map_find(uintptr_t p, struct resv **rout)
+{
+    struct resv *r = resv_find(p);
+    if (!r)
+        return NULL;
+    long i = map_floor(r, p);
+    if (i < 0 || p >= r->maps[i].base + r->maps[i].size)
+        return NULL;
+    if (rout)
+        *rout = r;
+    return &r->maps[i];
+}
+
+static bool fits_total(size_t add)
+{
+    return add <= SIM_TOTAL_MEM && g_native_bytes + g_phys_bytes <= SIM_TOTAL_MEM - add;
+}
+
+static void phys_maybe_destroy(struct sim_phys *ph)
+{
+    if (ph->handle_refs > 0 || ph->maps > 0)
+        return;
+    close(ph->fd);
+    g_phys_bytes -= ph->size;
+    free(ph);
+}
+
+bool sim_mem_valid(uintptr_t p, size_t n, bool write)
+{
+    if (n == 0)
+        return true;
+    if (p + n < p)
+        return false;
+    bool ok = false;
+    pthread_mutex_lock(&g_mem_mu);
+    struct nat *a = nat_find(p);
+    if (a) {
+        ok = p + n <= a->base + a->size;
+    } else {
+        struct resv *r = resv_find(p);
+        if (r && p + n <= r->base + r->size) {
+            long i = map_floor(r, p);
+            uintptr_t cur = p, end = p + n;
+            ok = i >= 0;
+            for (; ok && cur < end; i++) {
+                if ((size_t)i >= r->nmaps || r->maps[i].base > cur ||
+                    cur >= r->maps[i].base + r->maps[i].size) {
+                    ok = false;
+                    break;
+                }
+                CUmemAccess_flags need =
+                    write ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_READ;
+                if (r->maps[i].access < need)
+                    ok = false;
+                cur = r->maps[i].base + r->maps[i].size;
+            }
+        }
+    }
+    pthread_mutex_unlock(&g_mem_mu);
+    return ok;
+}
+
+/* ---- native allocations ------------------------------------------------------- */
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    SIM_ENTER(cuMemAlloc_v2);
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    if (!dptr || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (bytesize > SIM_TOTAL_MEM)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t len = round_up(bytesize, SIM_PAGE);
+    pthread_mutex_lock(&g_mem_mu);
+    if (!fits_total(len)) {
+        pthread_mutex_unlock(&g_mem_mu);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED) {
+        pthread_mutex_unlock(&g_mem_mu);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    uintptr_t b = (uintptr_t)p;
+    if (g_nnat == g_nat_cap)
+        g_nat = grow(g_nat, &g_nat_cap, sizeof *g_nat);
+    long i;
+    SIM_FLOOR(g_nat, g_nnat, b, i);
+    size_t at = (size_t)(i + 1);
+    memmove(&g_nat[at + 1], &g_nat[at], (g_nnat - at) * sizeof *g_nat);
+    g_nat[at] = (struct nat){b, bytesize, len};
+    g_nnat++;
+    g_native_bytes += len;
+    pthread_mutex_unlock(&g_mem_mu);
+    *dptr = (CUdeviceptr)b;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    SIM_ENTER(cuMemFree_v2);
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    if (dptr == 0)
+        return CUDA_SUCCESS;
+    pthread_mutex_lock(&g_mem_mu);
+    struct nat *a = nat_find((uintptr_t)dptr);
+    bool ok = a && a->base == (uintptr_t)dptr;
+    pthread_mutex_unlock(&g_mem_mu);
+    if (!ok)
+        return CUDA_ERROR_INVALID_VALUE; /* unknown, freed, interior or VMM pointer */
+    /* The native free synchronizes the context before releasing. */
+    sim_ctx_sync(c);
+    pthread_mutex_lock(&g_mem_mu);
+    a = nat_find((uintptr_t)dptr);
+    if (!a || a->base != (uintptr_t)dptr) {
+        pthread_mutex_unlock(&g_mem_mu);
+        return CUDA_ERROR_INVALID_VALUE; /* freed concurrently */
+    }
+    struct nat n = *a;
+    size_t at = (size_t)(a - g_nat);
+    memmove(&g_nat[at], &g_nat[at + 1], (g_nnat - at - 1) * sizeof *g_nat);
+    g_nnat--;
+    g_native_bytes -= n.maplen;
+    munmap((void *)n.base, n.maplen); /* use after free crashes */
+    pthread_mutex_unlock(&g_mem_mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    SIM_ENTER(cuMemGetAddressRange_v2);
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    uintptr_t base = 0;
+    size_t size = 0;
+    pthread_mutex_lock(&g_mem_mu);
+    struct nat *a = nat_find((uintptr_t)dptr);
+    struct vmap *m = a ? NULL : map_find((uintptr_t)dptr, NULL);
+    if (a) {
+        base = a->base;
+        size = a->size;
+    } else if (m) {
+        base = m->base;
+        size = m->size;
+    }
+    pthread_mutex_unlock(&g_mem_mu);
+    if (!a && !m)
+        return CUDA_ERROR_NOT_FOUND; /* assumption: no allocation contains dptr */
+    if (pbase)
+        *pbase = (CUdeviceptr)base;
+    if (psize)
+        *psize = size;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetInfo_v2(size_t *free_out, size_t *total_out)
+{
+    SIM_ENTER(cuMemGetInfo_v2);
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    if (!free_out || !total_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_mem_mu);
+    size_t used = g_native_bytes + g_phys_bytes;
+    pthread_mutex_unlock(&g_mem_mu);
+    *total_out = SIM_TOTAL_MEM;
+    *free_out = used >= SIM_TOTAL_MEM ? 0 : SIM_TOTAL_MEM - used;
+    return CUDA_SUCCESS;
+}
+
+/* ---- copies and memsets ---------------------------------------------------------- */
+
+enum copy_kind { HTOD, DTOH, DTOD };
+
+static CUresult stream_for_work(CUstream h, bool pt, struct sim_stream **s)
+{
+    CUresult r = sim_stream_resolve(h, pt, s);
+    if (r)
+        return r;
+    if (sim_capture_active(*s)) {
+        /* simcuda captures kernel launches only */
+        sim_capture_invalidate(*s);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    return sim_capture_check_legacy(*s);
+}
+
+/* sync: the call returns when the copy is done. */
+static CUresult do_copy(enum copy_kind k, void *dst, const void *src, size_t n, CUstream h,
+                        bool pt, bool sync)
+{
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    if (n == 0)
+        return CUDA_SUCCESS;
+    if (!dst || !src)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (k != HTOD && !sim_mem_valid((uintptr_t)src, n, false))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (k != DTOH && !sim_mem_valid((uintptr_t)dst, n, true))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_stream *s;
+    if ((r = stream_for_work(h, pt, &s)) != CUDA_SUCCESS)
+        return r;
+    struct sim_op *op = sim_op_new(SIM_OP_COPY, 0);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.copy.dst = dst;
+    op->u.copy.src = src;
+    op->u.copy.n = n;
+    if (k == HTOD && !sync) {
+        /* Pageable host memory is staged at call time, so the caller may
+         * reuse its buffer as soon as the call returns (documented). */
+        op->u.copy.staging = malloc(n);
+        if (!op->u.copy.staging) {
+            sim_op_free(op);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        memcpy(op->u.copy.staging, src, n);
+    }
+    uint64_t seq = sim_stream_submit(s, op, NULL, 0);
+    if (sync)
+        sim_stream_wait(s, seq);
+    return CUDA_SUCCESS;
+}
+
+/* The synchronous copies ("exhibits synchronous behavior for most use
+ * cases") are ordered in the legacy (or per-thread) stream and return once
+ * the copy is done. */
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    SIM_ENTER(cuMemcpyHtoD_v2);
+    return do_copy(HTOD, (void *)dstDevice, srcHost, ByteCount, NULL, false, true);
+}
+
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    SIM_ENTER(cuMemcpyHtoD_v2_ptds);
+    return do_copy(HTOD, (void *)dstDevice, srcHost, ByteCount, NULL, true, true);
+}
+
+CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    SIM_ENTER(cuMemcpyDtoH_v2);
+    return do_copy(DTOH, dstHost, (const void *)srcDevice, ByteCount, NULL, false, true);
+}
+
+CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    SIM_ENTER(cuMemcpyDtoH_v2_ptds);
+    return do_copy(DTOH, dstHost, (const void *)srcDevice, ByteCount, NULL, true, true);
+}
+
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    SIM_ENTER(cuMemcpyDtoD_v2);
+    return do_copy(DTOD, (void *)dstDevice, (const void *)srcDevice, ByteCount, NULL, false,
+                   true);
+}
+
+CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    SIM_ENTER(cuMemcpyDtoD_v2_ptds);
+    return do_copy(DTOD, (void *)dstDevice, (const void *)srcDevice, ByteCount, NULL, true,
+                   true);
+}
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                              CUstream hStream)
+{
+    SIM_ENTER(cuMemcpyHtoDAsync_v2);
+    return do_copy(HTOD, (void *)dstDevice, srcHost, ByteCount, hStream, false, false);
+}
+
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                                   CUstream hStream)
+{
+    SIM_ENTER(cuMemcpyHtoDAsync_v2_ptsz);
+    return do_copy(HTOD, (void *)dstDevice, srcHost, ByteCount, hStream, true, false);
+}
+
+/* To pageable host memory the async copy returns once it is complete. */
+CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                              CUstream hStream)
+{
+    SIM_ENTER(cuMemcpyDtoHAsync_v2);
+    return do_copy(DTOH, dstHost, (const void *)srcDevice, ByteCount, hStream, false, true);
+}
+
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                                   CUstream hStream)
+{
+    SIM_ENTER(cuMemcpyDtoHAsync_v2_ptsz);
+    return do_copy(DTOH, dstHost, (const void *)srcDevice, ByteCount, hStream, true, true);
+}
+
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                              CUstream hStream)
+{
+    SIM_ENTER(cuMemcpyDtoDAsync_v2);
+    return do_copy(DTOD, (void *)dstDevice, (const void *)srcDevice, ByteCount, hStream, false,
+                   false);
+}
+
+CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                                   CUstream hStream)
+{
+    SIM_ENTER(cuMemcpyDtoDAsync_v2_ptsz);
+    return do_copy(DTOD, (void *)dstDevice, (const void *)srcDevice, ByteCount, hStream, true,
+                   false);
+}
+
+/* Memsets are asynchronous with respect to the host (documented for device
+ * memory), ordered in their stream. */
+static CUresult do_memset(CUdeviceptr dst, uint32_t value, size_t n, size_t elem, CUstream h,
+                          bool pt)
+{
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    if (n == 0)
+        return CUDA_SUCCESS;
+    if ((uintptr_t)dst % elem != 0 || n > SIZE_MAX / elem)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_mem_valid((uintptr_t)dst, n * elem, true))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_stream *s;
+    if ((r = stream_for_work(h, pt, &s)) != CUDA_SUCCESS)
+        return r;
+    struct sim_op *op = sim_op_new(elem == 1 ? SIM_OP_SET8 : SIM_OP_SET32, 0);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.set.dst = (void *)dst;
+    op->u.set.value = value;
+    op->u.set.n = n;
+    sim_stream_submit(s, op, NULL, 0);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+    SIM_ENTER(cuMemsetD8_v2);
+    return do_memset(dstDevice, uc, N, 1, NULL, false);
+}
+
+CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+    SIM_ENTER(cuMemsetD8_v2_ptds);
+    return do_memset(dstDevice, uc, N, 1, NULL, true);
+}
+
+CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
+{
+    SIM_ENTER(cuMemsetD32_v2);
+    return do_memset(dstDevice, ui, N, 4, NULL, false);
+}
+
+CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N)
+{
+    SIM_ENTER(cuMemsetD32_v2_ptds);
+    return do_memset(dstDevice, ui, N, 4, NULL, true);
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
+    SIM_ENTER(cuMemsetD8Async);
+    return do_memset(dstDevice, uc, N, 1, hStream, false);
+}
+
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
+    SIM_ENTER(cuMemsetD8Async_ptsz);
+    return do_memset(dstDevice, uc, N, 1, hStream, true);
+}
+
+CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
+{
+    SIM_ENTER(cuMemsetD32Async);
+    return do_memset(dstDevice, ui, N, 4, hStream, false);
+}
+
+CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
+{
+    SIM_ENTER(cuMemsetD32Async_ptsz);
+    return do_memset(dstDevice, ui, N, 4, hStream, true);
+}
+
+/* ---- virtual memory management ------------------------------------------------------ */
+
+static CUresult check_prop(const CUmemAllocationProp *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->type != CU_MEM_ALLOCATION_TYPE_PINNED)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE; /* simcuda models device memory only */
+    if (p->location.id != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (p->requestedHandleTypes & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                       CUmemAllocationGranularity_flags option)
+{
+    SIM_ENTER(cuMemGetAllocationGranularity);
+    SIM_CHECK_INIT();
+    if (!granularity || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+                         option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_prop(prop);
+    if (r)
+        return r;
+    *granularity = sim_knob.granularity;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                             unsigned long long flags)
+{
+    SIM_ENTER(cuMemAddressReserve);
+    SIM_CHECK_INIT();
+    size_t g = sim_knob.granularity;
+    if (!ptr || size == 0 || flags != 0 || size % g != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (alignment & (alignment - 1))
+        return CUDA_ERROR_INVALID_VALUE; /* a power of two or zero */
+    size_t a = alignment > g ? alignment : g;
+    if (size > SIZE_MAX - a)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    const int mflags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    uintptr_t base = 0;
+    if (addr && addr % a == 0) {
+        /* the address is a hint */
+        void *p = mmap((void *)addr, size, PROT_NONE, mflags | MAP_FIXED_NOREPLACE, -1, 0);
+        if (p != MAP_FAILED && (uintptr_t)p == addr)
+            base = addr;
+        else if (p != MAP_FAILED)
+            munmap(p, size);
+    }
+    if (!base) {
+        void *p = mmap(NULL, size + a, PROT_NONE, mflags, -1, 0);
+        if (p == MAP_FAILED)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        uintptr_t raw = (uintptr_t)p;
+        base = round_up(raw, a);
+        if (base > raw)
+            munmap(p, base - raw);
+        if (raw + size + a > base + size)
+            munmap((void *)(base + size), raw + size + a - (base + size));
+    }
+    pthread_mutex_lock(&g_mem_mu);
+    if (g_nresv == g_resv_cap)
+        g_resv = grow(g_resv, &g_resv_cap, sizeof *g_resv);
+    long i;
+    SIM_FLOOR(g_resv, g_nresv, base, i);
+    size_t at = (size_t)(i + 1);
+    memmove(&g_resv[at + 1], &g_resv[at], (g_nresv - at) * sizeof *g_resv);
+    g_resv[at] = (struct resv){base, size, NULL, 0, 0};
+    g_nresv++;
+    pthread_mutex_unlock(&g_mem_mu);
+    *ptr = (CUdeviceptr)base;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    SIM_ENTER(cuMemAddressFree);
+    SIM_CHECK_INIT();
+    pthread_mutex_lock(&g_mem_mu);
+    struct resv *r = resv_find((uintptr_t)ptr);
+    if (!r || r->base != (uintptr_t)ptr || r->size != size) {
+        pthread_mutex_unlock(&g_mem_mu);
+        return CUDA_ERROR_INVALID_VALUE; /* documented: ptr and size must match */
+    }
+    if (r->nmaps) {
+        /* Assumption: a reservation with live mappings cannot be freed. */
+        pthread_mutex_unlock(&g_mem_mu);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    munmap((void *)r->base, r->size);
+    free(r->maps);
+    size_t at = (size_t)(r - g_resv);
+    memmove(&g_resv[at], &g_resv[at + 1], (g_nresv - at - 1) * sizeof *g_resv);
+    g_nresv--;
+    pthread_mutex_unlock(&g_mem_mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                     const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    SIM_ENTER(cuMemCreate);
+    SIM_CHECK_INIT();
+    if (!sim_knob.vmm)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (!handle || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_prop(prop);
+    if (r)
+        return r;
+    if (size == 0 || size % sim_knob.granularity != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_phys *ph = calloc(1, sizeof *ph);
+    if (!ph)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&g_mem_mu);
+    if (!fits_total(size)) {
+        pthread_mutex_unlock(&g_mem_mu);
+        free(ph);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    ph->fd = memfd_create("simcuda-vmm", MFD_CLOEXEC);
+    if (ph->fd < 0 || ftruncate(ph->fd, (off_t)size) != 0) {
+        if (ph->fd >= 0)
+            close(ph->fd);
+        pthread_mutex_unlock(&g_mem_mu);
+        free(ph);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    ph->size = size;
+    ph->prop = *prop;
+    ph->handle_refs = 1;
+    g_phys_bytes += size;
+    sim_reg_add(ph, SIM_T_PHYS);
+    pthread_mutex_unlock(&g_mem_mu);
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)ph;
+    return CUDA_SUCCESS;
+}
+
+static struct sim_phys *phys_get(CUmemGenericAllocationHandle h)
+{
+    void *p = (void *)(uintptr_t)h;
+    return sim_reg_has(p, SIM_T_PHYS) ? p : NULL;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    SIM_ENTER(cuMemRelease);
+    SIM_CHECK_INIT();
+    pthread_mutex_lock(&g_mem_mu);
+    struct sim_phys *ph = phys_get(handle);
+    if (!ph) {
+        pthread_mutex_unlock(&g_mem_mu);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (--ph->handle_refs == 0) {
+        sim_reg_del(ph);
+        phys_maybe_destroy(ph); /* memory goes once also unmapped everywhere */
+    }
+    pthread_mutex_unlock(&g_mem_mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags)
+{
+    SIM_ENTER(cuMemMap);
+    SIM_CHECK_INIT();
+    size_t g = sim_knob.granularity;
+    uintptr_t p = (uintptr_t)ptr;
+    if (flags != 0 || offset != 0) /* documented: offset currently must be zero */
+        return CUDA_ERROR_INVALID_VALUE;
+    if (size == 0 || size % g != 0 || p % g != 0 || p + size < p)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_mem_mu);
+    CUresult res = CUDA_ERROR_INVALID_VALUE;
+    struct sim_phys *ph = phys_get(handle);
+    struct resv *r = resv_find(p);
+    if (!ph || size > ph->size || !r || p + size > r->base + r->size)
+        goto out;
+    long i = map_floor(r, p);
+    if (i >= 0 && r->maps[i].base + r->maps[i].size > p)
+        goto out; /* overlaps a mapping that starts before */
+    if ((size_t)(i + 1) < r->nmaps && r->maps[i + 1].base < p + size)
+        goto out; /* overlaps the next mapping */
+    void *m = mmap((void *)p, size, PROT_NONE, MAP_SHARED | MAP_FIXED, ph->fd, 0);
+    if (m == MAP_FAILED) {
+        res = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (r->nmaps == r->cap)
+        r->maps = grow(r->maps, &r->cap, sizeof *r->maps);
+    size_t at = (size_t)(i + 1);
+    memmove(&r->maps[at + 1], &r->maps[at], (r->nmaps - at) * sizeof *r->maps);
+    r->maps[at] = (struct vmap){p, size, ph, CU_MEM_ACCESS_FLAGS_PROT_NONE};
+    r->nmaps++;
+    ph->maps++;
+    res = CUDA_SUCCESS;
+out:
+    pthread_mutex_unlock(&g_mem_mu);
+    return res;
+}
+
+/* Mappings [first, last) of r cover exactly [p, p+size) contiguously? */
+static bool exact_cover(struct resv *r, uintptr_t p, size_t size, size_t *first, size_t *last)
+{
+    long i = map_floor(r, p);
+    if (i < 0 || r->maps[i].base != p)
+        return false;
+    uintptr_t cur = p, end = p + size;
+    size_t j = (size_t)i;
+    while (cur < end) {
+        if (j >= r->nmaps || r->maps[j].base != cur)
+            return false;
+        cur += r->maps[j].size;
+        j++;
+    }
+    if (cur != end)
+        return false;
+    *first = (size_t)i;
+    *last = j;
+    return true;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    SIM_ENTER(cuMemUnmap);
+    SIM_CHECK_INIT();
+    uintptr_t p = (uintptr_t)ptr;
+    size_t first, last;
+    pthread_mutex_lock(&g_mem_mu);
+    struct resv *r = resv_find(p);
+    if (!r || size == 0 || p + size > r->base + r->size || !exact_cover(r, p, size, &first, &last)) {
+        pthread_mutex_unlock(&g_mem_mu);
+        return CUDA_ERROR_INVALID_VALUE; /* documented: whole mapped ranges only */
+    }
+    /* Back to a reservation, without waiting for in-flight work (like the
+     * real driver): a kernel still using the range faults. */
+    mmap((void *)p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
+         0);
+    for (size_t j = first; j < last; j++) {
+        struct sim_phys *ph = r->maps[j].phys;
+        ph->maps--;
+        phys_maybe_destroy(ph);
+    }
+    memmove(&r->maps[first], &r->maps[last], (r->nmaps - last) * sizeof *r->maps);
+    r->nmaps -= last - first;
+    pthread_mutex_unlock(&g_mem_mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    SIM_ENTER(cuMemSetAccess);
+    SIM_CHECK_INIT();
+    if (!desc || count == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUmemAccess_flags acc = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    for (size_t i = 0; i < count; i++) {
+        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (desc[i].location.id != 0)
+            return CUDA_ERROR_INVALID_DEVICE;
+        if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+            desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+            desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            return CUDA_ERROR_INVALID_VALUE;
+        acc = desc[i].flags;
+    }
+    int prot = acc == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
+               : acc == CU_MEM_ACCESS_FLAGS_PROT_READ    ? PROT_READ
+                                                         : PROT_NONE;
+    uintptr_t p = (uintptr_t)ptr;
+    size_t first, last;
+    pthread_mutex_lock(&g_mem_mu);
+    struct resv *r = resv_find(p);
+    /* Assumption: the range is whole mappings (documented: "a fully mapped
+     * address range containing all allocations"). */
+    if (!r || size == 0 || p + size > r->base + r->size || !exact_cover(r, p, size, &first, &last)) {
+        pthread_mutex_unlock(&g_mem_mu);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (mprotect((void *)p, size, prot) != 0) {
+        pthread_mutex_unlock(&g_mem_mu);
+        return CUDA_ERROR_UNKNOWN;
+    }
+    for (size_t j = first; j < last; j++)
+        r->maps[j].access = acc;
+    pthread_mutex_unlock(&g_mem_mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
+{
+    SIM_ENTER(cuMemGetAccess);
+    SIM_CHECK_INIT();
+    if (!flags || !location)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (location->type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (location->id != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&g_mem_mu);
+    struct vmap *m = map_find((uintptr_t)ptr, NULL);
+    if (m)
+        *flags = (unsigned long long)m->access;
+    pthread_mutex_unlock(&g_mem_mu);
+    return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    SIM_ENTER(cuMemRetainAllocationHandle);
+    SIM_CHECK_INIT();
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_mem_mu);
+    struct vmap *m = map_find((uintptr_t)addr, NULL);
+    if (!m) {
+        /* not mapped by cuMemMap: native memory fails as on a GPU */
+        pthread_mutex_unlock(&g_mem_mu);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    struct sim_phys *ph = m->phys;
+    if (ph->handle_refs++ == 0)
+        sim_reg_add(ph, SIM_T_PHYS); /* the same handle value, valid again */
+    pthread_mutex_unlock(&g_mem_mu);
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)ph;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                CUmemGenericAllocationHandle handle)
+{
+    SIM_ENTER(cuMemGetAllocationPropertiesFromHandle);
+    SIM_CHECK_INIT();
+    if (!prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_mem_mu);
+    struct sim_phys *ph = phys_get(handle);
+    if (ph)
+        *prop = ph->prop;
+    pthread_mutex_unlock(&g_mem_mu);
+    return ph ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}

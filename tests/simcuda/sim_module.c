@@ -1,0 +1,574 @@
+/*
+ * simcuda modules: PTX text is parsed for its `.entry` declarations; each
+ * entry's parameter layout comes from its `.param` list, and entries with a
+ * host implementation (the standard kernels) can be launched.
+ */
+#include "sim.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sim_module {
+    size_t nfuncs;
+    struct sim_func *funcs;
+};
+
+/* ---- PTX parsing ------------------------------------------------------------ */
+
+/* Copy of src with comments replaced by spaces (string literals kept). */
+static char *strip_comments(const char *src)
+{
+    size_t n = strlen(src);
+    char *d = malloc(n + 1);
+    if (!d)
+        return NULL;
+    size_t i = 0;
+    while (i < n) {
+        if (src[i] == '"') {
+            d[i] = src[i];
+            i++;
+            while (i < n && src[i] != '"' && src[i] != '\n') {
+                d[i] = src[i];
+                i++;
+            }
+            if (i < n) {
+                d[i] = src[i];
+                i++;
+            }
+        } else if (src[i] == '/' && i + 1 < n && src[i + 1] == '/') {
+            while (i < n && src[i] != '\n')
+                d[i++] = ' ';
+        } else if (src[i] == '/' && i + 1 < n && src[i + 1] == '*') {
+            d[i++] = ' ';
+            d[i++] = ' ';
+            while (i < n && !(src[i] == '*' && i + 1 < n && src[i + 1] == '/')) {
+                d[i] = src[i] == '\n' ? '\n' : ' ';
+                i++;
+            }
+            if (i < n) {
+                d[i++] = ' ';
+                d[i++] = ' ';
+            }
+        } else {
+            d[i] = src[i];
+            i++;
+        }
+    }
+    d[n] = 0;
+    return d;
+}
+
+static size_t type_size(const char *t, size_t len)
+{
+    static const struct {
+        const char *name;
+        size_t size;
+    } types[] = {
+        {".b8", 1},   {".u8", 1},   {".s8", 1},     {".b16", 2},   {".u16", 2},
+        {".s16", 2},  {".f16", 2},  {".bf16", 2},   {".b32", 4},   {".u32", 4},
+        {".s32", 4},  {".f32", 4},  {".f16x2", 4},  {".bf16x2", 4}, {".b64", 8},
+        {".u64", 8},  {".s64", 8},  {".f64", 8},    {".b128", 16},
+    };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (strlen(types[i].name) == len && memcmp(types[i].name, t, len) == 0)
+            return types[i].size;
+    return 0;
+}
+
+static bool is_tok(const char *t, size_t len, const char *lit)
+{
+    return strlen(lit) == len && memcmp(t, lit, len) == 0;
+}
+
+/* Parse one ".param ..." declaration: size and alignment. */
+static bool parse_param(const char *s, const char *e, size_t *size, size_t *align)
+{
+    size_t elem = 0, vec = 1, count = 1, al = 0;
+    bool ptr = false, saw_param = false, saw_name = false, is_array = false;
+    while (s < e) {
+        while (s < e && isspace((unsigned char)*s))
+            s++;
+        if (s >= e)
+            break;
+        const char *t = s;
+        if (*s == '[') {
+            while (s < e && *s != ']')
+                s++;
+            if (s < e)
+                s++;
+        } else {
+            while (s < e && !isspace((unsigned char)*s) && *s != '[')
+                s++;
+        }
+        size_t len = (size_t)(s - t);
+        if (*t == '[') {
+            char *endp;
+            unsigned long long m = strtoull(t + 1, &endp, 10);
+            if (endp == t + 1 || m == 0)
+                return false;
+            count *= (size_t)m;
+            is_array = true;
+        } else if (is_tok(t, len, ".param")) {
+            saw_param = true;
+        } else if (is_tok(t, len, ".align")) {
+            while (s < e && isspace((unsigned char)*s))
+                s++;
+            char *endp;
+            unsigned long long a = strtoull(s, &endp, 10);
+            if (endp == s || a == 0 || (a & (a - 1)))
+                return false;
+            s = endp;
+            if (!ptr)
+                al = (size_t)a; /* after .ptr, .align is the pointee's */
+        } else if (is_tok(t, len, ".ptr")) {
+            ptr = true;
+        } else if (is_tok(t, len, ".v2")) {
+            vec = 2;
+        } else if (is_tok(t, len, ".v4")) {
+            vec = 4;
+        } else if (*t == '.') {
+            size_t ts = type_size(t, len);
+            if (ts)
+                elem = ts; /* else a state space (.global, ...) */
+        } else {
+            saw_name = true;
+        }
+    }
+    if (!saw_param || !saw_name || !elem)
+        return false;
+    *size = elem * vec * count;
+    size_t natural = elem * vec;
+    if (is_array)
+        *align = al ? al : elem;
+    else
+        *align = al > natural ? al : natural;
+    return true;
+}
+
+static void free_entries(struct sim_ptx_entry *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].name);
+        free(v[i].offsets);
+        free(v[i].sizes);
+    }
+    free(v);
+}
+
+static bool ident_char(char c)
+{
+    return isalnum((unsigned char)c) || c == '_' || c == '$' || c == '.' || c == '%';
+}
+
+/* Parse every `.entry NAME ( params )` of a PTX text. */
+static CUresult ptx_parse(const char *text, struct sim_ptx_entry **out, size_t *nout)
+{
+    char *t = strip_comments(text);
+    if (!t)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct sim_ptx_entry *v = NULL;
+    size_t n = 0, cap = 0;
+    CUresult r = CUDA_SUCCESS;
+    const char *p = t;
+    while ((p = strstr(p, ".entry")) != NULL) {
+        bool start_ok = p == t || isspace((unsigned char)p[-1]);
+        p += 6;
+        if (!start_ok || !isspace((unsigned char)*p))
+            continue;
+        while (isspace((unsigned char)*p))
+            p++;
+        const char *name = p;
+        while (*p && ident_char(*p))
+            p++;
+        size_t nlen = (size_t)(p - name);
+        if (!nlen) {
+            r = CUDA_ERROR_INVALID_PTX;
+            break;
+        }
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 8;
+            struct sim_ptx_entry *nv = realloc(v, nc * sizeof *nv);
+            if (!nv) {
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+                break;
+            }
+            v = nv;
+            cap = nc;
+        }
+        struct sim_ptx_entry *en = &v[n++];
+        memset(en, 0, sizeof *en);
+        en->name = strndup(name, nlen);
+        if (!en->name) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        while (isspace((unsigned char)*p))
+            p++;
+        if (*p != '(')
+            continue; /* no parameter list */
+        const char *close = strchr(p, ')');
+        if (!close) {
+            r = CUDA_ERROR_INVALID_PTX;
+            break;
+        }
+        const char *s = p + 1;
+        size_t pcap = 0, off = 0;
+        while (s < close) {
+            const char *comma = memchr(s, ',', (size_t)(close - s));
+            const char *e = comma ? comma : close;
+            bool blank = true;
+            for (const char *q = s; q < e; q++)
+                blank = blank && isspace((unsigned char)*q);
+            if (blank && !comma)
+                break; /* "()" */
+            size_t sz, al;
+            if (blank || !parse_param(s, e, &sz, &al)) {
+                r = CUDA_ERROR_INVALID_PTX;
+                break;
+            }
+            if (en->nparams == pcap) {
+                size_t nc = pcap ? pcap * 2 : 8;
+                size_t *no = realloc(en->offsets, nc * sizeof *no);
+                if (no)
+                    en->offsets = no;
+                size_t *ns = realloc(en->sizes, nc * sizeof *ns);
+                if (ns)
+                    en->sizes = ns;
+                if (!no || !ns) {
+                    r = CUDA_ERROR_OUT_OF_MEMORY;
+                    break;
+                }
+                pcap = nc;
+            }
+            off = (off + al - 1) / al * al; /* each parameter at its alignment */
+            en->offsets[en->nparams] = off;
+            en->sizes[en->nparams] = sz;
+            en->nparams++;
+            off += sz;
+            s = comma ? comma + 1 : close;
+        }
+        en->argsize = off;
+        if (r)
+            break;
+        p = close + 1;
+    }
+    free(t);
+    if (r) {
+        free_entries(v, n);
+        return r;
+    }
+    *out = v;
+    *nout = n;
+    return CUDA_SUCCESS;
+}
+
+/* ---- modules ------------------------------------------------------------------- */
+
+static bool layout_matches(const struct sim_ptx_entry *e, const struct sim_kernel_impl *k)
+{
+    if (e->nparams != k->nparams)
+        return false;
+    for (size_t i = 0; i < e->nparams; i++)
+        if (e->offsets[i] != k->offsets[i] || e->sizes[i] != k->sizes[i])
+            return false;
+    return true;
+}
+
+static CUresult module_load(CUmodule *out, const void *image)
+{
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    if (!out || !image)
+        return CUDA_ERROR_INVALID_VALUE;
+    const unsigned char *b = image;
+    if ((b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F') ||
+        (b[0] == 0xb1 && b[1] == 0x43 && b[2] == 0x62 && b[3] == 0x46) ||
+        (b[0] == 0x50 && b[1] == 0xed && b[2] == 0x55 && b[3] == 0xba))
+        return CUDA_ERROR_INVALID_IMAGE; /* cubin/fatbin: simcuda runs PTX only */
+    const char *text = image;
+    if (!strstr(text, ".entry") && !strstr(text, ".version"))
+        return CUDA_ERROR_INVALID_IMAGE;
+    struct sim_ptx_entry *ents;
+    size_t n;
+    if ((r = ptx_parse(text, &ents, &n)) != CUDA_SUCCESS)
+        return r;
+    struct sim_module *m = calloc(1, sizeof *m);
+    struct sim_func *f = n ? calloc(n, sizeof *f) : NULL;
+    if (!m || (n && !f)) {
+        free(m);
+        free(f);
+        free_entries(ents, n);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (size_t i = 0; i < n; i++) {
+        f[i].mod = m;
+        f[i].name = ents[i].name;
+        f[i].nparams = ents[i].nparams;
+        f[i].offsets = ents[i].offsets;
+        f[i].sizes = ents[i].sizes;
+        f[i].argsize = ents[i].argsize;
+        const struct sim_kernel_impl *k = sim_kernel_find(f[i].name);
+        /* a same-named kernel with another signature has no host version */
+        f[i].fn = k && layout_matches(&ents[i], k) ? k->fn : NULL;
+        sim_reg_add(&f[i], SIM_T_FUNC);
+    }
+    free(ents); /* the strings and arrays now belong to the functions */
+    m->nfuncs = n;
+    m->funcs = f;
+    sim_reg_add(m, SIM_T_MODULE);
+    *out = (CUmodule)m;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+    SIM_ENTER(cuModuleLoadData);
+    return module_load(module, image);
+}
+
+CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                            CUjit_option *options, void **optionValues)
+{
+    SIM_ENTER(cuModuleLoadDataEx);
+    if (numOptions && (!options || !optionValues))
+        return CUDA_ERROR_INVALID_VALUE;
+    return module_load(module, image); /* JIT options have no effect here */
+}
+
+CUresult cuModuleLoad(CUmodule *module, const char *fname)
+{
+    SIM_ENTER(cuModuleLoad);
+    SIM_CHECK_INIT();
+    if (!module || !fname)
+        return CUDA_ERROR_INVALID_VALUE;
+    FILE *f = fopen(fname, "rb");
+    if (!f)
+        return CUDA_ERROR_FILE_NOT_FOUND;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n + 1 >= cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    fclose(f);
+    if (!buf)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    buf[n] = 0;
+    CUresult r = module_load(module, buf);
+    free(buf);
+    return r;
+}
+
+CUresult cuModuleUnload(CUmodule hmod)
+{
+    SIM_ENTER(cuModuleUnload);
+    SIM_CHECK_INIT();
+    struct sim_module *m = (struct sim_module *)hmod;
+    if (!sim_reg_has(m, SIM_T_MODULE))
+        return CUDA_ERROR_INVALID_HANDLE;
+    sim_reg_del(m);
+    /* Queued launches and executable graphs hold copies of what they need. */
+    for (size_t i = 0; i < m->nfuncs; i++) {
+        sim_reg_del(&m->funcs[i]);
+        free(m->funcs[i].name);
+        free(m->funcs[i].offsets);
+        free(m->funcs[i].sizes);
+    }
+    free(m->funcs);
+    free(m);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+    SIM_ENTER(cuModuleGetFunction);
+    SIM_CHECK_INIT();
+    if (!hfunc || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_module *m = (struct sim_module *)hmod;
+    if (!sim_reg_has(m, SIM_T_MODULE))
+        return CUDA_ERROR_INVALID_HANDLE;
+    for (size_t i = 0; i < m->nfuncs; i++) {
+        if (strcmp(m->funcs[i].name, name) != 0)
+            continue;
+        if (!m->funcs[i].fn)
+            return CUDA_ERROR_NOT_FOUND; /* no host implementation in simcuda */
+        *hfunc = (CUfunction)&m->funcs[i];
+        return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult sim_func_get(CUfunction h, struct sim_func **out)
+{
+    struct sim_func *f = (struct sim_func *)h;
+    if (!sim_reg_has(f, SIM_T_FUNC) || !f->fn)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *out = f;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
+                            size_t *paramSize)
+{
+    SIM_ENTER(cuFuncGetParamInfo);
+    SIM_CHECK_INIT();
+    struct sim_func *f;
+    if (sim_func_get(func, &f) != CUDA_SUCCESS || !paramOffset || paramIndex >= f->nparams)
+        return CUDA_ERROR_INVALID_VALUE;
+    *paramOffset = f->offsets[paramIndex];
+    if (paramSize)
+        *paramSize = f->sizes[paramIndex];
+    return CUDA_SUCCESS;
+}
+
+CUresult cuFuncGetName(const char **name, CUfunction hfunc)
+{
+    SIM_ENTER(cuFuncGetName);
+    SIM_CHECK_INIT();
+    struct sim_func *f;
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (sim_func_get(hfunc, &f) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *name = f->name;
+    return CUDA_SUCCESS;
+}
+
+/* ---- launches ---------------------------------------------------------------- */
+
+CUresult sim_check_dims(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned shmem)
+{
+    if (!gx || !gy || !gz || !bx || !by || !bz)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (gx > 2147483647u || gy > 65535u || gz > 65535u)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (bx > 1024u || by > 1024u || bz > 64u ||
+        (unsigned long long)bx * by * bz > SIM_MAX_THREADS_PER_BLOCK)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (shmem > SIM_MAX_SHARED_PER_BLOCK)
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+CUresult sim_pack_args(const struct sim_func *f, void **kernelParams, void **extra,
+                       unsigned char *dst)
+{
+    if (kernelParams && extra)
+        return CUDA_ERROR_INVALID_VALUE; /* documented */
+    if (f->nparams == 0)
+        return CUDA_SUCCESS;
+    if (kernelParams) {
+        for (size_t i = 0; i < f->nparams; i++) {
+            if (!kernelParams[i])
+                return CUDA_ERROR_INVALID_VALUE;
+            memcpy(dst + f->offsets[i], kernelParams[i], f->sizes[i]);
+        }
+        return CUDA_SUCCESS;
+    }
+    if (!extra)
+        return CUDA_ERROR_INVALID_VALUE;
+    const void *buf = NULL;
+    const size_t *size = NULL;
+    for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+        if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+            buf = extra[i + 1];
+        else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+            size = extra[i + 1];
+        else
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!buf || !size || *size < f->argsize)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(dst, buf, f->argsize);
+    return CUDA_SUCCESS;
+}
+
+static CUresult launch(CUfunction hf, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                       unsigned by, unsigned bz, unsigned shmem, CUstream hs, void **kp,
+                       void **extra, bool pt)
+{
+    SIM_CHECK_INIT();
+    struct sim_func *f;
+    struct sim_stream *s;
+    CUresult r = sim_func_get(hf, &f);
+    if (r)
+        return r;
+    if ((r = sim_check_dims(gx, gy, gz, bx, by, bz, shmem)) != CUDA_SUCCESS)
+        return r;
+    if (kp && extra)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = sim_stream_resolve(hs, pt, &s)) != CUDA_SUCCESS)
+        return r;
+    if (sim_capture_active(s)) {
+        CUDA_KERNEL_NODE_PARAMS p = {0};
+        p.func = hf;
+        p.gridDimX = gx;
+        p.gridDimY = gy;
+        p.gridDimZ = gz;
+        p.blockDimX = bx;
+        p.blockDimY = by;
+        p.blockDimZ = bz;
+        p.sharedMemBytes = shmem;
+        p.kernelParams = kp;
+        p.extra = extra;
+        return sim_capture_add_kernel(s, &p);
+    }
+    if ((r = sim_capture_check_legacy(s)) != CUDA_SUCCESS)
+        return r;
+    struct sim_op *op = sim_op_new(SIM_OP_KERNELS, sizeof(struct sim_kcall) + f->argsize);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct sim_kcall *call = (struct sim_kcall *)(op + 1);
+    unsigned char *args = (unsigned char *)(call + 1);
+    /* arguments are copied now: the caller may reuse its buffers */
+    if ((r = sim_pack_args(f, kp, extra, args)) != CUDA_SUCCESS) {
+        sim_op_free(op);
+        return r;
+    }
+    call->fn = f->fn;
+    call->args = args;
+    op->u.k.ncalls = 1;
+    op->u.k.calls = call;
+    sim_stream_submit(s, op, NULL, 0);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                        unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                        unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                        void **kernelParams, void **extra)
+{
+    SIM_ENTER(cuLaunchKernel);
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                  sharedMemBytes, hStream, kernelParams, extra, false);
+}
+
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                             unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                             unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                             void **kernelParams, void **extra)
+{
+    SIM_ENTER(cuLaunchKernel_ptsz);
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                  sharedMemBytes, hStream, kernelParams, extra, true);
+}

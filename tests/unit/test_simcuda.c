@@ -1,0 +1,1312 @@
+/*
+ * Unit tests of simcuda, the simulated driver (tests/simcuda). Criterion
+ * runs every test in its own process, so each test may set SIMCUDA_* knobs
+ * with setenv() before cuInit. Tests that must crash run in a forked child.
+ */
+#include <criterion/criterion.h>
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CK(call)                                                               \
+    do {                                                                       \
+        CUresult ck_r_ = (call);                                               \
+        cr_assert_eq(ck_r_, CUDA_SUCCESS, "%s -> %d", #call, (int)ck_r_);      \
+    } while (0)
+
+#define CKE(call, want)                                                        \
+    do {                                                                       \
+        CUresult ck_r_ = (call);                                               \
+        cr_assert_eq(ck_r_, (want), "%s -> %d, want %d", #call, (int)ck_r_,   \
+                     (int)(want));                                             \
+    } while (0)
+
+static CUcontext g_ctx;
+static CUmodule g_mod;
+static CUfunction f_fill, f_scale, f_axpy, f_add, f_affine, f_copy;
+
+struct vr_affine {
+    float *out;
+    const float *in;
+    float scale;
+    float shift;
+    unsigned long long n;
+};
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void setup(void)
+{
+    CUdevice d;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&d, 0));
+    CK(cuDevicePrimaryCtxRetain(&g_ctx, d));
+    CK(cuCtxSetCurrent(g_ctx));
+}
+
+static void load_kernels(void)
+{
+    const char *path = getenv("SIMCUDA_TEST_PTX");
+    cr_assert(path, "SIMCUDA_TEST_PTX is not set");
+    CK(cuModuleLoad(&g_mod, path));
+    CK(cuModuleGetFunction(&f_fill, g_mod, "vr_fill_f32"));
+    CK(cuModuleGetFunction(&f_scale, g_mod, "vr_scale_f32"));
+    CK(cuModuleGetFunction(&f_axpy, g_mod, "vr_axpy_f32"));
+    CK(cuModuleGetFunction(&f_add, g_mod, "vr_add_f32"));
+    CK(cuModuleGetFunction(&f_affine, g_mod, "vr_affine_struct"));
+    CK(cuModuleGetFunction(&f_copy, g_mod, "vr_copy_u8"));
+}
+
+static void start(void)
+{
+    setup();
+    load_kernels();
+}
+
+static CUdeviceptr alloc_f32(size_t n)
+{
+    CUdeviceptr p;
+    CK(cuMemAlloc_v2(&p, n * sizeof(float)));
+    CK(cuMemsetD32_v2(p, 0, n));
+    return p;
+}
+
+static void launch_fill(CUstream s, CUdeviceptr out, float v, unsigned long long n)
+{
+    void *args[] = {&out, &v, &n};
+    CK(cuLaunchKernel(f_fill, 2, 1, 1, 64, 1, 1, 0, s, args, NULL));
+}
+
+static void launch_scale(CUstream s, CUdeviceptr out, CUdeviceptr in, float k, unsigned long long n)
+{
+    void *args[] = {&out, &in, &k, &n};
+    CK(cuLaunchKernel(f_scale, 1, 1, 1, 32, 1, 1, 0, s, args, NULL));
+}
+
+static void read_f32(float *dst, CUdeviceptr src, size_t n)
+{
+    CK(cuMemcpyDtoH_v2(dst, src, n * sizeof(float)));
+}
+
+static void expect_all(CUdeviceptr p, size_t n, float v)
+{
+    float *h = malloc(n * sizeof *h);
+    read_f32(h, p, n);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(h[i], v, "element %zu is %g, want %g", i, (double)h[i], (double)v);
+    free(h);
+}
+
+static size_t granularity(void)
+{
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    size_t g = 0;
+    CK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    return g;
+}
+
+static CUmemGenericAllocationHandle vmm_create(size_t size)
+{
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemGenericAllocationHandle h;
+    CK(cuMemCreate(&h, size, &prop, 0));
+    return h;
+}
+
+static void vmm_access(CUdeviceptr p, size_t size)
+{
+    CUmemAccessDesc d = {0};
+    d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    d.location.id = 0;
+    d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CK(cuMemSetAccess(p, size, &d, 1));
+}
+
+/* Run fn in a forked child with default SIGSEGV handling; return the status. */
+static int in_child(void (*fn)(int fd), int fd)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        signal(SIGSEGV, SIG_DFL);
+        signal(SIGBUS, SIG_DFL);
+        fn(fd);
+        _exit(0);
+    }
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    return st;
+}
+
+#define CHILD_CK(call, code)                                                   \
+    do {                                                                       \
+        if ((call) != CUDA_SUCCESS)                                            \
+            _exit(code);                                                       \
+    } while (0)
+
+/* ---- initialization, device, context ------------------------------------------ */
+
+Test(simcuda, init_device_context)
+{
+    CUdeviceptr p;
+    int v = 0, n = 0;
+    CKE(cuMemAlloc_v2(&p, 16), CUDA_ERROR_NOT_INITIALIZED);
+    CKE(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+    CK(cuDriverGetVersion(&v));
+    cr_assert_eq(v, 13000);
+
+    CK(cuInit(0));
+    CK(cuDeviceGetCount(&n));
+    cr_assert_eq(n, 1);
+    CUdevice d;
+    CKE(cuDeviceGet(&d, 1), CUDA_ERROR_INVALID_DEVICE);
+    CK(cuDeviceGet(&d, 0));
+    CKE(cuMemAlloc_v2(&p, 16), CUDA_ERROR_INVALID_CONTEXT);
+
+    int a;
+    CK(cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, d));
+    cr_assert_eq(a, 1);
+    CK(cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d));
+    cr_assert_eq(a, 9);
+    CK(cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d));
+    cr_assert_eq(a, 0);
+    CK(cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, d));
+    cr_assert_eq(a, 1);
+    CK(cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d));
+    cr_assert_gt(a, 0);
+    a = 7;
+    CK(cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_ECC_ENABLED, d));
+    cr_assert_eq(a, 0);
+    char name[64];
+    CK(cuDeviceGetName(name, sizeof name, d));
+    cr_assert_gt(strlen(name), 0);
+    size_t total;
+    CK(cuDeviceTotalMem_v2(&total, d));
+    cr_assert_gt(total, (size_t)1 << 30);
+
+    CUcontext c1, c2, cur;
+    CK(cuCtxCreate_v4(&c1, NULL, 0, d));
+    CK(cuCtxGetCurrent(&cur));
+    cr_assert_eq(cur, c1);
+    CK(cuMemAlloc_v2(&p, 16));
+    CK(cuMemFree_v2(p));
+    CKE(cuCtxEnablePeerAccess(c1, 0), CUDA_ERROR_INVALID_CONTEXT);
+    CK(cuDevicePrimaryCtxRetain(&c2, d));
+    cr_assert_neq(c2, c1);
+    CKE(cuCtxEnablePeerAccess(c2, 0), CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
+    CK(cuCtxPushCurrent_v2(c2));
+    CK(cuCtxGetCurrent(&cur));
+    cr_assert_eq(cur, c2);
+    CK(cuCtxPopCurrent_v2(&cur));
+    cr_assert_eq(cur, c2);
+    CK(cuCtxGetCurrent(&cur));
+    cr_assert_eq(cur, c1);
+    CK(cuCtxDestroy_v2(c1));
+    CK(cuCtxGetCurrent(&cur));
+    cr_assert_null(cur);
+    CKE(cuCtxDestroy_v2(c1), CUDA_ERROR_INVALID_CONTEXT);
+    CKE(cuCtxSynchronize(), CUDA_ERROR_INVALID_CONTEXT);
+    CK(cuCtxSetCurrent(c2));
+    CK(cuCtxSynchronize());
+    CK(cuDevicePrimaryCtxRelease_v2(d));
+
+    const char *s;
+    CK(cuGetErrorName(CUDA_ERROR_INVALID_VALUE, &s));
+    cr_assert_str_eq(s, "CUDA_ERROR_INVALID_VALUE");
+    CK(cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &s));
+    cr_assert_str_eq(s, "out of memory");
+    CKE(cuGetErrorName((CUresult)12345, &s), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* ---- modules and kernels --------------------------------------------------------- */
+
+Test(simcuda, ptx_layouts_of_standard_kernels)
+{
+    start();
+    struct {
+        CUfunction f;
+        const char *name;
+        size_t n;
+        size_t off[4], size[4];
+    } want[] = {
+        {f_fill, "vr_fill_f32", 3, {0, 8, 16}, {8, 4, 8}},
+        {f_scale, "vr_scale_f32", 4, {0, 8, 16, 24}, {8, 8, 4, 8}},
+        {f_axpy, "vr_axpy_f32", 4, {0, 8, 16, 24}, {8, 8, 4, 8}},
+        {f_add, "vr_add_f32", 4, {0, 8, 16, 24}, {8, 8, 8, 8}},
+        {f_affine, "vr_affine_struct", 1, {0}, {32}},
+        {f_copy, "vr_copy_u8", 3, {0, 8, 16}, {8, 8, 8}},
+    };
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        const char *name;
+        CK(cuFuncGetName(&name, want[k].f));
+        cr_assert_str_eq(name, want[k].name);
+        for (size_t i = 0; i < want[k].n; i++) {
+            size_t off = 99, size = 99;
+            CK(cuFuncGetParamInfo(want[k].f, i, &off, &size));
+            cr_assert_eq(off, want[k].off[i], "%s param %zu offset %zu", name, i, off);
+            cr_assert_eq(size, want[k].size[i], "%s param %zu size %zu", name, i, size);
+        }
+        size_t off;
+        CKE(cuFuncGetParamInfo(want[k].f, want[k].n, &off, NULL), CUDA_ERROR_INVALID_VALUE);
+    }
+    cr_assert_eq(sizeof(struct vr_affine), 32);
+
+    /* An entry without a host implementation cannot be launched. */
+    static const char ptx[] =
+        ".version 8.0\n.target sm_90\n.address_size 64\n"
+        "// .entry commented_out(\n"
+        ".visible .entry other_kernel(\n"
+        "\t.param .u32 a,\n\t.param .align 8 .b8 s[12],\n\t.param .u64 .ptr .global .align 16 p\n)\n{ ret; }\n"
+        ".visible .entry vr_fill_f32(\n\t.param .u64 x\n)\n{ ret; }\n";
+    CUmodule m;
+    CUfunction f;
+    CK(cuModuleLoadData(&m, ptx));
+    CKE(cuModuleGetFunction(&f, m, "other_kernel"), CUDA_ERROR_NOT_FOUND);
+    CKE(cuModuleGetFunction(&f, m, "commented_out"), CUDA_ERROR_NOT_FOUND);
+    /* same name, another signature: not the standard kernel */
+    CKE(cuModuleGetFunction(&f, m, "vr_fill_f32"), CUDA_ERROR_NOT_FOUND);
+    CKE(cuModuleGetFunction(&f, m, "nope"), CUDA_ERROR_NOT_FOUND);
+    CK(cuModuleUnload(m));
+    CKE(cuModuleUnload(m), CUDA_ERROR_INVALID_HANDLE);
+    CKE(cuModuleLoadData(&m, "not ptx at all"), CUDA_ERROR_INVALID_IMAGE);
+}
+
+Test(simcuda, host_kernels_compute_documented_results)
+{
+    start();
+    enum { N = 1000 };
+    float hx[N], hy[N], out[N];
+    for (int i = 0; i < N; i++) {
+        hx[i] = (float)i * 0.37f + 1.1f;
+        hy[i] = 3.3f - (float)i * 0.013f;
+    }
+    CUdeviceptr x = alloc_f32(N), y = alloc_f32(N), z = alloc_f32(N);
+    CK(cuMemcpyHtoD_v2(x, hx, sizeof hx));
+    CK(cuMemcpyHtoD_v2(y, hy, sizeof hy));
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamSynchronize(s));
+    CK(cuCtxSynchronize());
+    unsigned long long n = N;
+
+    launch_fill(s, z, 2.5f, n);
+    CK(cuStreamSynchronize(s));
+    expect_all(z, N, 2.5f);
+
+    float k = 1.7f;
+    launch_scale(s, z, x, k, n);
+    CK(cuStreamSynchronize(s));
+    read_f32(out, z, N);
+    for (int i = 0; i < N; i++)
+        cr_assert(memcmp(&out[i], &(float){k * hx[i]}, 4) == 0, "scale %d", i);
+
+    float a = -0.61f;
+    void *axpy_args[] = {&y, &x, &a, &n};
+    CK(cuLaunchKernel(f_axpy, 3, 1, 1, 128, 1, 1, 0, s, axpy_args, NULL));
+    CK(cuStreamSynchronize(s));
+    read_f32(out, y, N);
+    for (int i = 0; i < N; i++)
+        cr_assert(memcmp(&out[i], &(float){hy[i] + a * hx[i]}, 4) == 0, "axpy %d", i);
+    float y1[N];
+    memcpy(y1, out, sizeof y1);
+
+    void *add_args[] = {&z, &x, &y, &n};
+    CK(cuLaunchKernel(f_add, 1, 1, 1, 1, 1, 1, 0, s, add_args, NULL));
+    CK(cuStreamSynchronize(s));
+    read_f32(out, z, N);
+    for (int i = 0; i < N; i++)
+        cr_assert(memcmp(&out[i], &(float){hx[i] + y1[i]}, 4) == 0, "add %d", i);
+
+    struct vr_affine p = {(float *)(uintptr_t)z, (const float *)(uintptr_t)x, 0.3f, -4.25f, n};
+    void *aff_args[] = {&p};
+    CK(cuLaunchKernel(f_affine, 4, 1, 1, 256, 1, 1, 0, s, aff_args, NULL));
+    CK(cuStreamSynchronize(s));
+    read_f32(out, z, N);
+    for (int i = 0; i < N; i++)
+        cr_assert(memcmp(&out[i], &(float){hx[i] * 0.3f + -4.25f}, 4) == 0, "affine %d", i);
+
+    /* vr_copy_u8 through `extra` (a packed argument buffer) */
+    CUdeviceptr b1, b2;
+    unsigned char hb[777], hc[777];
+    for (int i = 0; i < 777; i++)
+        hb[i] = (unsigned char)(i * 7 + 3);
+    CK(cuMemAlloc_v2(&b1, sizeof hb));
+    CK(cuMemAlloc_v2(&b2, sizeof hb));
+    CK(cuMemcpyHtoD_v2(b1, hb, sizeof hb));
+    struct {
+        uint64_t dst, src, n;
+    } buf = {b2, b1, sizeof hb};
+    size_t bsize = sizeof buf;
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &bsize,
+                     CU_LAUNCH_PARAM_END};
+    CK(cuLaunchKernel(f_copy, 1, 1, 1, 1, 1, 1, 0, s, NULL, extra));
+    buf.n = 0; /* arguments were copied at launch */
+    CK(cuStreamSynchronize(s));
+    CK(cuMemcpyDtoH_v2(hc, b2, sizeof hc));
+    cr_assert(memcmp(hb, hc, sizeof hb) == 0);
+
+    /* validation like the driver */
+    CKE(cuLaunchKernel(f_copy, 1, 1, 1, 1, 1, 1, 0, s, axpy_args, extra), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuLaunchKernel(f_copy, 0, 1, 1, 1, 1, 1, 0, s, axpy_args, NULL), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuLaunchKernel(f_copy, 1, 1, 1, 2048, 1, 1, 0, s, axpy_args, NULL), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuLaunchKernel((CUfunction)&p, 1, 1, 1, 1, 1, 1, 0, s, axpy_args, NULL),
+        CUDA_ERROR_INVALID_HANDLE);
+    bsize = 8;
+    CKE(cuLaunchKernel(f_copy, 1, 1, 1, 1, 1, 1, 0, s, NULL, extra), CUDA_ERROR_INVALID_VALUE);
+    CK(cuStreamDestroy_v2(s));
+}
+
+/* ---- streams and events ------------------------------------------------------------ */
+
+Test(simcuda, stream_runs_work_async_in_order)
+{
+    setenv("SIMCUDA_KERNEL_DELAY_US", "40000", 1);
+    start();
+    enum { N = 256 };
+    CUdeviceptr x = alloc_f32(N), y = alloc_f32(N), z = alloc_f32(N);
+    CK(cuCtxSynchronize());
+    CUstream s;
+    CK(cuStreamCreate(&s, 0));
+    CK(cuStreamQuery(s));
+    unsigned long long n = N;
+    double t0 = now_ms();
+    launch_fill(s, x, 1.0f, n);
+    launch_scale(s, y, x, 2.0f, n);
+    float a = 3.0f;
+    void *axpy_args[] = {&y, &x, &a, &n};
+    CK(cuLaunchKernel(f_axpy, 1, 1, 1, 32, 1, 1, 0, s, axpy_args, NULL));
+    void *add_args[] = {&z, &y, &x, &n};
+    CK(cuLaunchKernel(f_add, 1, 1, 1, 32, 1, 1, 0, s, add_args, NULL));
+    cr_assert_lt(now_ms() - t0, 40.0, "launches must not wait for the kernels");
+    CKE(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    CK(cuStreamSynchronize(s));
+    cr_assert_geq(now_ms() - t0, 4 * 40.0 - 1);
+    CK(cuStreamQuery(s));
+    expect_all(z, N, 6.0f); /* y = 2x + 3x = 5, z = y + x */
+
+    /* Pending work completes after cuStreamDestroy. */
+    launch_fill(s, x, 9.0f, n);
+    CK(cuStreamDestroy_v2(s));
+    CKE(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+    CK(cuCtxSynchronize());
+    expect_all(x, N, 9.0f);
+}
+
+Test(simcuda, legacy_stream_semantics)
+{
+    setenv("SIMCUDA_KERNEL_DELAY_US", "150000", 1);
+    start();
+    enum { N = 64 };
+    CUdeviceptr x = alloc_f32(N), y = alloc_f32(N), scratch = alloc_f32(N);
+    CK(cuCtxSynchronize());
+    CUstream blocking, nonblocking;
+    CK(cuStreamCreate(&blocking, CU_STREAM_DEFAULT));
+    CK(cuStreamCreate(&nonblocking, CU_STREAM_NON_BLOCKING));
+    launch_fill(nonblocking, scratch, 1.0f, N); /* y is written after 2 delays */
+    launch_fill(nonblocking, y, 3.0f, N);
+    launch_fill(blocking, x, 7.0f, N);
+    /* the (synchronous) copy runs in the legacy stream: it waits for the
+     * blocking stream but not for the non-blocking one */
+    float h[N];
+    CK(cuMemcpyDtoH_v2(h, x, sizeof h));
+    cr_assert_eq(h[0], 7.0f);
+    cr_assert_eq(h[N - 1], 7.0f);
+    CK(cuMemcpyDtoH_v2(h, y, sizeof h));
+    cr_assert_eq(h[0], 0.0f, "legacy stream waited for a non-blocking stream");
+    CK(cuCtxSynchronize());
+    expect_all(y, N, 3.0f);
+
+    /* a blocking stream waits for earlier legacy work */
+    launch_fill(NULL, x, 1.0f, N);
+    launch_scale(blocking, y, x, 5.0f, N);
+    CK(cuStreamSynchronize(blocking));
+    expect_all(y, N, 5.0f);
+    CK(cuStreamDestroy_v2(blocking));
+    CK(cuStreamDestroy_v2(nonblocking));
+}
+
+struct pts_arg {
+    CUcontext ctx;
+    CUdeviceptr x;
+    CUresult other_query;
+};
+
+static void *pts_thread(void *p)
+{
+    struct pts_arg *a = p;
+    cuCtxSetCurrent(a->ctx);
+    a->other_query = cuStreamQuery_ptsz(NULL);
+    return NULL;
+}
+
+Test(simcuda, per_thread_default_stream)
+{
+    setenv("SIMCUDA_KERNEL_DELAY_US", "150000", 1);
+    start();
+    CUdeviceptr x = alloc_f32(16);
+    CK(cuCtxSynchronize());
+    float v = 4.0f;
+    unsigned long long n = 16;
+    void *args[] = {&x, &v, &n};
+    CK(cuLaunchKernel_ptsz(f_fill, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    CKE(cuStreamQuery_ptsz(NULL), CUDA_ERROR_NOT_READY);
+    CKE(cuStreamQuery(CU_STREAM_PER_THREAD), CUDA_ERROR_NOT_READY);
+    struct pts_arg a = {g_ctx, x, CUDA_ERROR_UNKNOWN};
+    pthread_t th;
+    pthread_create(&th, NULL, pts_thread, &a);
+    pthread_join(th, NULL);
+    cr_assert_eq(a.other_query, CUDA_SUCCESS, "another thread has its own per-thread stream");
+    CK(cuStreamSynchronize_ptsz(NULL));
+    expect_all(x, 16, 4.0f);
+}
+
+Test(simcuda, events)
+{
+    setenv("SIMCUDA_KERNEL_DELAY_US", "100000", 1);
+    start();
+    enum { N = 128 };
+    CUdeviceptr x = alloc_f32(N), y = alloc_f32(N);
+    CK(cuCtxSynchronize());
+    CUstream a, b;
+    CK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+    CUevent e0, e1, never;
+    CK(cuEventCreate(&e0, CU_EVENT_DEFAULT));
+    CK(cuEventCreate(&e1, CU_EVENT_DEFAULT));
+    CK(cuEventCreate(&never, CU_EVENT_DISABLE_TIMING));
+    CK(cuEventQuery(never)); /* never recorded: complete */
+    CK(cuEventRecord(e0, a));
+    launch_fill(a, x, 5.0f, N);
+    CK(cuEventRecord(e1, a));
+    CKE(cuEventQuery(e1), CUDA_ERROR_NOT_READY);
+    CK(cuStreamWaitEvent(b, e1, 0));
+    launch_scale(b, y, x, 2.0f, N);
+    CK(cuEventRecord(e1, b)); /* re-recording does not affect the earlier wait */
+    CK(cuStreamSynchronize(b));
+    expect_all(y, N, 10.0f);
+    CK(cuEventSynchronize(e1));
+    CK(cuEventQuery(e1));
+    float ms = 0;
+    CK(cuEventElapsedTime_v2(&ms, e0, e1));
+    cr_assert_geq(ms, 150.0f, "two delayed kernels between the events, got %g ms", (double)ms);
+    CKE(cuEventElapsedTime_v2(&ms, e0, never), CUDA_ERROR_INVALID_HANDLE);
+    CK(cuEventDestroy_v2(e0));
+    CKE(cuEventQuery(e0), CUDA_ERROR_INVALID_HANDLE);
+    CK(cuEventDestroy_v2(e1));
+    CK(cuEventDestroy_v2(never));
+    CK(cuStreamDestroy_v2(a));
+    CK(cuStreamDestroy_v2(b));
+}
+
+/* ---- memory -------------------------------------------------------------------------- */
+
+Test(simcuda, native_free_errors)
+{
+    setup();
+    CUdeviceptr p, base;
+    size_t size;
+    CK(cuMemAlloc_v2(&p, 1000));
+    CKE(cuMemAlloc_v2(&p, 0), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemGetAddressRange_v2(&base, &size, p + 123));
+    cr_assert_eq(base, p);
+    cr_assert_eq(size, 1000);
+    CK(cuMemGetAddressRange_v2(NULL, NULL, p + 999));
+    CKE(cuMemGetAddressRange_v2(&base, &size, p + 1000 + 4096 * 16), CUDA_ERROR_NOT_FOUND);
+    CKE(cuMemFree_v2(p + 8), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemFree_v2(0));
+    CK(cuMemFree_v2(p));
+    CKE(cuMemFree_v2(p), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuMemFree_v2((CUdeviceptr)(uintptr_t)&size), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuMemcpyHtoD_v2(p, &size, sizeof size), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuMemAlloc_v2(&p, (size_t)1 << 50), CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+static void child_use_after_free(int fd)
+{
+    (void)fd;
+    CUdevice d;
+    CUcontext c;
+    CUdeviceptr p;
+    CHILD_CK(cuInit(0), 10);
+    CHILD_CK(cuDeviceGet(&d, 0), 11);
+    CHILD_CK(cuDevicePrimaryCtxRetain(&c, d), 12);
+    CHILD_CK(cuCtxSetCurrent(c), 13);
+    CHILD_CK(cuMemAlloc_v2(&p, 4096), 14);
+    *(volatile int *)(uintptr_t)p = 1;
+    CHILD_CK(cuMemFree_v2(p), 15);
+    *(volatile int *)(uintptr_t)p = 2; /* must crash */
+}
+
+static void child_touch_unmapped(int fd)
+{
+    CUdeviceptr va;
+    CHILD_CK(cuInit(0), 10);
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    size_t g;
+    CHILD_CK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), 11);
+    CHILD_CK(cuMemAddressReserve(&va, g, 0, 0, 0), 12);
+    CUmemGenericAllocationHandle h;
+    CHILD_CK(cuMemCreate(&h, g, &prop, 0), 13);
+    CHILD_CK(cuMemMap(va, g, 0, h, 0), 14);
+    if (fd == 1) {
+        /* mapped but no access set yet */
+        *(volatile char *)(uintptr_t)va = 1;
+        _exit(20);
+    }
+    CUmemAccessDesc ad = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CHILD_CK(cuMemSetAccess(va, g, &ad, 1), 15);
+    *(volatile char *)(uintptr_t)va = 1;
+    CHILD_CK(cuMemUnmap(va, g), 16);
+    *(volatile char *)(uintptr_t)va = 2; /* must crash */
+}
+
+Test(simcuda, invalid_accesses_crash)
+{
+    int st = in_child(child_use_after_free, 0);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "use after cuMemFree: status %#x", st);
+    st = in_child(child_touch_unmapped, 0);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "touch after cuMemUnmap: status %#x", st);
+    st = in_child(child_touch_unmapped, 1);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "touch before cuMemSetAccess: status %#x",
+              st);
+}
+
+Test(simcuda, vmm_aliasing_is_real)
+{
+    start();
+    size_t g = granularity();
+    cr_assert_eq(g, (size_t)2 << 20);
+    size_t size = 2 * g;
+    CUdeviceptr A, B, C;
+    CK(cuMemAddressReserve(&A, size, 0, 0, 0));
+    CK(cuMemAddressReserve(&B, size, 0, 0, 0));
+    CK(cuMemAddressReserve(&C, 2 * size, 0, 0, 0));
+    cr_assert_eq(A % g, 0);
+    CKE(cuMemAddressReserve(&C, g + 4096, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    CUmemGenericAllocationHandle h = vmm_create(size);
+    CK(cuMemMap(A, size, 0, h, 0));
+    CK(cuMemMap(B, size, 0, h, 0));
+    CKE(cuMemMap(A, size, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  /* already mapped */
+    CKE(cuMemMap(A + g, g, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* overlaps */
+    CKE(cuMemMap(C + 4 * g - g, size, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* past the end */
+    vmm_access(A, size);
+    vmm_access(B, size);
+
+    /* host store through A, copy out through B */
+    float *ha = (float *)(uintptr_t)A;
+    ha[0] = 42.0f;
+    ha[size / 4 - 1] = -1.0f;
+    float v[2];
+    CK(cuMemcpyDtoH_v2(&v[0], B, 4));
+    CK(cuMemcpyDtoH_v2(&v[1], B + size - 4, 4));
+    cr_assert_eq(v[0], 42.0f);
+    cr_assert_eq(v[1], -1.0f);
+
+    /* a kernel writing through B is seen through A */
+    CUstream s;
+    CK(cuStreamCreate(&s, 0));
+    launch_fill(s, B, 8.0f, size / 4);
+    CK(cuStreamSynchronize(s));
+    expect_all(A, size / 4, 8.0f);
+
+    /* address range and handle of an interior address */
+    CUdeviceptr base;
+    size_t bsize;
+    CK(cuMemGetAddressRange_v2(&base, &bsize, B + 12345));
+    cr_assert_eq(base, B);
+    cr_assert_eq(bsize, size);
+    CUmemGenericAllocationHandle h2;
+    CK(cuMemRetainAllocationHandle(&h2, (void *)(uintptr_t)(A + 100)));
+    cr_assert_eq(h2, h);
+    CK(cuMemRelease(h2));
+    CUmemAllocationProp prop;
+    CK(cuMemGetAllocationPropertiesFromHandle(&prop, h));
+    cr_assert_eq(prop.location.type, CU_MEM_LOCATION_TYPE_DEVICE);
+    CUdeviceptr nat;
+    CK(cuMemAlloc_v2(&nat, 4096));
+    CKE(cuMemRetainAllocationHandle(&h2, (void *)(uintptr_t)nat), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuMemFree_v2(A), CUDA_ERROR_INVALID_VALUE);
+
+    /* unmap B, map the same memory at a second VA: same bytes */
+    CKE(cuMemUnmap(B, g), CUDA_ERROR_INVALID_VALUE); /* part of a mapping */
+    CK(cuMemUnmap(B, size));
+    CK(cuMemMap(C + size, size, 0, h, 0));
+    vmm_access(C + size, size);
+    ha[7] = 1234.5f;
+    CK(cuMemcpyDtoH_v2(v, C + size + 28, 4));
+    cr_assert_eq(v[0], 1234.5f);
+    expect_all(C + size + 32, 16, 8.0f);
+    /* and B is a reservation again: it can take a new mapping */
+    CK(cuMemMap(B, size, 0, h, 0));
+    CKE(cuMemAddressFree(B, size), CUDA_ERROR_INVALID_VALUE); /* still mapped */
+    CK(cuMemUnmap(B, size));
+    CK(cuMemAddressFree(B, size));
+    CK(cuMemUnmap(A, size));
+    CK(cuMemUnmap(C + size, size));
+    CK(cuMemRelease(h));
+    CKE(cuMemRelease(h), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemAddressFree(A, size));
+    CK(cuMemAddressFree(C, 2 * size));
+    CK(cuStreamDestroy_v2(s));
+}
+
+static void child_unmap_no_wait(int fd)
+{
+    setenv("SIMCUDA_KERNEL_DELAY_US", "400000", 1);
+    CUdevice d;
+    CUcontext c;
+    CUmodule m;
+    CUfunction f;
+    CUstream s;
+    CUdeviceptr va;
+    CHILD_CK(cuInit(0), 10);
+    CHILD_CK(cuDeviceGet(&d, 0), 11);
+    CHILD_CK(cuDevicePrimaryCtxRetain(&c, d), 12);
+    CHILD_CK(cuCtxSetCurrent(c), 13);
+    CHILD_CK(cuModuleLoad(&m, getenv("SIMCUDA_TEST_PTX")), 14);
+    CHILD_CK(cuModuleGetFunction(&f, m, "vr_fill_f32"), 15);
+    CHILD_CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), 16);
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    size_t g;
+    CHILD_CK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), 17);
+    CHILD_CK(cuMemAddressReserve(&va, g, 0, 0, 0), 18);
+    CUmemGenericAllocationHandle h;
+    CHILD_CK(cuMemCreate(&h, g, &prop, 0), 19);
+    CHILD_CK(cuMemMap(va, g, 0, h, 0), 20);
+    CUmemAccessDesc ad = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CHILD_CK(cuMemSetAccess(va, g, &ad, 1), 21);
+    float v = 1.0f;
+    unsigned long long n = g / 4;
+    void *args[] = {&va, &v, &n};
+    CHILD_CK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, args, NULL), 22);
+    double t0 = now_ms();
+    CHILD_CK(cuMemUnmap(va, g), 23);
+    double dt = now_ms() - t0;
+    if (write(fd, &dt, sizeof dt) != (ssize_t)sizeof dt)
+        _exit(24);
+    sleep(3); /* the kernel now writes to the unmapped range */
+    _exit(25);
+}
+
+Test(simcuda, unmap_does_not_wait_for_inflight_work)
+{
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    int st = in_child(child_unmap_no_wait, fds[1]);
+    close(fds[1]);
+    double dt = -1;
+    cr_assert_eq(read(fds[0], &dt, sizeof dt), (ssize_t)sizeof dt, "child status %#x", st);
+    close(fds[0]);
+    cr_assert_lt(dt, 200.0, "cuMemUnmap waited %g ms for the kernel", dt);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV,
+              "the in-flight kernel must fault on the unmapped range: status %#x", st);
+}
+
+Test(simcuda, meminfo_sees_vmm_memory_returned)
+{
+    setup();
+    size_t g = granularity();
+    size_t free0, free1, total;
+    CK(cuMemGetInfo_v2(&free0, &total));
+    cr_assert_eq(total, (size_t)80 << 30);
+    size_t size = 4 * g;
+
+    /* release, then unmap */
+    CUmemGenericAllocationHandle h = vmm_create(size);
+    CK(cuMemGetInfo_v2(&free1, &total));
+    cr_assert_eq(free1, free0 - size);
+    CUdeviceptr va;
+    CK(cuMemAddressReserve(&va, size, 0, 0, 0));
+    CK(cuMemMap(va, size, 0, h, 0));
+    CK(cuMemRelease(h));
+    CK(cuMemGetInfo_v2(&free1, &total));
+    cr_assert_eq(free1, free0 - size, "still mapped: not returned yet");
+    CK(cuMemUnmap(va, size));
+    CK(cuMemGetInfo_v2(&free1, &total));
+    cr_assert_eq(free1, free0, "released and unmapped: returned");
+
+    /* unmap, then release */
+    h = vmm_create(size);
+    CK(cuMemMap(va, size, 0, h, 0));
+    CK(cuMemUnmap(va, size));
+    CK(cuMemGetInfo_v2(&free1, &total));
+    cr_assert_eq(free1, free0 - size, "handle alive: not returned yet");
+    CK(cuMemRelease(h));
+    CK(cuMemGetInfo_v2(&free1, &total));
+    cr_assert_eq(free1, free0);
+    CK(cuMemAddressFree(va, size));
+
+    /* native memory */
+    CUdeviceptr p;
+    CK(cuMemAlloc_v2(&p, 3 << 20));
+    CK(cuMemGetInfo_v2(&free1, &total));
+    cr_assert_lt(free1, free0);
+    CK(cuMemFree_v2(p));
+    CK(cuMemGetInfo_v2(&free1, &total));
+    cr_assert_eq(free1, free0);
+}
+
+Test(simcuda, vmm_knobs)
+{
+    setenv("SIMCUDA_VMM", "0", 1);
+    setenv("SIMCUDA_GRANULARITY", "64K", 1);
+    setup();
+    int a = 1;
+    CK(cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0));
+    cr_assert_eq(a, 0);
+    cr_assert_eq(granularity(), (size_t)64 << 10);
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemGenericAllocationHandle h;
+    CKE(cuMemCreate(&h, 64 << 10, &prop, 0), CUDA_ERROR_NOT_SUPPORTED);
+}
+
+/* ---- graphs ---------------------------------------------------------------------------- */
+
+static CUgraphNode add_fill_node(CUgraph g, const CUgraphNode *deps, size_t nd, CUdeviceptr out,
+                                 float v, unsigned long long n)
+{
+    void *args[] = {&out, &v, &n};
+    CUDA_KERNEL_NODE_PARAMS p = {0};
+    p.func = f_fill;
+    p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = 32;
+    p.blockDimY = p.blockDimZ = 1;
+    p.kernelParams = args;
+    CUgraphNode node;
+    CK(cuGraphAddKernelNode_v2(&node, g, deps, nd, &p));
+    return node;
+}
+
+static CUgraphNode add_scale_node(CUgraph g, const CUgraphNode *deps, size_t nd, CUdeviceptr out,
+                                  CUdeviceptr in, float k, unsigned long long n)
+{
+    void *args[] = {&out, &in, &k, &n};
+    CUDA_KERNEL_NODE_PARAMS p = {0};
+    p.func = f_scale;
+    p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = 32;
+    p.blockDimY = p.blockDimZ = 1;
+    p.kernelParams = args;
+    CUgraphNode node;
+    CK(cuGraphAddKernelNode_v2(&node, g, deps, nd, &p));
+    return node;
+}
+
+static void set_fill(CUgraphExec x, CUgraphNode node, CUdeviceptr out, float v,
+                     unsigned long long n, CUresult want)
+{
+    void *args[] = {&out, &v, &n};
+    CUDA_KERNEL_NODE_PARAMS p = {0};
+    p.func = f_fill;
+    p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = 32;
+    p.blockDimY = p.blockDimZ = 1;
+    p.kernelParams = args;
+    CKE(cuGraphExecKernelNodeSetParams_v2(x, node, &p), want);
+}
+
+Test(simcuda, graph_nodes_params_and_validation)
+{
+    start();
+    enum { N = 32 };
+    CUdeviceptr a = alloc_f32(N), b = alloc_f32(N);
+    CUgraph g, other;
+    CK(cuGraphCreate(&g, 0));
+    CK(cuGraphCreate(&other, 0));
+    CUgraphNode n1 = add_fill_node(g, NULL, 0, a, 2.0f, N);
+    /* v1 struct entry point */
+    float k = 3.0f;
+    unsigned long long n = N;
+    void *sargs[] = {&b, &a, &k, &n};
+    CUDA_KERNEL_NODE_PARAMS_v1 p1 = {0};
+    p1.func = f_scale;
+    p1.gridDimX = p1.gridDimY = p1.gridDimZ = 1;
+    p1.blockDimX = p1.blockDimY = p1.blockDimZ = 1;
+    p1.kernelParams = sargs;
+    CUgraphNode n2;
+    CK(cuGraphAddKernelNode(&n2, g, NULL, 0, &p1));
+    CK(cuGraphAddDependencies(g, &n1, &n2, 1));
+    CKE(cuGraphAddDependencies(g, &n1, &n2, 1), CUDA_ERROR_INVALID_VALUE);
+    CUgraphNode e;
+    CK(cuGraphAddEmptyNode(&e, g, &n2, 1));
+    CUgraphNode foreign = add_fill_node(other, NULL, 0, a, 1.0f, N);
+    CKE(cuGraphAddDependencies(g, &foreign, &n2, 1), CUDA_ERROR_INVALID_VALUE);
+
+    size_t count = 0;
+    CK(cuGraphGetNodes(g, NULL, &count));
+    cr_assert_eq(count, 3);
+    CUgraphNode nodes[5];
+    count = 5;
+    CK(cuGraphGetNodes(g, nodes, &count));
+    cr_assert_eq(count, 3);
+    cr_assert_eq(nodes[0], n1);
+    cr_assert_eq(nodes[1], n2);
+    cr_assert_eq(nodes[2], e);
+    cr_assert_null(nodes[3]);
+    CUgraphNodeType t;
+    CK(cuGraphNodeGetType(e, &t));
+    cr_assert_eq(t, CU_GRAPH_NODE_TYPE_EMPTY);
+    CK(cuGraphNodeGetType(n2, &t));
+    cr_assert_eq(t, CU_GRAPH_NODE_TYPE_KERNEL);
+    CUgraphNode dep;
+    count = 1;
+    CK(cuGraphNodeGetDependencies(n2, &dep, &count));
+    cr_assert_eq(dep, n1);
+
+    CUDA_KERNEL_NODE_PARAMS gp;
+    CK(cuGraphKernelNodeGetParams_v2(n2, &gp));
+    cr_assert_eq(gp.func, f_scale);
+    cr_assert_eq(gp.gridDimX, 1);
+    cr_assert_not_null(gp.kernelParams);
+    cr_assert_null(gp.extra);
+    k = 99.0f; /* node holds its own copy */
+    cr_assert_eq(*(CUdeviceptr *)gp.kernelParams[0], b);
+    cr_assert_eq(*(CUdeviceptr *)gp.kernelParams[1], a);
+    cr_assert_eq(*(float *)gp.kernelParams[2], 3.0f);
+    cr_assert_eq(*(unsigned long long *)gp.kernelParams[3], (unsigned long long)N);
+    CKE(cuGraphKernelNodeGetParams_v2(e, &gp), CUDA_ERROR_INVALID_VALUE);
+
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    CUstream s;
+    CK(cuStreamCreate(&s, 0));
+    CK(cuGraphLaunch(x, s));
+    CK(cuStreamSynchronize(s));
+    expect_all(b, N, 6.0f);
+
+    /* exec updates: validated like the driver */
+    set_fill(x, n1, a, 4.0f, N, CUDA_SUCCESS);
+    set_fill(x, foreign, a, 4.0f, N, CUDA_ERROR_INVALID_VALUE);
+    set_fill(x, e, a, 4.0f, N, CUDA_ERROR_INVALID_VALUE);
+    set_fill((CUgraphExec)&gp, n1, a, 4.0f, N, CUDA_ERROR_INVALID_VALUE);
+    CUDA_KERNEL_NODE_PARAMS bad = {0};
+    bad.gridDimX = bad.gridDimY = bad.gridDimZ = bad.blockDimX = bad.blockDimY = bad.blockDimZ = 1;
+    CKE(cuGraphExecKernelNodeSetParams_v2(x, n1, &bad), CUDA_ERROR_INVALID_VALUE);
+    CUgraphNodeParams np;
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_KERNEL;
+    float v5 = 5.0f;
+    void *fargs[] = {&a, &v5, &n};
+    np.kernel.func = f_fill;
+    np.kernel.gridDimX = np.kernel.gridDimY = np.kernel.gridDimZ = 1;
+    np.kernel.blockDimX = np.kernel.blockDimY = np.kernel.blockDimZ = 1;
+    np.kernel.kernelParams = fargs;
+    CK(cuGraphExecNodeSetParams(x, n1, &np));
+    CK(cuGraphLaunch(x, s));
+    CK(cuStreamSynchronize(s));
+    expect_all(b, N, 15.0f);
+    /* v1 struct exec update */
+    CUDA_KERNEL_NODE_PARAMS_v1 q = p1;
+    float k2 = -1.0f;
+    void *qargs[] = {&b, &a, &k2, &n};
+    q.kernelParams = qargs;
+    CK(cuGraphExecKernelNodeSetParams(x, n2, &q));
+    CK(cuGraphLaunch(x, s));
+    CK(cuStreamSynchronize(s));
+    expect_all(b, N, -5.0f);
+
+    CK(cuGraphExecDestroy(x));
+    set_fill(x, n1, a, 4.0f, N, CUDA_ERROR_INVALID_VALUE); /* stale exec handle */
+    CKE(cuGraphLaunch(x, s), CUDA_ERROR_INVALID_VALUE);
+
+    CUDA_GRAPH_INSTANTIATE_PARAMS ip = {0};
+    CK(cuGraphInstantiateWithParams(&x, g, &ip));
+    cr_assert_eq(ip.result_out, CUDA_GRAPH_INSTANTIATE_SUCCESS);
+    cr_assert_null(ip.hErrNode_out);
+    CK(cuGraphDestroy(g)); /* the exec is independent of its graph */
+    CK(cuGraphLaunch_ptsz(x, NULL));
+    CK(cuStreamSynchronize_ptsz(NULL));
+    expect_all(b, N, 6.0f);
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(other));
+    CKE(cuGraphDestroy(other), CUDA_ERROR_INVALID_VALUE);
+    CK(cuStreamDestroy_v2(s));
+}
+
+Test(simcuda, setparams_after_launch_does_not_affect_queued_launch)
+{
+    setenv("SIMCUDA_KERNEL_DELAY_US", "100000", 1);
+    start();
+    enum { N = 64 };
+    CUdeviceptr out = alloc_f32(N), scratch = alloc_f32(N);
+    CK(cuCtxSynchronize());
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    CUgraphNode node = add_fill_node(g, NULL, 0, out, 1.0f, N);
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    CUstream s, s2;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+
+    CK(cuGraphLaunch(x, s));
+    set_fill(x, node, out, 2.0f, N, CUDA_SUCCESS);
+    CK(cuStreamSynchronize(s));
+    expect_all(out, N, 1.0f);
+    CK(cuGraphLaunch(x, s));
+    CK(cuStreamSynchronize(s));
+    expect_all(out, N, 2.0f);
+
+    /* A launch is ordered behind the previous launch of the same exec even
+     * on another stream: s is busy, so without that order the launch on s2
+     * would finish first and the result would be 3. */
+    launch_fill(s, scratch, 0.5f, N);
+    set_fill(x, node, out, 3.0f, N, CUDA_SUCCESS);
+    CK(cuGraphLaunch(x, s));
+    set_fill(x, node, out, 4.0f, N, CUDA_SUCCESS);
+    CK(cuGraphLaunch(x, s2));
+    CK(cuStreamSynchronize(s2));
+    expect_all(out, N, 4.0f);
+    CK(cuStreamSynchronize(s));
+    expect_all(out, N, 4.0f);
+
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g));
+    CK(cuStreamDestroy_v2(s));
+    CK(cuStreamDestroy_v2(s2));
+}
+
+Test(simcuda, graph_exec_update)
+{
+    start();
+    enum { N = 16 };
+    CUdeviceptr a = alloc_f32(N), b = alloc_f32(N), c = alloc_f32(N);
+    CUgraph g1, g2, g3, g4, g5;
+    CK(cuGraphCreate(&g1, 0));
+    CUgraphNode a1 = add_fill_node(g1, NULL, 0, a, 1.0f, N);
+    add_scale_node(g1, &a1, 1, b, a, 2.0f, N);
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g1, 0));
+
+    /* same topology, other parameters */
+    CK(cuGraphCreate(&g2, 0));
+    CUgraphNode a2 = add_fill_node(g2, NULL, 0, c, 5.0f, N);
+    add_scale_node(g2, &a2, 1, b, c, 3.0f, N);
+    CUgraphExecUpdateResultInfo info;
+    memset(&info, 0xff, sizeof info);
+    CK(cuGraphExecUpdate_v2(x, g2, &info));
+    cr_assert_eq(info.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+    cr_assert_null(info.errorNode);
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(b, N, 15.0f);
+    expect_all(a, N, 0.0f);
+
+    /* one node more */
+    CK(cuGraphCreate(&g3, 0));
+    CUgraphNode a3 = add_fill_node(g3, NULL, 0, a, 1.0f, N);
+    CUgraphNode b3 = add_scale_node(g3, &a3, 1, b, a, 2.0f, N);
+    add_fill_node(g3, &b3, 1, c, 1.0f, N);
+    CKE(cuGraphExecUpdate_v2(x, g3, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    cr_assert_eq(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+    cr_assert_null(info.errorNode);
+
+    /* same count, no edge */
+    CK(cuGraphCreate(&g4, 0));
+    add_fill_node(g4, NULL, 0, a, 1.0f, N);
+    CUgraphNode b4 = add_scale_node(g4, NULL, 0, b, a, 2.0f, N);
+    CKE(cuGraphExecUpdate_v2(x, g4, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    cr_assert_eq(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+    cr_assert_eq(info.errorNode, b4);
+
+    /* a node of another type */
+    CK(cuGraphCreate(&g5, 0));
+    CUgraphNode a5;
+    CK(cuGraphAddEmptyNode(&a5, g5, NULL, 0));
+    CUgraphNode b5 = add_scale_node(g5, &a5, 1, b, a, 2.0f, N);
+    (void)b5;
+    CKE(cuGraphExecUpdate_v2(x, g5, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    cr_assert_eq(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED);
+    cr_assert_eq(info.errorNode, a5);
+
+    /* the failed updates changed nothing */
+    CK(cuMemsetD32_v2(b, 0, N));
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(b, N, 15.0f);
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g1));
+    CK(cuGraphDestroy(g2));
+    CK(cuGraphDestroy(g3));
+    CK(cuGraphDestroy(g4));
+    CK(cuGraphDestroy(g5));
+}
+
+Test(simcuda, stream_capture)
+{
+    start();
+    enum { N = 32 };
+    CUdeviceptr x = alloc_f32(N), y = alloc_f32(N);
+    CK(cuCtxSynchronize());
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUstreamCaptureStatus st;
+    CK(cuStreamIsCapturing(s, &st));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_NONE);
+    CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CKE(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_ILLEGAL_STATE);
+    CK(cuStreamIsCapturing(s, &st));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    launch_fill(s, x, 3.0f, N);
+    launch_scale(s, y, x, 2.0f, N);
+    CUgraph g;
+    CK(cuStreamEndCapture(s, &g));
+    CK(cuStreamIsCapturing(s, &st));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_NONE);
+    CK(cuStreamSynchronize(s));
+    expect_all(x, N, 0.0f); /* captured, not run */
+
+    CUgraphNode nodes[2], dep;
+    size_t n = 2, nd = 1;
+    CK(cuGraphGetNodes(g, nodes, &n));
+    cr_assert_eq(n, 2);
+    CK(cuGraphNodeGetDependencies(nodes[1], &dep, &nd));
+    cr_assert_eq(nd, 1);
+    cr_assert_eq(dep, nodes[0]);
+    CUDA_KERNEL_NODE_PARAMS p;
+    CK(cuGraphKernelNodeGetParams_v2(nodes[1], &p));
+    cr_assert_eq(p.func, f_scale);
+    CUgraphExec ge;
+    CK(cuGraphInstantiateWithFlags(&ge, g, 0));
+    CK(cuGraphLaunch(ge, s));
+    CK(cuStreamSynchronize(s));
+    expect_all(y, N, 6.0f);
+
+    /* an illegal call invalidates the capture */
+    CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    launch_fill(s, x, 1.0f, N);
+    CKE(cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    CK(cuStreamIsCapturing(s, &st));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    CUgraph g2 = (CUgraph)&p;
+    CKE(cuStreamEndCapture(s, &g2), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    cr_assert_null(g2);
+    CKE(cuStreamEndCapture(s, &g2), CUDA_ERROR_ILLEGAL_STATE);
+    CKE(cuStreamBeginCapture_v2(CU_STREAM_LEGACY, CU_STREAM_CAPTURE_MODE_GLOBAL),
+        CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+
+    /* fork/join across streams through events */
+    CUstream s2;
+    CUevent fork_ev, join_ev;
+    CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    CK(cuEventCreate(&fork_ev, CU_EVENT_DISABLE_TIMING));
+    CK(cuEventCreate(&join_ev, CU_EVENT_DISABLE_TIMING));
+    CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    launch_fill(s, x, 2.0f, N);
+    CK(cuEventRecord(fork_ev, s));
+    CK(cuStreamWaitEvent(s2, fork_ev, 0));
+    launch_scale(s2, y, x, 4.0f, N);
+    CK(cuEventRecord(join_ev, s2));
+    CK(cuStreamWaitEvent(s, join_ev, 0));
+    CK(cuStreamEndCapture(s, &g2));
+    CK(cuStreamIsCapturing(s2, &st));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_NONE);
+    n = 0;
+    CK(cuGraphGetNodes(g2, NULL, &n));
+    cr_assert_eq(n, 2);
+    CUgraphExec ge2;
+    CK(cuGraphInstantiateWithFlags(&ge2, g2, 0));
+    CK(cuGraphLaunch(ge2, s));
+    CK(cuStreamSynchronize(s));
+    expect_all(y, N, 8.0f);
+
+    CK(cuGraphExecDestroy(ge));
+    CK(cuGraphExecDestroy(ge2));
+    CK(cuGraphDestroy(g));
+    CK(cuGraphDestroy(g2));
+    CK(cuStreamDestroy_v2(s));
+    CK(cuStreamDestroy_v2(s2));
+}
+
+/* ---- cuGetProcAddress ------------------------------------------------------------------ */
+
+typedef void (*voidfn)(void);
+
+static void expect_proc(const char *sym, int ver, cuuint64_t flags, voidfn want, const char *name)
+{
+    void *pfn = (void *)1;
+    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    CK(cuGetProcAddress_v2(sym, &pfn, ver, flags, &st));
+    cr_assert_eq(st, CU_GET_PROC_ADDRESS_SUCCESS);
+    voidfn got;
+    memcpy(&got, &pfn, sizeof got);
+    cr_assert(got == want, "%s@%d flags %llu: wrong function", sym, ver, (unsigned long long)flags);
+    Dl_info info;
+    cr_assert(dladdr(pfn, &info) != 0);
+    cr_assert_str_eq(info.dli_sname, name, "%s@%d: dladdr names %s", sym, ver, info.dli_sname);
+}
+
+static void expect_no_proc(const char *sym, int ver, cuuint64_t flags,
+                           CUdriverProcAddressQueryResult want)
+{
+    void *pfn = (void *)1;
+    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
+    CKE(cuGetProcAddress_v2(sym, &pfn, ver, flags, &st), CUDA_ERROR_NOT_FOUND);
+    cr_assert_null(pfn);
+    cr_assert_eq(st, want, "%s@%d: status %d", sym, ver, (int)st);
+}
+
+#define PROC(sym, ver, flags, fn) expect_proc(sym, ver, flags, (voidfn)fn, #fn)
+
+Test(simcuda, get_proc_address_routing)
+{
+    const cuuint64_t D = CU_GET_PROC_ADDRESS_DEFAULT, L = CU_GET_PROC_ADDRESS_LEGACY_STREAM,
+                     P = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+    /* works before cuInit, as cudart needs it */
+    PROC("cuInit", 2000, D, cuInit);
+    PROC("cuMemAlloc", 3020, D, cuMemAlloc_v2);
+    PROC("cuMemAlloc", 13000, P, cuMemAlloc_v2);
+    expect_no_proc("cuMemAlloc", 2000, D, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    PROC("cuGraphLaunch", 10000, P, cuGraphLaunch_ptsz);
+    PROC("cuGraphLaunch", 12000, L, cuGraphLaunch);
+    PROC("cuGraphLaunch", 12000, D, cuGraphLaunch);
+    PROC("cuGraphExecKernelNodeSetParams", 10010, D, cuGraphExecKernelNodeSetParams);
+    PROC("cuGraphExecKernelNodeSetParams", 11080, P, cuGraphExecKernelNodeSetParams);
+    PROC("cuGraphExecKernelNodeSetParams", 12000, D, cuGraphExecKernelNodeSetParams_v2);
+    PROC("cuGraphExecKernelNodeSetParams", 13000, P, cuGraphExecKernelNodeSetParams_v2);
+    PROC("cuGetProcAddress", 11030, D, cuGetProcAddress);
+    PROC("cuGetProcAddress", 12000, D, cuGetProcAddress_v2);
+    PROC("cuGraphInstantiateWithParams", 12000, P, cuGraphInstantiateWithParams_ptsz);
+    PROC("cuGraphInstantiateWithParams", 12000, L, cuGraphInstantiateWithParams);
+    PROC("cuCtxCreate", 12050, D, cuCtxCreate_v4);
+    expect_no_proc("cuCtxCreate", 11040, D, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    PROC("cuMemcpyHtoD", 12000, P, cuMemcpyHtoD_v2_ptds);
+    PROC("cuMemcpyHtoD", 12000, L, cuMemcpyHtoD_v2);
+    PROC("cuMemcpyHtoD", 6000, P, cuMemcpyHtoD_v2); /* no per-thread variant yet */
+    PROC("cuStreamBeginCapture", 10010, P, cuStreamBeginCapture_v2_ptsz);
+    PROC("cuLaunchKernel", 12000, D, cuLaunchKernel);
+    PROC("cuGraphExecUpdate", 12000, D, cuGraphExecUpdate_v2);
+    PROC("cuMemGetAddressRange", 3020, D, cuMemGetAddressRange_v2);
+    PROC("cuCtxEnablePeerAccess", 4000, D, cuCtxEnablePeerAccess);
+    expect_no_proc("cuNoSuchFunction", 12000, D, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    expect_no_proc("cuMemAlloc_v2", 12000, D, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+
+    /* the v1 entry point routes the same way */
+    void *pfn = NULL;
+    CK(cuGetProcAddress("cuGraphLaunch", &pfn, 12000, P));
+    voidfn got;
+    memcpy(&got, &pfn, sizeof got);
+    cr_assert(got == (voidfn)cuGraphLaunch_ptsz);
+    CKE(cuGetProcAddress("cuNoSuchFunction", &pfn, 12000, D), CUDA_ERROR_NOT_FOUND);
+    cr_assert_null(pfn);
+
+    /* the returned pointers are the exported functions themselves */
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    cr_assert_not_null(lib);
+    CK(cuGetProcAddress_v2("cuGraphLaunch", &pfn, 12000, P, NULL));
+    cr_assert_eq(pfn, dlsym(lib, "cuGraphLaunch_ptsz"));
+    dlclose(lib);
+}
+
+/* ---- knobs ---------------------------------------------------------------------------- */
+
+Test(simcuda, fail_knob)
+{
+    setenv("SIMCUDA_FAIL",
+           "cuInit:1,cuMemAlloc_v2:3,cuGraphLaunch:*,cuMemCreate:1,cuStreamCreate:1", 1);
+    CKE(cuInit(0), CUDA_ERROR_UNKNOWN);
+    CUdeviceptr p0;
+    CKE(cuMemAlloc_v2(&p0, 64), CUDA_ERROR_NOT_INITIALIZED); /* the failed cuInit did nothing */
+    start();
+    CUdeviceptr p1, p2, p3;
+    CK(cuMemAlloc_v2(&p1, 64)); /* 2nd call (every call counts, the 1st too) */
+    p2 = 0;
+    CKE(cuMemAlloc_v2(&p2, 64), CUDA_ERROR_OUT_OF_MEMORY);
+    cr_assert_eq(p2, 0, "a failed call does nothing");
+    CK(cuMemAlloc_v2(&p3, 64));
+    CUstream s;
+    CKE(cuStreamCreate(&s, 0), CUDA_ERROR_UNKNOWN);
+    CK(cuStreamCreate(&s, 0));
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemGenericAllocationHandle h;
+    CKE(cuMemCreate(&h, granularity(), &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    CK(cuMemCreate(&h, granularity(), &prop, 0));
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    add_fill_node(g, NULL, 0, p1, 1.0f, 16);
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    for (int i = 0; i < 3; i++)
+        CKE(cuGraphLaunch(x, s), CUDA_ERROR_LAUNCH_FAILED);
+    CK(cuGraphLaunch_ptsz(x, s)); /* another entry point */
+    CK(cuStreamSynchronize(s));
+}
+
+Test(simcuda, cost_knob)
+{
+    setenv("SIMCUDA_COST", "cuDriverGetVersion:3000000", 1);
+    CK(cuInit(0));
+    int v;
+    double t0 = now_ms();
+    for (int i = 0; i < 5; i++)
+        CK(cuDriverGetVersion(&v));
+    cr_assert_geq(now_ms() - t0, 15.0);
+}
+
+static void child_stats(int fd)
+{
+    (void)fd;
+    if (cuInit(0) != CUDA_SUCCESS)
+        _exit(10);
+    int v;
+    for (int i = 0; i < 3; i++)
+        cuDriverGetVersion(&v);
+    void *pfn;
+    cuGetProcAddress_v2("cuGraphLaunch", &pfn, 12000, 0, NULL);
+    exit(0); /* runs the destructor that writes the file */
+}
+
+Test(simcuda, stats_knob)
+{
+    char path[] = "/tmp/simcuda-stats-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    setenv("SIMCUDA_STATS", path, 1);
+    int st = in_child(child_stats, 0);
+    unsetenv("SIMCUDA_STATS");
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    static char buf[1 << 15];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    unlink(path);
+    cr_assert_gt(n, 0);
+    cr_assert(strncmp(buf, "{\"calls\": {", 11) == 0, "%s", buf);
+    cr_assert_not_null(strstr(buf, "\"cuInit\": 1"), "%s", buf);
+    cr_assert_not_null(strstr(buf, "\"cuDriverGetVersion\": 3"), "%s", buf);
+    cr_assert_not_null(strstr(buf, "\"cuGetProcAddress_v2\": 1"), "%s", buf);
+    cr_assert_not_null(strstr(buf, "\"cuGraphLaunch\": 0"), "%s", buf); /* all entry points */
+    cr_assert_not_null(strstr(buf, "\"cuGraphLaunch_ptsz\": 0"), "%s", buf);
+    cr_assert_not_null(strstr(buf, "}}"), "%s", buf);
+}
