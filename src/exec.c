@@ -608,7 +608,7 @@ static void log_decision(const struct vr_exec *e, const struct candidate *cand, 
 {
     if (!vr_log_enabled(VR_LEVEL_INFO))
         return;
-    size_t cap = 512 + ncand * 160;
+    size_t cap = 2048 + ncand * 160;
     char *buf = malloc(cap); /* once per exec: not a hot path */
     if (!buf)
         return;
@@ -631,6 +631,23 @@ static void log_decision(const struct vr_exec *e, const struct candidate *cand, 
     }
     vr_jw_array_end(&w);
     vr_jw_u64(&w, "reserved_bytes", reserved);
+    /* Why a buffer is missing from the candidates: its pointer moved. */
+    vr_jw_array_begin(&w, "unstable");
+    uint64_t listed[64];
+    size_t nlisted = 0;
+    for (size_t i = 0; i < e->nwords && nlisted < 64; i++) {
+        if (e->pid[i] || !e->pbase[i])
+            continue;
+        bool dup = false;
+        for (size_t j = 0; j < nlisted && !dup; j++)
+            dup = listed[j] == e->pbase[i];
+        if (dup)
+            continue;
+        listed[nlisted++] = e->pbase[i];
+        hexbuf(hex, sizeof hex, e->pbase[i]);
+        vr_jw_str(&w, NULL, hex);
+    }
+    vr_jw_array_end(&w);
     if (cfg.mode == VR_MODE_OBSERVE)
         vr_jw_bool(&w, "observe", true);
     vr_log_emit(&w, VR_LEVEL_INFO);
