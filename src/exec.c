@@ -10,6 +10,7 @@
 #include "driver.h"
 #include "err.h"
 #include "layout.h"
+#include "lock.h"
 #include "log.h"
 #include "slice.h"
 #include "stats.h"
@@ -26,8 +27,12 @@ struct fields {
     CUfunction func;
     CUkernel kern;
     CUcontext ctx;
-    unsigned grid[3], block[3], shmem;
+    unsigned dims[7]; /* grid x y z, block x y z, shared memory bytes */
 };
+
+/* gridDimX .. sharedMemBytes are seven consecutive unsigned ints in every
+ * kernel-node params struct version. */
+#define VR_DIMS_BYTES (7 * sizeof(unsigned))
 
 struct call {
     struct fields f;
@@ -54,7 +59,7 @@ struct vr_exec {
     CUgraphExec handle;
     CUgraph graph;
     struct vr_exec *next; /* table chain */
-    pthread_mutex_t lock;
+    vr_mutex lock;
     enum state state;
 
     struct node *nodes;
@@ -81,7 +86,7 @@ struct vr_exec {
 /* ---- the table of execs ---------------------------------------------- */
 
 #define VR_EXEC_BUCKETS 1024
-static pthread_rwlock_t table_lock = PTHREAD_RWLOCK_INITIALIZER;
+static vr_rwlock table_lock = VR_RWLOCK_INIT;
 static struct vr_exec *buckets[VR_EXEC_BUCKETS];
 
 static size_t bucket_of(const void *h)
@@ -93,26 +98,26 @@ static size_t bucket_of(const void *h)
 /* Returns the exec locked, or NULL. */
 static struct vr_exec *lock_exec(CUgraphExec h)
 {
-    pthread_rwlock_rdlock(&table_lock);
+    vr_read_lock(&table_lock);
     struct vr_exec *e = buckets[bucket_of(h)];
     while (e && e->handle != h)
         e = e->next;
     if (e)
-        pthread_mutex_lock(&e->lock);
-    pthread_rwlock_unlock(&table_lock);
+        vr_mutex_lock(&e->lock);
+    vr_read_unlock(&table_lock);
     return e;
 }
 
 static struct vr_exec *unlink_exec(CUgraphExec h)
 {
-    pthread_rwlock_wrlock(&table_lock);
+    vr_write_lock(&table_lock);
     struct vr_exec **pp = &buckets[bucket_of(h)];
     while (*pp && (*pp)->handle != h)
         pp = &(*pp)->next;
     struct vr_exec *e = *pp;
     if (e)
         *pp = e->next;
-    pthread_rwlock_unlock(&table_lock);
+    vr_write_unlock(&table_lock);
     return e;
 }
 
@@ -143,9 +148,7 @@ static bool decode(enum vr_sp_entry entry, const void *params, struct call *c)
     if (entry == VR_SP_V1) {
         const CUDA_KERNEL_NODE_PARAMS_v1 *p = params;
         c->f.func = p->func;
-        c->f.grid[0] = p->gridDimX, c->f.grid[1] = p->gridDimY, c->f.grid[2] = p->gridDimZ;
-        c->f.block[0] = p->blockDimX, c->f.block[1] = p->blockDimY, c->f.block[2] = p->blockDimZ;
-        c->f.shmem = p->sharedMemBytes;
+        memcpy(c->f.dims, &p->gridDimX, VR_DIMS_BYTES);
         c->kernelParams = p->kernelParams;
         c->extra = p->extra;
         return true;
@@ -163,9 +166,7 @@ static bool decode(enum vr_sp_entry entry, const void *params, struct call *c)
     c->f.func = p->func;
     c->f.kern = p->func ? NULL : p->kern;
     c->f.ctx = p->func ? NULL : p->ctx;
-    c->f.grid[0] = p->gridDimX, c->f.grid[1] = p->gridDimY, c->f.grid[2] = p->gridDimZ;
-    c->f.block[0] = p->blockDimX, c->f.block[1] = p->blockDimY, c->f.block[2] = p->blockDimZ;
-    c->f.shmem = p->sharedMemBytes;
+    memcpy(c->f.dims, &p->gridDimX, VR_DIMS_BYTES);
     c->kernelParams = p->kernelParams;
     c->extra = p->extra;
     return true;
@@ -180,9 +181,7 @@ static bool same_function(const struct fields *a, const struct fields *b)
 
 static bool same_fields(const struct fields *a, const struct fields *b)
 {
-    return same_function(a, b) && a->shmem == b->shmem &&
-           a->grid[0] == b->grid[0] && a->grid[1] == b->grid[1] && a->grid[2] == b->grid[2] &&
-           a->block[0] == b->block[0] && a->block[1] == b->block[1] && a->block[2] == b->block[2];
+    return same_function(a, b) && memcmp(a->dims, b->dims, VR_DIMS_BYTES) == 0;
 }
 
 static CUresult forward_raw(CUgraphExec exec, CUgraphNode node, enum vr_sp_entry entry,
@@ -227,9 +226,7 @@ static CUresult issue(struct vr_exec *e, struct node *n, uint8_t *args)
     p.func = n->f.func;
     p.kern = n->f.kern;
     p.ctx = n->f.ctx;
-    p.gridDimX = n->f.grid[0], p.gridDimY = n->f.grid[1], p.gridDimZ = n->f.grid[2];
-    p.blockDimX = n->f.block[0], p.blockDimY = n->f.block[1], p.blockDimZ = n->f.block[2];
-    p.sharedMemBytes = n->f.shmem;
+    memcpy(&p.gridDimX, n->f.dims, VR_DIMS_BYTES);
     vr_layout_point(n->layout, args, e->kp);
     p.kernelParams = e->kp;
     return vr_real.cuGraphExecKernelNodeSetParams_v2(e->handle, n->handle, &p);
@@ -335,9 +332,7 @@ static int read_graph(struct vr_exec *e, CUgraph graph)
         n->f.func = p.func;
         n->f.kern = p.func ? NULL : p.kern;
         n->f.ctx = p.func ? NULL : p.ctx;
-        n->f.grid[0] = p.gridDimX, n->f.grid[1] = p.gridDimY, n->f.grid[2] = p.gridDimZ;
-        n->f.block[0] = p.blockDimX, n->f.block[1] = p.blockDimY, n->f.block[2] = p.blockDimZ;
-        n->f.shmem = p.sharedMemBytes;
+        memcpy(n->f.dims, &p.gridDimX, VR_DIMS_BYTES);
         const struct vr_layout *l;
         if (p.extra || vr_layout_get(p.func, p.kern, &l) != 0 ||
             (l->nparams && !p.kernelParams))
@@ -414,12 +409,10 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph)
         return;
     e->handle = handle;
     e->graph = graph;
-    pthread_mutex_init(&e->lock, NULL);
     int rc = read_graph(e, graph);
     if (rc != 0) {
         vr_warn("cannot read graph %p (%d): exec %p passes through", (void *)graph, rc, (void *)handle);
         free_nodes(e);
-        pthread_mutex_destroy(&e->lock);
         free(e);
         return;
     }
@@ -428,18 +421,17 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph)
     /* An exec handle the driver reuses after a destroy we did not see. */
     struct vr_exec *stale = unlink_exec(handle);
     if (stale) {
-        pthread_mutex_lock(&stale->lock);
-        pthread_mutex_unlock(&stale->lock);
+        vr_mutex_lock(&stale->lock);
+        vr_mutex_unlock(&stale->lock);
         vr_slices_destroy(stale->slices);
         free_nodes(stale);
-        pthread_mutex_destroy(&stale->lock);
         free(stale);
     }
-    pthread_rwlock_wrlock(&table_lock);
+    vr_write_lock(&table_lock);
     size_t b = bucket_of(handle);
     e->next = buckets[b];
     buckets[b] = e;
-    pthread_rwlock_unlock(&table_lock);
+    vr_write_unlock(&table_lock);
 
     if (vr_log_enabled(VR_LEVEL_INFO)) {
         char buf[256], hex[32];
@@ -545,6 +537,31 @@ raw:
     return vr_err_cu(r);
 }
 
+/* The common case, checked without decoding or copying anything: the same
+ * function, launch shape and arguments as the program last asked for. Then
+ * the driver already holds their translation (a binding change since is
+ * reconciled at the next launch). */
+static bool absorbable(const struct vr_exec *e, CUgraphNode node, enum vr_sp_entry entry,
+                       const void *params)
+{
+    if (!params || e->state == ST_OBSERVED || cfg.mode == VR_MODE_OBSERVE)
+        return false;
+    const struct node *n = find_node(e, node);
+    if (!n || !n->layout)
+        return false;
+    const CUDA_KERNEL_NODE_PARAMS_v2 *p = params; /* v1 shares every field read here */
+    if (entry == VR_SP_NODE) {
+        const CUgraphNodeParams *np = params;
+        if (np->type != CU_GRAPH_NODE_TYPE_KERNEL)
+            return false;
+        p = (const CUDA_KERNEL_NODE_PARAMS_v2 *)(const void *)&np->kernel;
+    }
+    if (!p->func || p->func != n->f.func || p->extra || !p->kernelParams ||
+        memcmp(&p->gridDimX, n->f.dims, VR_DIMS_BYTES) != 0)
+        return false;
+    return vr_layout_equal(n->layout, p->kernelParams, n->intended);
+}
+
 int vr_exec_setparams(CUgraphExec exec, CUgraphNode node, enum vr_sp_entry entry, const void *params)
 {
     vr_stat_inc(VR_C_setparams_seen);
@@ -554,8 +571,14 @@ int vr_exec_setparams(CUgraphExec exec, CUgraphNode node, enum vr_sp_entry entry
         return vr_err_cu(forward_raw(exec, node, entry, params));
     }
     e->c.seen++;
+    if (absorbable(e, node, entry, params)) {
+        e->c.skipped++;
+        vr_mutex_unlock(&e->lock);
+        vr_stat_inc(VR_C_setparams_skipped);
+        return 0;
+    }
     int rc = setparams_locked(e, node, entry, params);
-    pthread_mutex_unlock(&e->lock);
+    vr_mutex_unlock(&e->lock);
     return rc;
 }
 
@@ -908,7 +931,7 @@ int vr_exec_launch(CUgraphExec exec, CUstream stream, bool per_thread)
         return vr_err_cu(r);
     }
     int rc = launch_locked(e, stream, per_thread);
-    pthread_mutex_unlock(&e->lock);
+    vr_mutex_unlock(&e->lock);
     return rc;
 }
 
@@ -951,7 +974,7 @@ int vr_exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo 
             e->state = first_state();
         }
     }
-    pthread_mutex_unlock(&e->lock);
+    vr_mutex_unlock(&e->lock);
     return vr_err_cu(r);
 }
 
@@ -959,7 +982,7 @@ int vr_exec_destroy(CUgraphExec exec)
 {
     struct vr_exec *e = unlink_exec(exec);
     if (e) {
-        pthread_mutex_lock(&e->lock);
+        vr_mutex_lock(&e->lock);
         if (e->state == ST_ACTIVE)
             wait_last_launch(e);
     }
@@ -968,8 +991,7 @@ int vr_exec_destroy(CUgraphExec exec)
         drop_slices(e);
         log_exec_event("exec_destroyed", e);
         free_nodes(e);
-        pthread_mutex_unlock(&e->lock);
-        pthread_mutex_destroy(&e->lock);
+        vr_mutex_unlock(&e->lock);
         free(e);
     }
     return vr_err_cu(r);
@@ -977,17 +999,17 @@ int vr_exec_destroy(CUgraphExec exec)
 
 void vr_exec_forget_alloc(uint64_t id)
 {
-    pthread_rwlock_rdlock(&table_lock);
+    vr_read_lock(&table_lock);
     for (size_t b = 0; b < VR_EXEC_BUCKETS; b++) {
         for (struct vr_exec *e = buckets[b]; e; e = e->next) {
-            pthread_mutex_lock(&e->lock);
+            vr_mutex_lock(&e->lock);
             if (e->slices && vr_slices_holds(e->slices, id)) {
                 wait_last_launch(e);
                 if (vr_slices_drop(e->slices, id))
                     e->reconcile = true;
             }
-            pthread_mutex_unlock(&e->lock);
+            vr_mutex_unlock(&e->lock);
         }
     }
-    pthread_rwlock_unlock(&table_lock);
+    vr_read_unlock(&table_lock);
 }

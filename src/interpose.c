@@ -65,8 +65,8 @@ static const struct hook *hook_named(const char *name)
 
 static void emit_start(void)
 {
-    if (atomic_exchange(&started, true))
-        return;
+    if (atomic_exchange(&started, true) || !vr_log_enabled(VR_LEVEL_INFO))
+        return; /* without a log, no query the program did not make */
     int version = 0;
     if (vr_real.cuDriverGetVersion)
         vr_real.cuDriverGetVersion(&version);

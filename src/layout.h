@@ -10,8 +10,10 @@
 #ifndef VR_LAYOUT_H
 #define VR_LAYOUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <cuda.h>
 
 struct vr_layout {
@@ -35,6 +37,43 @@ void vr_layout_free(struct vr_layout *l);
 
 /* Copies the arguments kernelParams[i] into buf at their offsets. */
 void vr_layout_pack(const struct vr_layout *l, void *const *kernelParams, uint8_t *buf);
+
+/* True when every argument kernelParams[i] equals its bytes in buf.
+ * Inline, and pointer-sized arguments first: it decides every absorbed
+ * SetParams. */
+static inline bool vr_layout_equal(const struct vr_layout *l, void *const *kernelParams,
+                                   const uint8_t *buf)
+{
+    for (uint32_t i = 0; i < l->nparams; i++) {
+        const uint8_t *have = buf + l->offset[i];
+        const uint8_t *arg = (const uint8_t *)kernelParams[i];
+        uint32_t size = l->size[i];
+        if (size == 8) {
+            uint64_t a, b;
+            memcpy(&a, arg, 8);
+            memcpy(&b, have, 8);
+            if (a != b)
+                return false;
+        } else if (size == 4) {
+            uint32_t a, b;
+            memcpy(&a, arg, 4);
+            memcpy(&b, have, 4);
+            if (a != b)
+                return false;
+        } else {
+            for (uint32_t k = 0; k + 8 <= size; k += 8) {
+                uint64_t a, b;
+                memcpy(&a, arg + k, 8);
+                memcpy(&b, have + k, 8);
+                if (a != b)
+                    return false;
+            }
+            if (size % 8 && memcmp(arg + size - size % 8, have + size - size % 8, size % 8) != 0)
+                return false;
+        }
+    }
+    return true;
+}
 
 /* Points params[i] at the arguments inside buf. */
 void vr_layout_point(const struct vr_layout *l, uint8_t *buf, void **params);

@@ -3,23 +3,11 @@
 #include <errno.h>
 #include <stdatomic.h>
 
-/* Cache-line padding keeps hot counters bumped from different threads from
- * bouncing one line between cores. */
-struct vr_padded_counter {
-    _Atomic uint64_t value;
-    char pad[64 - sizeof(uint64_t)];
-};
-
-static struct vr_padded_counter counters[VR_C_COUNT];
-
-void vr_stat_add(enum vr_counter c, int64_t delta)
-{
-    atomic_fetch_add_explicit(&counters[c].value, (uint64_t)delta, memory_order_relaxed);
-}
+struct vr_padded_counter vr_counters[VR_C_COUNT];
 
 uint64_t vr_stat_get(enum vr_counter c)
 {
-    return atomic_load_explicit(&counters[c].value, memory_order_relaxed);
+    return atomic_load_explicit(&vr_counters[c].value, memory_order_relaxed);
 }
 
 void vr_stats_snapshot(struct varemap_stats *out)

@@ -8,6 +8,7 @@
 #ifndef VR_STATS_H
 #define VR_STATS_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "log.h"
@@ -26,7 +27,19 @@ enum vr_counter {
     VR_C_COUNT
 };
 
-void vr_stat_add(enum vr_counter c, int64_t delta);
+/* Each counter on its own cache line so threads bumping different counters
+ * do not bounce one line between cores. Inline: it sits on the hot path. */
+struct vr_padded_counter {
+    _Atomic uint64_t value;
+    char pad[64 - sizeof(uint64_t)];
+};
+extern struct vr_padded_counter vr_counters[VR_C_COUNT];
+
+static inline void vr_stat_add(enum vr_counter c, int64_t delta)
+{
+    atomic_fetch_add_explicit(&vr_counters[c].value, (uint64_t)delta, memory_order_relaxed);
+}
+
 static inline void vr_stat_inc(enum vr_counter c) { vr_stat_add(c, 1); }
 uint64_t vr_stat_get(enum vr_counter c);
 void vr_stats_snapshot(struct varemap_stats *out);

@@ -1,0 +1,91 @@
+/* lock: the two locks on the SetParams hot path, cheaper than pthread's.
+ *
+ * vr_mutex is a futex mutex: one compare-exchange to take it uncontended,
+ * one exchange to drop it; waiters sleep in the kernel, so a thread holding it
+ * across a blocking driver call costs the others nothing.
+ * vr_rwlock is a reader-biased lock for tables that change rarely (execs are
+ * instantiated and destroyed far less often than they are updated): a reader
+ * pays one atomic add each way; a writer waits, yielding, until readers
+ * drain. Both keep errno.
+ */
+#ifndef VR_LOCK_H
+#define VR_LOCK_H
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+typedef struct {
+    _Atomic int state; /* 0 free, 1 held, 2 held with sleepers */
+} vr_mutex;
+
+#define VR_MUTEX_INIT {0}
+
+static inline void vr_futex(_Atomic int *addr, int op, int val)
+{
+    int saved = errno;
+    syscall(SYS_futex, (int *)addr, op, val, NULL, NULL, 0);
+    errno = saved;
+}
+
+static inline void vr_mutex_lock(vr_mutex *m)
+{
+    int c = 0;
+    if (atomic_compare_exchange_strong_explicit(&m->state, &c, 1, memory_order_acquire,
+                                                memory_order_relaxed))
+        return;
+    if (c != 2)
+        c = atomic_exchange_explicit(&m->state, 2, memory_order_acquire);
+    while (c != 0) {
+        vr_futex(&m->state, FUTEX_WAIT_PRIVATE, 2);
+        c = atomic_exchange_explicit(&m->state, 2, memory_order_acquire);
+    }
+}
+
+static inline void vr_mutex_unlock(vr_mutex *m)
+{
+    if (atomic_exchange_explicit(&m->state, 0, memory_order_release) == 2)
+        vr_futex(&m->state, FUTEX_WAKE_PRIVATE, 1);
+}
+
+typedef struct {
+    _Atomic int readers;
+    _Atomic int writer;
+} vr_rwlock;
+
+#define VR_RWLOCK_INIT {0, 0}
+
+static inline void vr_read_lock(vr_rwlock *l)
+{
+    for (;;) {
+        atomic_fetch_add(&l->readers, 1);
+        if (!atomic_load(&l->writer))
+            return;
+        atomic_fetch_sub(&l->readers, 1);
+        while (atomic_load_explicit(&l->writer, memory_order_relaxed))
+            sched_yield();
+    }
+}
+
+static inline void vr_read_unlock(vr_rwlock *l)
+{
+    atomic_fetch_sub_explicit(&l->readers, 1, memory_order_release);
+}
+
+static inline void vr_write_lock(vr_rwlock *l)
+{
+    while (atomic_exchange(&l->writer, 1))
+        sched_yield();
+    while (atomic_load(&l->readers))
+        sched_yield();
+}
+
+static inline void vr_write_unlock(vr_rwlock *l)
+{
+    atomic_store(&l->writer, 0);
+}
+
+#endif
