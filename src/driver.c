@@ -19,15 +19,19 @@ void *_Atomic vr_real_dlsym __attribute__((visibility("hidden")));
 
 typedef void *(*dlsym_fn)(void *, const char *);
 
-/* RTLD_NEXT from here is right: the shim wants the dlsym after itself. */
-__attribute__((visibility("hidden"))) void *vr_resolve_real_dlsym(void)
+static const char *const dlsym_versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
+
+/* RTLD_NEXT from here is right: the shim wants the dlsym after itself.
+ * Not instrumented: a sanitizer runtime resolves its interceptors with
+ * dlsym(RTLD_NEXT, ...) before its shadow memory exists, and lands here. */
+__attribute__((visibility("hidden"), no_sanitize("address", "undefined")))
+void *vr_resolve_real_dlsym(void)
 {
     void *fn = atomic_load_explicit(&vr_real_dlsym, memory_order_acquire);
     if (fn)
         return fn;
-    static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
-    for (size_t i = 0; i < sizeof versions / sizeof versions[0] && !fn; i++)
-        fn = dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+    for (size_t i = 0; i < sizeof dlsym_versions / sizeof dlsym_versions[0] && !fn; i++)
+        fn = dlvsym(RTLD_NEXT, "dlsym", dlsym_versions[i]);
     atomic_store_explicit(&vr_real_dlsym, fn, memory_order_release);
     return fn;
 }

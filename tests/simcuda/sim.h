@@ -5,11 +5,13 @@
  * - Every exported cu* function starts with SIM_ENTER(itself) and then calls
  *   static/hidden helpers only; simcuda never calls its own exported names.
  * - Locking order (outer to inner):
- *     exec->mu -> graph->mu -> g_capture_mu -> g_submit_mu -> stream->mu
- *     g_mem_mu, g_reg_mu and event->mu are leaves (nothing is taken while
- *     holding them, except g_reg_mu may be taken under g_mem_mu).
- *   No global lock is held while a kernel runs (kernels run on stream
- *   workers with no lock held).
+ *     exec->mu -> g_submit_mu -> g_streams_mu -> stream->mu
+ *     exec->mu -> graph->mu;  g_capture_mu -> graph->mu
+ *     g_capture_mu -> event->mu -> g_submit_mu
+ *     g_capture_mu -> g_streams_mu
+ *     g_mem_mu -> g_reg_mu;  g_reg_mu is a leaf.
+ *   No lock is held while a kernel runs (stream workers run operations with
+ *   no lock held) or while a caller waits for a stream.
  */
 #ifndef SIMCUDA_SIM_H
 #define SIMCUDA_SIM_H
@@ -158,6 +160,8 @@ enum sim_op_kind {
     SIM_OP_SET8,
     SIM_OP_SET32,
     SIM_OP_EVENT,
+    SIM_OP_FREE,      /* stream-ordered cuMemFreeAsync */
+    SIM_OP_HOST,      /* cuLaunchHostFunc */
 };
 
 struct sim_event;
@@ -188,6 +192,13 @@ struct sim_op {
             struct sim_event *ev;
             uint64_t gen;
         } ev;
+        struct {
+            uintptr_t base;
+        } free;
+        struct {
+            CUhostFn fn;
+            void *arg;
+        } host;
     } u;
 };
 
@@ -269,6 +280,8 @@ struct sim_ptx_entry {
 /* Is [p, p+n) inside one native allocation or contiguous accessible VMM
  * mappings? (copies and memsets are validated like the driver's). */
 bool sim_mem_valid(uintptr_t p, size_t n, bool write);
+/* Release a native allocation queued by cuMemFreeAsync (stream worker). */
+void sim_mem_free_now(uintptr_t base);
 
 /* ---- graphs ----------------------------------------------------------- */
 

@@ -235,9 +235,15 @@ static size_t reg_hash(uintptr_t k, size_t cap)
     return (size_t)(h ^ (h >> 29)) & (cap - 1);
 }
 
+/* Rehash without tombstones, to at least 4x the live entries. */
 static void reg_grow(void)
 {
-    size_t ncap = g_reg_cap ? g_reg_cap * 2 : 1024;
+    size_t live = 0;
+    for (size_t i = 0; i < g_reg_cap; i++)
+        live += g_reg[i].key && g_reg[i].type >= 0;
+    size_t ncap = 1024;
+    while (ncap < 4 * (live + 1))
+        ncap *= 2;
     struct reg_slot *n = calloc(ncap, sizeof *n);
     if (!n)
         abort();
@@ -257,22 +263,6 @@ static void reg_grow(void)
     g_reg_used = used;
 }
 
-void sim_reg_add(const void *p, int type)
-{
-    uintptr_t k = (uintptr_t)p;
-    pthread_mutex_lock(&g_reg_mu);
-    if ((g_reg_used + 1) * 2 > g_reg_cap)
-        reg_grow();
-    size_t j = reg_hash(k, g_reg_cap);
-    while (g_reg[j].key && g_reg[j].type >= 0 && g_reg[j].key != k)
-        j = (j + 1) & (g_reg_cap - 1);
-    if (!g_reg[j].key)
-        g_reg_used++;
-    g_reg[j].key = k;
-    g_reg[j].type = type;
-    pthread_mutex_unlock(&g_reg_mu);
-}
-
 static struct reg_slot *reg_find(uintptr_t k)
 {
     if (!g_reg_cap)
@@ -284,6 +274,28 @@ static struct reg_slot *reg_find(uintptr_t k)
         j = (j + 1) & (g_reg_cap - 1);
     }
     return NULL;
+}
+
+void sim_reg_add(const void *p, int type)
+{
+    uintptr_t k = (uintptr_t)p;
+    pthread_mutex_lock(&g_reg_mu);
+    struct reg_slot *live = reg_find(k);
+    if (live) {
+        live->type = type;
+        pthread_mutex_unlock(&g_reg_mu);
+        return;
+    }
+    if ((g_reg_used + 1) * 2 > g_reg_cap)
+        reg_grow();
+    size_t j = reg_hash(k, g_reg_cap);
+    while (g_reg[j].key && g_reg[j].type >= 0) /* first empty slot or tombstone */
+        j = (j + 1) & (g_reg_cap - 1);
+    if (!g_reg[j].key)
+        g_reg_used++;
+    g_reg[j].key = k;
+    g_reg[j].type = type;
+    pthread_mutex_unlock(&g_reg_mu);
 }
 
 void sim_reg_del(const void *p)
@@ -450,6 +462,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: v = (int)SIM_MAX_SHARED_PER_BLOCK; break;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: v = 32; break;
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: v = 1; break; /* cuMemAllocAsync */
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: v = 2048; break;
     default: break;
     }

@@ -16,6 +16,8 @@ struct nat {
     uintptr_t base;
     size_t size;   /* requested */
     size_t maplen; /* page rounded */
+    bool async;    /* from cuMemAllocAsync: cuMemFree does not synchronize */
+    bool freeing;  /* cuMemFreeAsync queued */
 };
 
 struct sim_phys {
@@ -165,14 +167,8 @@ bool sim_mem_valid(uintptr_t p, size_t n, bool write)
 
 /* ---- native allocations ------------------------------------------------------- */
 
-CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+static CUresult native_alloc(CUdeviceptr *dptr, size_t bytesize, bool async)
 {
-    SIM_ENTER(cuMemAlloc_v2);
-    SIM_CHECK_INIT();
-    struct sim_ctx *c;
-    CUresult r = sim_ctx_need(&c);
-    if (r)
-        return r;
     if (!dptr || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (bytesize > SIM_TOTAL_MEM)
@@ -196,12 +192,43 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     SIM_FLOOR(g_nat, g_nnat, b, i);
     size_t at = (size_t)(i + 1);
     memmove(&g_nat[at + 1], &g_nat[at], (g_nnat - at) * sizeof *g_nat);
-    g_nat[at] = (struct nat){b, bytesize, len};
+    g_nat[at] = (struct nat){b, bytesize, len, async, false};
     g_nnat++;
     g_native_bytes += len;
     pthread_mutex_unlock(&g_mem_mu);
     *dptr = (CUdeviceptr)b;
     return CUDA_SUCCESS;
+}
+
+/* Under g_mem_mu: remove a native allocation and unmap it. */
+static void native_release(struct nat *a)
+{
+    struct nat n = *a;
+    size_t at = (size_t)(a - g_nat);
+    memmove(&g_nat[at], &g_nat[at + 1], (g_nnat - at - 1) * sizeof *g_nat);
+    g_nnat--;
+    g_native_bytes -= n.maplen;
+    munmap((void *)n.base, n.maplen); /* use after free crashes */
+}
+
+void sim_mem_free_now(uintptr_t base)
+{
+    pthread_mutex_lock(&g_mem_mu);
+    struct nat *a = nat_find(base);
+    if (a && a->base == base && a->freeing)
+        native_release(a);
+    pthread_mutex_unlock(&g_mem_mu);
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    SIM_ENTER(cuMemAlloc_v2);
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    return native_alloc(dptr, bytesize, false);
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr)
@@ -216,24 +243,22 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
         return CUDA_SUCCESS;
     pthread_mutex_lock(&g_mem_mu);
     struct nat *a = nat_find((uintptr_t)dptr);
-    bool ok = a && a->base == (uintptr_t)dptr;
+    bool ok = a && a->base == (uintptr_t)dptr && !a->freeing;
+    bool async = ok && a->async;
     pthread_mutex_unlock(&g_mem_mu);
     if (!ok)
         return CUDA_ERROR_INVALID_VALUE; /* unknown, freed, interior or VMM pointer */
-    /* The native free synchronizes the context before releasing. */
-    sim_ctx_sync(c);
+    /* The native free synchronizes the context before releasing (not for
+     * stream-ordered allocations, as documented). */
+    if (!async)
+        sim_ctx_sync(c);
     pthread_mutex_lock(&g_mem_mu);
     a = nat_find((uintptr_t)dptr);
-    if (!a || a->base != (uintptr_t)dptr) {
+    if (!a || a->base != (uintptr_t)dptr || a->freeing) {
         pthread_mutex_unlock(&g_mem_mu);
         return CUDA_ERROR_INVALID_VALUE; /* freed concurrently */
     }
-    struct nat n = *a;
-    size_t at = (size_t)(a - g_nat);
-    memmove(&g_nat[at], &g_nat[at + 1], (g_nnat - at - 1) * sizeof *g_nat);
-    g_nnat--;
-    g_native_bytes -= n.maplen;
-    munmap((void *)n.base, n.maplen); /* use after free crashes */
+    native_release(a);
     pthread_mutex_unlock(&g_mem_mu);
     return CUDA_SUCCESS;
 }
@@ -506,6 +531,75 @@ CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
 {
     SIM_ENTER(cuMemsetD32Async_ptsz);
     return do_memset(dstDevice, ui, N, 4, hStream, true);
+}
+
+/* ---- stream-ordered allocation ---------------------------------------------------------- */
+
+/* Assumption: the allocation is made at call time (allowed: it only has to
+ * be usable by work ordered after it); the free is ordered in the stream. */
+static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream h, bool pt)
+{
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    struct sim_stream *s;
+    if ((r = stream_for_work(h, pt, &s)) != CUDA_SUCCESS)
+        return r;
+    return native_alloc(dptr, size, true);
+}
+
+static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
+{
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    struct sim_stream *s;
+    if ((r = stream_for_work(h, pt, &s)) != CUDA_SUCCESS)
+        return r;
+    struct sim_op *op = sim_op_new(SIM_OP_FREE, 0);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&g_mem_mu);
+    struct nat *a = nat_find((uintptr_t)dptr);
+    bool ok = a && a->base == (uintptr_t)dptr && !a->freeing;
+    if (ok)
+        a->freeing = true;
+    pthread_mutex_unlock(&g_mem_mu);
+    if (!ok) {
+        sim_op_free(op);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    op->u.free.base = (uintptr_t)dptr;
+    sim_stream_submit(s, op, NULL, 0);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    SIM_ENTER(cuMemAllocAsync);
+    return alloc_async(dptr, bytesize, hStream, false);
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    SIM_ENTER(cuMemAllocAsync_ptsz);
+    return alloc_async(dptr, bytesize, hStream, true);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    SIM_ENTER(cuMemFreeAsync);
+    return free_async(dptr, hStream, false);
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    SIM_ENTER(cuMemFreeAsync_ptsz);
+    return free_async(dptr, hStream, true);
 }
 
 /* ---- virtual memory management ------------------------------------------------------ */

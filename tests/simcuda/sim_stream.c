@@ -110,6 +110,12 @@ static void run_op(struct sim_op *op)
         pthread_mutex_unlock(&e->mu);
         break;
     }
+    case SIM_OP_FREE:
+        sim_mem_free_now(op->u.free.base);
+        break;
+    case SIM_OP_HOST:
+        op->u.host.fn(op->u.host.arg);
+        break;
     default:
         break;
     }
@@ -358,7 +364,8 @@ static __thread struct sim_stream *t_pts;
 
 static void pts_dtor(void *p)
 {
-    sim_stream_release(p);
+    t_pts = NULL;
+    sim_stream_release(p); /* pending work still completes */
 }
 
 static void pts_key_init(void)
@@ -1096,4 +1103,42 @@ CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int F
 {
     SIM_ENTER(cuStreamWaitEvent_ptsz);
     return stream_wait_event(hStream, hEvent, Flags, true);
+}
+
+/* ---- host functions ------------------------------------------------------------------- */
+
+static CUresult launch_host_func(CUstream hs, CUhostFn fn, void *arg, bool ptsz)
+{
+    SIM_CHECK_INIT();
+    if (!fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_stream *s;
+    CUresult r = sim_stream_resolve(hs, ptsz, &s);
+    if (r)
+        return r;
+    if (sim_capture_active(s)) {
+        sim_capture_invalidate(s); /* host nodes are not modelled */
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    if ((r = sim_capture_check_legacy(s)) != CUDA_SUCCESS)
+        return r;
+    struct sim_op *op = sim_op_new(SIM_OP_HOST, 0);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.host.fn = fn;
+    op->u.host.arg = arg;
+    sim_stream_submit(s, op, NULL, 0);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+    SIM_ENTER(cuLaunchHostFunc);
+    return launch_host_func(hStream, fn, userData, false);
+}
+
+CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
+{
+    SIM_ENTER(cuLaunchHostFunc_ptsz);
+    return launch_host_func(hStream, fn, userData, true);
 }

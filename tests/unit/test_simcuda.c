@@ -787,6 +787,37 @@ Test(simcuda, vmm_knobs)
     CKE(cuMemCreate(&h, 64 << 10, &prop, 0), CUDA_ERROR_NOT_SUPPORTED);
 }
 
+static void CUDA_CB host_fn(void *p)
+{
+    int *v = p;
+    *v = *v * 10 + 1;
+}
+
+Test(simcuda, stream_ordered_alloc_and_host_func)
+{
+    setenv("SIMCUDA_KERNEL_DELAY_US", "100000", 1);
+    start();
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr p, base;
+    size_t size;
+    CK(cuMemAllocAsync(&p, 4096, s));
+    launch_fill(s, p, 2.0f, 1024);
+    int v = 0;
+    CK(cuLaunchHostFunc(s, host_fn, &v));
+    CK(cuMemFreeAsync(p, s));
+    CKE(cuMemFreeAsync(p, s), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuMemFree_v2(p), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemGetAddressRange_v2(&base, &size, p + 8)); /* the free is stream ordered */
+    cr_assert_eq(v, 0);
+    CUmemGenericAllocationHandle h;
+    CKE(cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)p), CUDA_ERROR_INVALID_VALUE);
+    CK(cuStreamSynchronize(s));
+    cr_assert_eq(v, 1);
+    CKE(cuMemGetAddressRange_v2(&base, &size, p + 8), CUDA_ERROR_NOT_FOUND);
+    CK(cuStreamDestroy_v2(s));
+}
+
 /* ---- graphs ---------------------------------------------------------------------------- */
 
 static CUgraphNode add_fill_node(CUgraph g, const CUgraphNode *deps, size_t nd, CUdeviceptr out,
