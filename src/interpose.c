@@ -320,11 +320,9 @@ static void route_proc(const char *symbol, void **pfn)
             *pfn = h->wrapper;
             return;
         }
-        if (strncmp(info.dli_sname, symbol, strlen(symbol)) != 0)
-            goto by_address; /* an alias with an unrelated name: compare addresses */
-        return;
     }
-by_address:;
+    /* No exported name we hook (an internal entry, or an alias): compare with
+     * the real addresses of the variants of the requested name. */
     bool known = false;
     for (size_t i = 0; i < VR_NHOOKS; i++) {
         if (strcmp(hooks[i].base, symbol) != 0)

@@ -58,8 +58,15 @@ struct sim_knobs {
     uint64_t kernel_delay_us;
     size_t granularity;
     bool vmm;
+    /* SIMCUDA_PROC_INTERNAL=1: cuGetProcAddress answers cuGraphLaunch with an
+     * unexported internal entry, as real drivers may, so an interposer cannot
+     * name what it got. */
+    bool proc_internal;
 };
 extern struct sim_knobs sim_knob;
+
+/* The unexported twin of an exported entry point, or NULL (sim_graph.c). */
+void *sim_internal_entry(const char *symbol);
 extern atomic_bool sim_initialized;
 
 #define SIM_TOTAL_MEM ((size_t)80 << 30)

@@ -41,7 +41,7 @@ static const struct sim_proc g_procs[SIM_N_ENTRIES] = {
 _Atomic uint64_t sim_calls[SIM_N_ENTRIES];
 atomic_bool sim_knobs_any;
 atomic_bool sim_initialized;
-struct sim_knobs sim_knob = {0, (size_t)2 << 20, true};
+struct sim_knobs sim_knob = {0, (size_t)2 << 20, true, false};
 
 static _Atomic uint64_t g_fail_nth[SIM_N_ENTRIES]; /* 0: never, UINT64_MAX: every call */
 static _Atomic uint64_t g_cost_ns[SIM_N_ENTRIES];
@@ -189,6 +189,7 @@ static void knobs_load(void)
     g_stats_path = NULL;
     if ((s = getenv("SIMCUDA_STATS")) && *s)
         g_stats_path = strdup(s);
+    sim_knob.proc_internal = (s = getenv("SIMCUDA_PROC_INTERNAL")) && strcmp(s, "1") == 0;
     g_knobs_pid = getpid();
 }
 
@@ -829,7 +830,11 @@ static CUresult proc_lookup(const char *symbol, void **pfn, int cudaVersion, cuu
                             : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
         return CUDA_ERROR_NOT_FOUND;
     }
-    memcpy(pfn, &best->fn, sizeof(void *));
+    void *internal = sim_knob.proc_internal ? sim_internal_entry(best->sym) : NULL;
+    if (internal)
+        *pfn = internal;
+    else
+        memcpy(pfn, &best->fn, sizeof(void *));
     if (status)
         *status = CU_GET_PROC_ADDRESS_SUCCESS;
     return CUDA_SUCCESS;

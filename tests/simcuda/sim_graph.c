@@ -878,6 +878,29 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
     return graph_launch(hGraphExec, hStream, true);
 }
 
+/* Internal entries: the same work, counted under the exported name the
+ * program asked cuGetProcAddress for, but without a dynamic symbol. */
+static CUresult internal_graph_launch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    SIM_ENTER(cuGraphLaunch);
+    return graph_launch(hGraphExec, hStream, false);
+}
+
+static CUresult internal_graph_launch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    SIM_ENTER(cuGraphLaunch_ptsz);
+    return graph_launch(hGraphExec, hStream, true);
+}
+
+void *sim_internal_entry(const char *symbol)
+{
+    if (strcmp(symbol, "cuGraphLaunch") == 0)
+        return __extension__(void *)internal_graph_launch;
+    if (strcmp(symbol, "cuGraphLaunch_ptsz") == 0)
+        return __extension__(void *)internal_graph_launch_ptsz;
+    return NULL;
+}
+
 CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
     SIM_ENTER(cuGraphExecDestroy);
