@@ -31,6 +31,8 @@ static inline void run_ok(struct vr_run *r, const char *tag, const char *app,
     cr_assert_eq(r->proc.status, 0, "%s: %s exited with %d; stderr:\n%s", tag, app,
                  r->proc.status, r->proc.err.p);
     cr_assert(r->parsed, "%s: no final line on stdout:\n%s", tag, r->proc.out.p);
+    cr_assert_eq(vr_count_lines(&r->proc.out, ""), 1, "%s: stdout is not one line:\n%s", tag,
+                 r->proc.out.p);
     cr_assert(vr_sim_ok(&r->stats), "%s: no simcuda call counts (SIMCUDA_STATS)", tag);
 }
 

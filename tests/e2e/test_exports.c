@@ -22,22 +22,11 @@ static void tool(const char *tag, const char *prog, const char *opt, const char 
     cr_assert_eq(p->status, 0, "%s %s failed (%d):\n%s", prog, opt, p->status, p->err.p);
 }
 
-/* Symbols a sanitizer runtime may add to an instrumented build. */
-static bool sanitizer_symbol(const char *name)
-{
-    static const char *const pre[] = { "__asan", "___asan", "__odr_asan", "__ubsan", "__lsan",
-                                       "__sanitizer" };
-    for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++)
-        if (!strncmp(name, pre[i], strlen(pre[i])))
-            return true;
-    return false;
-}
-
 static bool allowed(const char *name)
 {
     return !strncmp(name, "cu", 2) || !strcmp(name, "dlsym") ||
            !strcmp(name, "varemap_get_stats") || !strcmp(name, "_init") ||
-           !strcmp(name, "_fini") || sanitizer_symbol(name);
+           !strcmp(name, "_fini");
 }
 
 Test(exports, only_driver_names)

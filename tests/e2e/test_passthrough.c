@@ -148,6 +148,36 @@ Test(passthrough, unwritable_log)
     vr_run_free(&b);
 }
 
+/* A driver error reaches the program unchanged: same exit, same message. */
+static void same_error(const char *fail, const char *name, const char *tag)
+{
+    char f[96];
+    snprintf(f, sizeof f, "SIMCUDA_FAIL=%s", fail);
+    const char *const plain_env[] = { f, NULL };
+    const char *const off_env[] = { f, "VAREMAP_MODE=off", NULL };
+    struct vr_run a, b;
+    cr_assert_eq(vr_run_app("err_plain", "graph_linked", small, 0, plain_env, &a), 0);
+    cr_assert_eq(vr_run_app("err_off", "graph_linked", small, VR_RUN_SHIM, off_env, &b), 0);
+    cr_assert_eq(a.proc.status, 1, "%s: expected exit 1, got %d:\n%s", tag, a.proc.status,
+                 a.proc.err.p);
+    const char *const want[] = { name, NULL };
+    cr_assert_eq(vr_count_lines_with(&a.proc.err, want), 1, "%s: no %s on stderr:\n%s", tag, name,
+                 a.proc.err.p);
+    cr_assert_eq(b.proc.status, a.proc.status, "%s under the shim: exit %d:\n%s", tag,
+                 b.proc.status, b.proc.err.p);
+    cr_assert_str_eq(b.proc.err.p, a.proc.err.p, "%s: stderr differs under the shim", tag);
+    vr_run_free(&a);
+    vr_run_free(&b);
+}
+
+Test(passthrough, driver_errors)
+{
+    same_error("cuGraphLaunch:3", "CUDA_ERROR_LAUNCH_FAILED", "launch");
+    same_error("cuMemAlloc_v2:5", "CUDA_ERROR_OUT_OF_MEMORY", "alloc");
+    same_error("cuGraphExecKernelNodeSetParams_v2:7", "cuGraphExecKernelNodeSetParams_v2",
+               "setparams");
+}
+
 /* dlsym(RTLD_NEXT) from libvr_probe_a must find libvr_probe_b's symbol,
  * also when the shim's dlsym hook sits in between. */
 Test(passthrough, rtld_next)

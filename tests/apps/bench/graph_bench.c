@@ -11,11 +11,16 @@
  *          and writes P[(s+1)%2]
  * Every step: pattern work (alloc/free), refill X, SetParams on all N nodes,
  * one cuGraphLaunch. The first --warmup steps are not timed (they contain the
- * shim's profile window and transition); the rest are.
+ * shim's profile window and transition); the rest are: wall time per step
+ * (the steps' own clock), the calling thread's CPU time per step, and the
+ * time inside the SetParams loop and inside cuGraphLaunch.
  *
- * The program verifies itself by a checksum (FNV-1a 64 of the first --elems
- * floats of every buffer after the last step): identical options must give
- * an identical checksum with and without the shim, in every mode.
+ * The program verifies itself twice: it replays every step on the host (the
+ * standard kernels' formulas on host arrays) and compares the first --elems
+ * floats of every buffer with that reference (relative error <= 1e-4: a GPU
+ * may fuse multiply-adds); and it prints a checksum (FNV-1a 64 of the same
+ * floats) that must be identical with and without the shim, in every mode.
+ * A failed comparison makes the exit status 3.
  *
  * Output: a few human lines, then one JSON object as the last line of stdout
  * (fields documented in scripts/bench). Only documented driver API calls, so
@@ -134,11 +139,16 @@ static void check(const char *what, CUresult rc)
 
 #define CK(call) check(#call, (call))
 
-static uint64_t now_ns(void)
+static uint64_t clock_ns(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t now_ns(void)
+{
+    return clock_ns(CLOCK_MONOTONIC);
 }
 
 static _Noreturn void usage(void)
@@ -188,7 +198,7 @@ static void parse(int argc, char **argv, struct opts *o)
                         .elems = 256 };
     const char *env = getenv("VR_PTX");
     o->ptx = env && *env ? env : VR_PTX_DEFAULT;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h"))
@@ -221,7 +231,6 @@ static void parse(int argc, char **argv, struct opts *o)
             o->ptx = v;
         else
             usage();
-        i++;
     }
     if (o->nodes < 4 || o->buffers < 4 || o->steps == 0 || o->warmup >= o->steps || o->k == 0 ||
         o->elems == 0 || o->bytes % 4 || o->elems > o->bytes / 4) {
@@ -417,16 +426,83 @@ static char *read_file(const char *path)
     return buf;
 }
 
-/* FNV-1a 64 over the first elems floats of every buffer, in a fixed order. */
-static uint64_t checksum(double *sum)
+/* ---- verification ------------------------------------------------------ */
+
+/* Host arrays in the role order of the checksum: W[0..B-1], X, O, P0, P1. */
+static float *host_buf(float *h, int role, unsigned step)
+{
+    const size_t n = G.o.elems, b = G.o.buffers;
+    switch (role) {
+    case R_X: return h + b * n;
+    case R_O: return h + (b + 1) * n;
+    case R_PCUR: return h + (b + 2 + (G.o.pattern == P_PINGPONG ? step % 2 : 0)) * n;
+    case R_PNEXT: return h + (b + 2 + (G.o.pattern == P_PINGPONG ? (step + 1) % 2 : 0)) * n;
+    default: return h + (size_t)role * n;
+    }
+}
+
+/* The whole run again on the host, with the kernels' formulas. */
+static float *reference(void)
+{
+    const size_t n = G.o.elems, nb = G.o.buffers + 4;
+    float *h = malloc(nb * n * sizeof *h);
+    if (!h)
+        die("out of memory");
+    for (size_t b = 0; b < nb; b++) {
+        float v = b < G.o.buffers ? 0.01f * (float)(b + 1)
+                  : b == G.o.buffers ? x_value(0)
+                  : b == G.o.buffers + 1 ? 0.0f
+                                         : 0.5f;
+        for (size_t i = 0; i < n; i++)
+            h[b * n + i] = v;
+    }
+    for (unsigned step = 0; step < G.o.steps; step++) {
+        float *x = host_buf(h, R_X, step);
+        for (size_t i = 0; i < n; i++)
+            x[i] = x_value(step);
+        for (unsigned k = 0; k < G.o.nodes; k++) {
+            const struct node *nd = &G.nodes[k];
+            float *out = host_buf(h, nd->out, step);
+            const float *a = host_buf(h, nd->a, step);
+            switch (nd->k) {
+            case K_SCALE:
+                for (size_t i = 0; i < n; i++)
+                    out[i] = nd->s * a[i];
+                break;
+            case K_AXPY:
+                for (size_t i = 0; i < n; i++)
+                    out[i] += nd->s * a[i];
+                break;
+            case K_ADD: {
+                const float *bb = host_buf(h, nd->b, step);
+                for (size_t i = 0; i < n; i++)
+                    out[i] = a[i] + bb[i];
+                break;
+            }
+            default:
+                for (size_t i = 0; i < n; i++)
+                    out[i] = a[i] * nd->s + nd->t;
+                break;
+            }
+        }
+    }
+    return h;
+}
+
+/* Reads the first elems floats of every buffer; FNV-1a 64 over them in a
+ * fixed order, their sum, and the largest relative difference from the host
+ * reference. */
+static uint64_t checksum(double *sum, double *max_err)
 {
     size_t nb = G.o.buffers + 4;
     size_t n = G.o.elems;
     float *h = malloc(n * sizeof *h);
+    float *ref = reference();
     if (!h)
         die("out of memory");
     uint64_t fnv = 0xcbf29ce484222325ull;
     *sum = 0;
+    *max_err = 0;
     for (size_t b = 0; b < nb; b++) {
         CUdeviceptr p = b < G.o.buffers ? G.w[b]
                         : b == G.o.buffers ? G.x
@@ -438,9 +514,15 @@ static uint64_t checksum(double *sum)
             fnv ^= c[i];
             fnv *= 0x100000001b3ull;
         }
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
+            double r = ref[b * n + i], d = h[i] - r;
+            double e = (d < 0 ? -d : d) / (r < 0 ? (-r > 1 ? -r : 1) : (r > 1 ? r : 1));
+            if (!(e <= *max_err)) /* NaN counts as an error */
+                *max_err = e;
             *sum += h[i];
+        }
     }
+    free(ref);
     free(h);
     return fnv;
 }
@@ -500,11 +582,14 @@ int main(int argc, char **argv)
     CK(cuStreamSynchronize(G.stream));
 
     struct varemap_stats s0 = { 0 }, s1 = { 0 };
-    uint64_t t_total = 0, t_setparams = 0, t_launch = 0, t_start = now_ns();
+    uint64_t t_total = 0, t_setparams = 0, t_launch = 0, t_start = now_ns(), cpu0 = 0;
     for (unsigned step = 0; step < o->steps; step++) {
         bool timed = step >= o->warmup;
-        if (step == o->warmup && G.stats)
-            G.stats(&s0);
+        if (step == o->warmup) {
+            if (G.stats)
+                G.stats(&s0);
+            cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        }
         uint64_t t0 = now_ns();
         CUdeviceptr old_x = 0, old_out = 0;
         unsigned calls_alloc = 0;
@@ -550,14 +635,16 @@ int main(int argc, char **argv)
             G.c_sync += sync;
         }
     }
+    uint64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
     uint64_t t_issue = now_ns() - t_start;
     CK(cuStreamSynchronize(G.stream));
     uint64_t t_all = now_ns() - t_start;
     if (G.stats)
         G.stats(&s1);
 
-    double sum;
-    uint64_t ck = checksum(&sum);
+    double sum, max_err;
+    uint64_t ck = checksum(&sum, &max_err);
+    const bool verified = max_err <= 1e-4;
 
     CK(cuGraphExecDestroy(G.exec));
     CK(cuGraphDestroy(G.graph));
@@ -583,18 +670,19 @@ int main(int argc, char **argv)
     printf("graph_bench: host ns/step %.0f (setparams %.1f ns/call, launch %.0f ns)\n",
            (double)t_total / per, (double)t_setparams / (per * o->nodes),
            (double)t_launch / per);
-    printf("graph_bench: checksum %016" PRIx64 " sum %.6g shim %s\n", ck, sum,
-           G.stats ? "loaded" : "absent");
+    printf("graph_bench: checksum %016" PRIx64 " sum %.6g shim %s; host reference %s "
+           "(max relative error %.3g)\n",
+           ck, sum, G.stats ? "loaded" : "absent", verified ? "matches" : "DIFFERS", max_err);
 
     printf("{\"pattern\": \"%s\", \"kernel\": \"%s\", \"api\": \"%s\", \"nodes\": %u, "
            "\"buffers\": %u, \"steps\": %u, \"warmup\": %u, \"timed_steps\": %u, \"k\": %u, "
            "\"bytes\": %zu, \"elems\": %zu, \"sync_every\": %u, ",
            pattern_names[o->pattern], kmix_names[o->kmix], api_names[o->api], o->nodes,
            o->buffers, o->steps, o->warmup, timed, o->k, o->bytes, o->elems, o->sync_every);
-    printf("\"wall_ns_per_step\": %.1f, \"setparams_ns_per_call\": %.2f, "
-           "\"launch_ns_per_call\": %.1f, \"issue_ns_total\": %" PRIu64
-           ", \"wall_ns_total\": %" PRIu64 ", ",
-           (double)t_total / per, (double)t_setparams / (per * o->nodes),
+    printf("\"wall_ns_per_step\": %.1f, \"cpu_ns_per_step\": %.1f, "
+           "\"setparams_ns_per_call\": %.2f, \"launch_ns_per_call\": %.1f, "
+           "\"issue_ns_total\": %" PRIu64 ", \"wall_ns_total\": %" PRIu64 ", ",
+           (double)t_total / per, (double)cpu / per, (double)t_setparams / (per * o->nodes),
            (double)t_launch / per, t_issue, t_all);
     printf("\"app_calls_per_step\": {\"%s\": %.4g, \"cuGraphLaunch\": %.4g, "
            "\"cuMemsetD32Async\": %.4g, \"cuMemAlloc_v2\": %.4g, \"cuMemFree_v2\": %.4g, "
@@ -602,7 +690,9 @@ int main(int argc, char **argv)
            api_syms[o->api], (double)G.c_setparams / per, (double)G.c_launch / per,
            (double)G.c_memset / per, (double)G.c_alloc / per, (double)G.c_free / per,
            (double)G.c_sync / per);
-    printf("\"checksum\": \"%016" PRIx64 "\", \"sum\": %.9g, ", ck, sum);
+    printf("\"checksum\": \"%016" PRIx64 "\", \"sum\": %.9g, \"verified\": %s, "
+           "\"max_rel_error\": %.3g, ",
+           ck, sum, verified ? "true" : "false", max_err);
     if (G.stats) {
         uint64_t seen = s1.setparams_seen - s0.setparams_seen;
         uint64_t skipped = s1.setparams_skipped - s0.setparams_skipped;
@@ -621,5 +711,8 @@ int main(int argc, char **argv)
     }
     free(G.w);
     free(G.nodes);
-    return 0;
+    if (!verified)
+        fprintf(stderr, "%s: results differ from the host reference (max relative error %.3g)\n",
+                prog, max_err);
+    return verified ? 0 : 3;
 }

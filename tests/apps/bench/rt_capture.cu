@@ -63,6 +63,7 @@ struct Node {
     unsigned long long n;
     void *kp[6];
     cudaGraphNode_t h;
+    void *func; // as cudaGraphKernelNodeGetParams reports it
 };
 
 static uint64_t now_ns()
@@ -201,6 +202,8 @@ int main(int argc, char **argv)
     std::vector<cudaGraphNode_t> all(count);
     CK(cudaGraphGetNodes(graph, all.data(), &count));
     void *f_mix = (void *)rt_mix, *f_affine = (void *)rt_affine;
+    std::vector<cudaGraphNode_t> knodes;
+    std::vector<void *> kfuncs;
     size_t found = 0;
     for (size_t j = 0; j < count; j++) {
         cudaGraphNodeType type;
@@ -209,6 +212,8 @@ int main(int argc, char **argv)
             continue;
         cudaKernelNodeParams kp;
         CK(cudaGraphKernelNodeGetParams(all[j], &kp));
+        knodes.push_back(all[j]);
+        kfuncs.push_back(kp.func);
         unsigned tag;
         if (kp.func == f_mix)
             std::memcpy(&tag, kp.kernelParams[2], sizeof tag);
@@ -218,8 +223,20 @@ int main(int argc, char **argv)
             continue;
         if (tag < nodes && !nd[tag].h) {
             nd[tag].h = all[j];
+            nd[tag].func = kp.func;
             found++;
         }
+    }
+    if (found != nodes && knodes.size() == nodes) {
+        // The runtime reported functions that are not the host stubs: fall
+        // back to the order cudaGraphGetNodes lists the kernel nodes in.
+        std::fprintf(stderr, "rt_capture: matched %zu nodes by function; using node order\n",
+                     found);
+        for (unsigned long i = 0; i < nodes; i++) {
+            nd[i].h = knodes[i];
+            nd[i].func = kfuncs[i];
+        }
+        found = nodes;
     }
     if (found != nodes) {
         std::fprintf(stderr, "rt_capture: found %zu of %lu kernel nodes\n", found, nodes);
@@ -244,7 +261,7 @@ int main(int argc, char **argv)
             Node &n = nd[i];
             fill_args(n, step);
             cudaKernelNodeParams p = {};
-            p.func = n.mix ? f_mix : f_affine;
+            p.func = n.func;
             p.gridDim = dim3(grid);
             p.blockDim = dim3(block);
             p.kernelParams = n.kp;
