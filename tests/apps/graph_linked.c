@@ -37,6 +37,7 @@ int main(int argc, char **argv)
         .GraphExecKernelNodeSetParams = cuGraphExecKernelNodeSetParams,
         .GraphExecKernelNodeSetParams_v2 = cuGraphExecKernelNodeSetParams_v2,
         .GraphExecNodeSetParams = cuGraphExecNodeSetParams,
+        .GraphExecUpdate_v2 = cuGraphExecUpdate_v2,
     };
     return vr_scenario_main("graph_linked", argc, argv, &d);
 }

@@ -71,6 +71,7 @@ const struct vr_sym vr_syms[] = {
     SYM(GraphExecKernelNodeSetParams_v2, "cuGraphExecKernelNodeSetParams_v2",
         "cuGraphExecKernelNodeSetParams", 12000, 0),
     SYM(GraphExecNodeSetParams, "cuGraphExecNodeSetParams", "cuGraphExecNodeSetParams", 12020, 0),
+    SYM(GraphExecUpdate_v2, "cuGraphExecUpdate_v2", "cuGraphExecUpdate", 12000, 0),
 };
 const size_t vr_nsyms = sizeof vr_syms / sizeof vr_syms[0];
 
@@ -140,9 +141,9 @@ static const struct spec graph_spec[] = {
 #define NNODE (sizeof graph_spec / sizeof graph_spec[0])
 #define MAXEXEC 4
 
-enum pattern { P_STABLE, P_STRUCT, P_REBIND, P_REALLOC, P_PINGPONG, P_MIXED, NPATTERN };
+enum pattern { P_STABLE, P_STRUCT, P_REBIND, P_REALLOC, P_PINGPONG, P_MIXED, P_SWAP, NPATTERN };
 static const char *const pattern_names[NPATTERN] = {
-    "stable", "struct", "rebind", "realloc", "pingpong", "mixed",
+    "stable", "struct", "rebind", "realloc", "pingpong", "mixed", "swap",
 };
 
 struct opts {
@@ -159,6 +160,7 @@ struct opts {
     bool threads;
     bool tolerate;
     bool trace;
+    unsigned update_at; /* 0: never */
 };
 
 struct node {
@@ -199,6 +201,10 @@ static struct {
     struct bytes res;
     int (*stats)(struct varemap_stats *out);
     bool decided;
+    /* --pattern swap: replaced X buffers, freed only at the end, so nothing
+     * synchronizes between a replacement and the next launch */
+    CUdeviceptr retired[256];
+    unsigned nretired;
     /* the launcher thread of --stream-threads */
     pthread_t thr;
     pthread_mutex_t mu;
@@ -239,10 +245,10 @@ __attribute__((format(printf, 1, 2))) static _Noreturn void die(const char *fmt,
 static _Noreturn void usage(void)
 {
     fprintf(stderr,
-            "usage: %s [--pattern stable|struct|rebind|realloc|pingpong|mixed] [--steps N]\n"
+            "usage: %s [--pattern stable|struct|rebind|realloc|pingpong|mixed|swap] [--steps N]\n"
             "  [--k N] [--bytes N] [--out FILE] [--map FILE] [--ptx PATH] [--capture]\n"
             "  [--execs N] [--cycles N] [--stream-threads] [--tolerate-launch-failure]\n"
-            "  [--trace-decision]\n",
+            "  [--trace-decision] [--update-at STEP]\n",
             R.prog);
     exit(2);
 }
@@ -297,6 +303,8 @@ static void parse(int argc, char **argv, struct opts *o)
             o->ptx = v;
         } else if (!strcmp(a, "--execs") && v) {
             o->execs = (unsigned)parse_num(v, MAXEXEC);
+        } else if (!strcmp(a, "--update-at") && v) {
+            o->update_at = (unsigned)parse_num(v, 1000000);
         } else if (!strcmp(a, "--cycles") && v) {
             o->cycles = (unsigned)parse_num(v, 1000000);
         } else {
@@ -332,6 +340,11 @@ static bool rebind(void)
 {
     return R.o.pattern == P_REBIND || R.o.pattern == P_MIXED;
 }
+static bool swap(void)
+{
+    return R.o.pattern == P_SWAP;
+}
+
 static bool realloc_out(void)
 {
     return R.o.pattern == P_REALLOC || R.o.pattern == P_MIXED;
@@ -388,6 +401,17 @@ static void replace_buf(int b, float value)
     alloc_buf(b);
     fill(b, value);
     CK(MemFree_v2, old);
+}
+
+/* Replaced without a free: nothing synchronizes, so a launch still reading
+ * the old X may be running when the next launch wants the new one. */
+static void swap_buf(int b, float value)
+{
+    if (R.nretired == sizeof R.retired / sizeof R.retired[0])
+        die("--pattern swap: too many replacements (raise --k)");
+    R.retired[R.nretired++] = R.buf[b];
+    alloc_buf(b);
+    fill(b, value);
 }
 
 static float x_value(unsigned step)
@@ -520,6 +544,22 @@ static void instantiate(void)
 {
     for (unsigned e = 0; e < R.o.execs; e++)
         CK(GraphInstantiateWithFlags, &R.ex[e], R.graph, 0);
+}
+
+/* cuGraphExecUpdate from a freshly built graph of the same topology holding
+ * this step's arguments; its node handles are used from then on. */
+static void update_execs(unsigned step)
+{
+    CUgraph old = R.graph;
+    for (size_t i = 0; i < NNODE; i++)
+        node_args(&R.nodes[i], step);
+    build_by_nodes();
+    for (unsigned e = 0; e < R.o.execs; e++) {
+        CUgraphExecUpdateResultInfo info;
+        memset(&info, 0, sizeof info);
+        CK(GraphExecUpdate_v2, R.ex[e], R.graph, &info);
+    }
+    CK(GraphDestroy, old);
 }
 
 static void destroy_execs(void)
@@ -761,6 +801,8 @@ static void teardown(void)
     CK(GraphDestroy, R.graph);
     for (int b = 0; b < NBUF; b++)
         CK(MemFree_v2, R.buf[b]);
+    while (R.nretired)
+        CK(MemFree_v2, R.retired[--R.nretired]);
     CK(StreamDestroy_v2, R.stream);
     CK(ModuleUnload, R.mod);
     CK(DevicePrimaryCtxRelease_v2, R.dev);
@@ -778,8 +820,12 @@ static void run(void)
             instantiate();
             next_cycle++;
         }
+        if (R.o.update_at && s == R.o.update_at)
+            update_execs(s);
         if (rebind() && s > 0 && s % R.o.k == 0)
             replace_buf(B_X, x_value(s));
+        else if (swap() && s > 0 && s % R.o.k == 0)
+            swap_buf(B_X, x_value(s));
         else if (s > 0)
             fill(B_X, x_value(s));
         if (realloc_out() && s > 0)

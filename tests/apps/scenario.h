@@ -57,6 +57,8 @@ struct vr_drv {
                                                 const CUDA_KERNEL_NODE_PARAMS *p);
     CUresult (*GraphExecNodeSetParams)(CUgraphExec exec, CUgraphNode node,
                                        CUgraphNodeParams *p);
+    CUresult (*GraphExecUpdate_v2)(CUgraphExec exec, CUgraph graph,
+                                   CUgraphExecUpdateResultInfo *info);
 };
 
 /* How the dlsym and cuGetProcAddress programs find each member: the exported
