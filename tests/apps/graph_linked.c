@@ -38,6 +38,7 @@ int main(int argc, char **argv)
         .GraphExecKernelNodeSetParams_v2 = cuGraphExecKernelNodeSetParams_v2,
         .GraphExecNodeSetParams = cuGraphExecNodeSetParams,
         .GraphExecUpdate_v2 = cuGraphExecUpdate_v2,
+        .GraphInstantiateWithParams = cuGraphInstantiateWithParams,
     };
     return vr_scenario_main("graph_linked", argc, argv, &d);
 }

@@ -72,6 +72,8 @@ const struct vr_sym vr_syms[] = {
         "cuGraphExecKernelNodeSetParams", 12000, 0),
     SYM(GraphExecNodeSetParams, "cuGraphExecNodeSetParams", "cuGraphExecNodeSetParams", 12020, 0),
     SYM(GraphExecUpdate_v2, "cuGraphExecUpdate_v2", "cuGraphExecUpdate", 12000, 0),
+    SYM(GraphInstantiateWithParams, "cuGraphInstantiateWithParams", "cuGraphInstantiateWithParams",
+        12000, 0),
 };
 const size_t vr_nsyms = sizeof vr_syms / sizeof vr_syms[0];
 
@@ -161,6 +163,8 @@ struct opts {
     bool tolerate;
     bool trace;
     unsigned update_at; /* 0: never */
+    unsigned regrid;    /* every N steps, every node launches half the blocks; 0: never */
+    bool with_params;   /* instantiate with cuGraphInstantiateWithParams */
 };
 
 struct node {
@@ -201,6 +205,7 @@ static struct {
     struct bytes res;
     int (*stats)(struct varemap_stats *out);
     bool decided;
+    bool half; /* this step launches half the blocks (--regrid) */
     /* --pattern swap: replaced X buffers, freed only at the end, so nothing
      * synchronizes between a replacement and the next launch */
     CUdeviceptr retired[256];
@@ -248,7 +253,7 @@ static _Noreturn void usage(void)
             "usage: %s [--pattern stable|struct|rebind|realloc|pingpong|mixed|swap] [--steps N]\n"
             "  [--k N] [--bytes N] [--out FILE] [--map FILE] [--ptx PATH] [--capture]\n"
             "  [--execs N] [--cycles N] [--stream-threads] [--tolerate-launch-failure]\n"
-            "  [--trace-decision] [--update-at STEP]\n",
+            "  [--trace-decision] [--update-at STEP] [--regrid N] [--instantiate-with-params]\n",
             R.prog);
     exit(2);
 }
@@ -303,6 +308,8 @@ static void parse(int argc, char **argv, struct opts *o)
             o->ptx = v;
         } else if (!strcmp(a, "--execs") && v) {
             o->execs = (unsigned)parse_num(v, MAXEXEC);
+        } else if (!strcmp(a, "--regrid") && v) {
+            o->regrid = (unsigned)parse_num(v, 1000000);
         } else if (!strcmp(a, "--update-at") && v) {
             o->update_at = (unsigned)parse_num(v, 1000000);
         } else if (!strcmp(a, "--cycles") && v) {
@@ -317,6 +324,8 @@ static void parse(int argc, char **argv, struct opts *o)
                 o->tolerate = true;
             else if (!strcmp(a, "--trace-decision"))
                 o->trace = true;
+            else if (!strcmp(a, "--instantiate-with-params"))
+                o->with_params = true;
             else
                 usage();
         }
@@ -542,8 +551,17 @@ static void build_by_capture(void)
 
 static void instantiate(void)
 {
-    for (unsigned e = 0; e < R.o.execs; e++)
-        CK(GraphInstantiateWithFlags, &R.ex[e], R.graph, 0);
+    for (unsigned e = 0; e < R.o.execs; e++) {
+        if (R.o.with_params) {
+            CUDA_GRAPH_INSTANTIATE_PARAMS ip;
+            memset(&ip, 0, sizeof ip);
+            CK(GraphInstantiateWithParams, &R.ex[e], R.graph, &ip);
+            if (ip.result_out != CUDA_GRAPH_INSTANTIATE_SUCCESS)
+                die("instantiate result %d", (int)ip.result_out);
+        } else {
+            CK(GraphInstantiateWithFlags, &R.ex[e], R.graph, 0);
+        }
+    }
 }
 
 /* cuGraphExecUpdate from a freshly built graph of the same topology holding
@@ -570,6 +588,14 @@ static void destroy_execs(void)
     }
 }
 
+/* The kernels are grid-stride loops: any grid computes the same bytes, so a
+ * changed launch shape must reach the driver without changing the result. */
+static unsigned shape(const struct node *n)
+{
+    unsigned g = grid(n);
+    return R.half && g > 1 ? g / 2 : g;
+}
+
 /* Rotates the three SetParams entry points over the nodes. */
 static void set_params(CUgraphExec ex, struct node *n, unsigned which)
 {
@@ -577,14 +603,14 @@ static void set_params(CUgraphExec ex, struct node *n, unsigned which)
     R.setparams++;
     if (which == 0) {
         CUDA_KERNEL_NODE_PARAMS_v1 p = {
-            .func = n->fn, .gridDimX = grid(n), .gridDimY = 1, .gridDimZ = 1,
+            .func = n->fn, .gridDimX = shape(n), .gridDimY = 1, .gridDimZ = 1,
             .blockDimX = 256, .blockDimY = 1, .blockDimZ = 1, .kernelParams = n->kp,
         };
         rc = R.d->GraphExecKernelNodeSetParams(ex, n->h, &p);
         check("GraphExecKernelNodeSetParams", rc);
     } else if (which == 1) {
         CUDA_KERNEL_NODE_PARAMS p = {
-            .func = n->fn, .gridDimX = grid(n), .gridDimY = 1, .gridDimZ = 1,
+            .func = n->fn, .gridDimX = shape(n), .gridDimY = 1, .gridDimZ = 1,
             .blockDimX = 256, .blockDimY = 1, .blockDimZ = 1, .kernelParams = n->kp,
         };
         rc = R.d->GraphExecKernelNodeSetParams_v2(ex, n->h, &p);
@@ -594,7 +620,7 @@ static void set_params(CUgraphExec ex, struct node *n, unsigned which)
         memset(&p, 0, sizeof p); /* reserved fields must be zero */
         p.type = CU_GRAPH_NODE_TYPE_KERNEL;
         p.kernel.func = n->fn;
-        p.kernel.gridDimX = grid(n), p.kernel.gridDimY = 1, p.kernel.gridDimZ = 1;
+        p.kernel.gridDimX = shape(n), p.kernel.gridDimY = 1, p.kernel.gridDimZ = 1;
         p.kernel.blockDimX = 256, p.kernel.blockDimY = 1, p.kernel.blockDimZ = 1;
         p.kernel.kernelParams = n->kp;
         rc = R.d->GraphExecNodeSetParams(ex, n->h, &p);
@@ -617,6 +643,7 @@ static void trace_decision(void)
 static void launch_step(unsigned step)
 {
     CUgraphExec ex = R.ex[step % R.o.execs];
+    R.half = R.o.regrid && step > 0 && step % R.o.regrid == 0;
     for (size_t i = 0; i < NNODE; i++) {
         node_args(&R.nodes[i], step);
         set_params(ex, &R.nodes[i], (unsigned)(i % 3));

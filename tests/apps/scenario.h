@@ -59,6 +59,8 @@ struct vr_drv {
                                        CUgraphNodeParams *p);
     CUresult (*GraphExecUpdate_v2)(CUgraphExec exec, CUgraph graph,
                                    CUgraphExecUpdateResultInfo *info);
+    CUresult (*GraphInstantiateWithParams)(CUgraphExec *exec, CUgraph graph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS *params);
 };
 
 /* How the dlsym and cuGetProcAddress programs find each member: the exported

@@ -105,3 +105,62 @@ Test(lifecycle, named_proc_address_is_routed)
     vr_run_free(&plain);
     vr_run_free(&shim);
 }
+
+/* cuMemAlloc served by VMM behaves like the native allocation: the logical
+ * range, the driver's own errors for interior, double and unknown frees, and
+ * memory really returned on free. */
+Test(lifecycle, vmm_backed_allocation_looks_native)
+{
+    struct vr_run plain, shim;
+    cr_assert_eq(vr_run_app("probe_plain", "alloc_probe", NULL, 0, NULL, &plain), 0);
+    cr_assert_eq(vr_run_app("probe_shim", "alloc_probe", NULL, VR_RUN_SHIM, NULL, &shim), 0);
+    cr_assert_eq(plain.proc.status, 0, "%s", plain.proc.err.p);
+    cr_assert_eq(shim.proc.status, 0, "%s", shim.proc.err.p);
+    cr_assert_str_eq(plain.proc.out.p, shim.proc.out.p);
+    cr_assert(strstr(plain.proc.out.p, "range base_ok=1 size=3149824\n"), "%s", plain.proc.out.p);
+    cr_assert(strstr(plain.proc.out.p, "free_interior=CUDA_ERROR_INVALID_VALUE\n"));
+    cr_assert(strstr(plain.proc.out.p, "free_again=CUDA_ERROR_INVALID_VALUE\n"));
+    cr_assert(strstr(plain.proc.out.p, "shrunk=1 returned=1\n"));
+    /* 3 MiB + 4 KiB padded to the 2 MiB granularity: VMM really served it. */
+    cr_assert(strstr(shim.proc.err.p, "vmm_bytes_live=4194304 padding_bytes_live=1044480\n"),
+              "stderr: %s", shim.proc.err.p);
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuMemCreate"), 1);
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuMemRelease"), 1);
+    cr_assert_eq(vr_sim_calls(&plain.stats, "cuMemCreate"), 0);
+    cr_assert_eq(summary(&shim, "vmm_bytes"), 0);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
+
+/* A changed launch shape is not an argument: it must reach the driver, and
+ * going back to the old shape too. Steps 7, 14, ..., 56 launch half the
+ * blocks: 8 steps, each forwarding all 18 nodes and the next step again. */
+Test(lifecycle, launch_shape_changes_are_forwarded)
+{
+    static const char *const args[] = { "--regrid", "7", "--bytes", "1048576", NULL };
+    struct vr_run plain, shim;
+    pair(&plain, &shim, "regrid", "graph_procaddr", args, NULL);
+    uint64_t fwd = summary(&shim, "setparams_forwarded");
+    uint64_t trans = summary(&shim, "transition_updates");
+    cr_assert_eq(fwd, 8 * 2 * 18, "%llu forwarded", (unsigned long long)fwd);
+    cr_assert_eq(sim_sum(&shim, setparams_syms), fwd + trans);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
+
+/* cuGraphInstantiateWithParams is tracked like cuGraphInstantiateWithFlags. */
+Test(lifecycle, instantiate_with_params_is_tracked)
+{
+    static const char *const args[] = { "--instantiate-with-params", "--pattern", "rebind",
+                                         "--bytes", "1048576", NULL };
+    struct vr_run plain, shim;
+    pair(&plain, &shim, "withparams", "graph_procaddr", args, NULL);
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuGraphInstantiateWithParams"), 1);
+    cr_assert_eq(vr_log_count(&shim.log, "exec_instantiated"), 1);
+    static const char *const active[] = { "\"event\":\"profile_decision\"", "\"state\":\"active\"",
+                                          NULL };
+    cr_assert_eq(vr_count_lines_with(&shim.log, active), 1);
+    cr_assert_gt(summary(&shim, "rebinds"), 0);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}

@@ -1,0 +1,72 @@
+/* alloc_probe: the memory entry points with their error cases, printing
+ * only what must be the same with and without the shim: error names, the
+ * logical range cuMemGetAddressRange reports, and whether freed memory came
+ * back (cuMemGetInfo). While the allocation lives it also reports, on
+ * stderr, how much memory the shim backs with VMM (when preloaded). */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda.h>
+
+#include "varemap/varemap.h"
+
+static const char *name(CUresult r)
+{
+    const char *s = NULL;
+    return cuGetErrorName(r, &s) == CUDA_SUCCESS && s ? s : "?";
+}
+
+#define CK(call)                                                                   \
+    do {                                                                           \
+        CUresult r_ = (call);                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                  \
+            fprintf(stderr, "alloc_probe: %s: %s\n", #call, name(r_));             \
+            return 1;                                                              \
+        }                                                                          \
+    } while (0)
+
+int main(void)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+
+    /* Odd size: the shim pads it to the granularity, the program must not see it. */
+    const size_t size = (3u << 20) + 4096;
+    size_t free0, free1, free2, total;
+    CUdeviceptr p = 0, base = 0;
+    size_t got = 0;
+    CK(cuMemGetInfo_v2(&free0, &total));
+    CK(cuMemAlloc_v2(&p, size));
+    CK(cuMemsetD8_v2(p, 0x5a, size));
+    CK(cuMemGetInfo_v2(&free1, &total));
+    CK(cuMemGetAddressRange_v2(&base, &got, p + 12345));
+    printf("range base_ok=%d size=%zu\n", base == p, got);
+    unsigned char last = 0;
+    CK(cuMemcpyDtoH_v2(&last, p + size - 1, 1));
+    printf("last_byte=0x%02x\n", last);
+
+    void *fn = dlsym(RTLD_DEFAULT, "varemap_get_stats");
+    if (fn) {
+        struct varemap_stats st;
+        int (*get)(struct varemap_stats *);
+        memcpy(&get, &fn, sizeof fn);
+        if (get(&st) == 0)
+            fprintf(stderr, "vmm_bytes_live=%llu padding_bytes_live=%llu\n",
+                    (unsigned long long)st.vmm_bytes, (unsigned long long)st.padding_bytes);
+    }
+
+    printf("free_interior=%s\n", name(cuMemFree_v2(p + 4096)));
+    printf("free=%s\n", name(cuMemFree_v2(p)));
+    printf("free_again=%s\n", name(cuMemFree_v2(p)));
+    printf("free_unknown=%s\n", name(cuMemFree_v2((CUdeviceptr)0x10000)));
+    printf("range_after_free=%s\n", name(cuMemGetAddressRange_v2(&base, &got, p)));
+    CK(cuMemGetInfo_v2(&free2, &total));
+    printf("shrunk=%d returned=%d\n", free1 < free0, free2 == free0);
+    CK(cuDevicePrimaryCtxRelease_v2(dev));
+    return 0;
+}
