@@ -194,6 +194,20 @@ static CUresult vr_on_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     return vr_err_to_cu(rc);
 }
 
+/* A VMM-backed allocation: the native free waits for the device; so does
+ * this one, before any slice or mapping of this memory goes away under
+ * running work. */
+static CUresult free_vmm(struct vr_alloc_info *rec)
+{
+    CUresult r = vr_real.cuCtxSynchronize();
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_CONTEXT) {
+        vr_alloc_reattach(rec);
+        return r;
+    }
+    vr_exec_forget_alloc(rec->id);
+    return vr_err_to_cu(vr_alloc_release(rec));
+}
+
 static CUresult vr_on_cuMemFree_v2(CUdeviceptr dptr)
 {
     struct vr_alloc_info rec;
@@ -205,15 +219,36 @@ static CUresult vr_on_cuMemFree_v2(CUdeviceptr dptr)
             vr_alloc_reattach(&rec);
         return r;
     }
-    /* The native free waits for the device; so does this one, before any
-     * slice or mapping of this memory goes away under running work. */
-    CUresult r = vr_real.cuCtxSynchronize();
-    if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_CONTEXT) {
-        vr_alloc_reattach(&rec);
+    return free_vmm(&rec);
+}
+
+/* The driver never saw varemap's VMM allocations as cuMemAlloc memory, so a
+ * stream-ordered free of one is done here: after the stream's work, then as
+ * cuMemFree. Anything else is the driver's. */
+static CUresult free_async(CUdeviceptr dptr, CUstream stream, bool per_thread)
+{
+    struct vr_alloc_info rec;
+    if (vr_alloc_find(dptr, &rec) != 0 || !rec.vmm || rec.base != dptr)
+        return per_thread ? vr_real.cuMemFreeAsync_ptsz(dptr, stream)
+                          : vr_real.cuMemFreeAsync(dptr, stream);
+    CUresult r = per_thread && vr_real.cuStreamSynchronize_ptsz
+                     ? vr_real.cuStreamSynchronize_ptsz(stream)
+                     : vr_real.cuStreamSynchronize(stream);
+    if (r != CUDA_SUCCESS)
         return r;
-    }
-    vr_exec_forget_alloc(rec.id);
-    return vr_err_to_cu(vr_alloc_release(&rec));
+    if (vr_alloc_detach(dptr, &rec) != 0)
+        return CUDA_ERROR_INVALID_VALUE; /* freed by another thread meanwhile */
+    return free_vmm(&rec);
+}
+
+static CUresult vr_on_cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
+{
+    return free_async(dptr, stream, false);
+}
+
+static CUresult vr_on_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
+{
+    return free_async(dptr, stream, true);
 }
 
 static CUresult vr_on_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)

@@ -67,6 +67,17 @@ int main(void)
     printf("range_after_free=%s\n", name(cuMemGetAddressRange_v2(&base, &got, p)));
     CK(cuMemGetInfo_v2(&free2, &total));
     printf("shrunk=%d returned=%d\n", free1 < free0, free2 == free0);
+
+    /* A stream-ordered free of cuMemAlloc memory, after work on that stream. */
+    CUstream stream;
+    CK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    CK(cuMemAlloc_v2(&p, 4u << 20));
+    CK(cuMemsetD8Async(p, 1, 4u << 20, stream));
+    printf("free_async=%s\n", name(cuMemFreeAsync(p, stream)));
+    CK(cuStreamSynchronize(stream));
+    CK(cuMemGetInfo_v2(&free2, &total));
+    printf("returned_async=%d\n", free2 == free0);
+    CK(cuStreamDestroy_v2(stream));
     CK(cuDevicePrimaryCtxRelease_v2(dev));
     return 0;
 }

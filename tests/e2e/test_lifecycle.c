@@ -121,11 +121,14 @@ Test(lifecycle, vmm_backed_allocation_looks_native)
     cr_assert(strstr(plain.proc.out.p, "free_interior=CUDA_ERROR_INVALID_VALUE\n"));
     cr_assert(strstr(plain.proc.out.p, "free_again=CUDA_ERROR_INVALID_VALUE\n"));
     cr_assert(strstr(plain.proc.out.p, "shrunk=1 returned=1\n"));
+    cr_assert(strstr(plain.proc.out.p, "free_async=CUDA_SUCCESS\nreturned_async=1\n"));
     /* 3 MiB + 4 KiB padded to the 2 MiB granularity: VMM really served it. */
     cr_assert(strstr(shim.proc.err.p, "vmm_bytes_live=4194304 padding_bytes_live=1044480\n"),
               "stderr: %s", shim.proc.err.p);
-    cr_assert_eq(vr_sim_calls(&shim.stats, "cuMemCreate"), 1);
-    cr_assert_eq(vr_sim_calls(&shim.stats, "cuMemRelease"), 1);
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuMemCreate"), 2);
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuMemRelease"), 2);
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuMemFreeAsync"), 0,
+                 "a VMM-backed allocation never reaches the driver's stream-ordered free");
     cr_assert_eq(vr_sim_calls(&plain.stats, "cuMemCreate"), 0);
     cr_assert_eq(summary(&shim, "vmm_bytes"), 0);
     vr_run_free(&plain);
