@@ -70,9 +70,9 @@ int vr_driver_load(void)
         cuda_handle = dlopen("libcuda.so.1", RTLD_NOW);
     if (!cuda_handle)
         return -ENOENT;
-#define VR_HOOK(name, base, params, args) \
+#define VR_HOOK(name, base, off, params, args) \
     *(void **)&vr_real.name = vr_real_dlsym_fn(cuda_handle, #name);
-#define VR_REAL(name, params) VR_HOOK(name, name, params, ())
+#define VR_REAL(name, params) VR_HOOK(name, name, FWD, params, ())
 #include "hooks.def"
     Dl_info info;
     void *probe = vr_real_dlsym_fn(cuda_handle, "cuInit");

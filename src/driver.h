@@ -13,7 +13,7 @@
 #include <cuda.h>
 
 struct vr_driver {
-#define VR_HOOK(name, base, params, args) CUresult (CUDAAPI *name) params;
+#define VR_HOOK(name, base, off, params, args) CUresult (CUDAAPI *name) params;
 #define VR_REAL(name, params) CUresult (CUDAAPI *name) params;
 #include "hooks.def"
 };

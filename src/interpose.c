@@ -31,10 +31,13 @@ static _Thread_local int in_shim; /* initial-exec (meson: -ftls-model) */
 static pid_t start_pid;
 static atomic_bool started;
 static bool initialized;
+/* Set once, at the end of init: mode off, the wrappers' shortest path. */
+static atomic_bool passthrough;
+static atomic_bool ready;
 
 /* ---- the table of wrappers ------------------------------------------ */
 
-#define VR_HOOK(name, base, params, args) static CUresult vr_on_##name params;
+#define VR_HOOK(name, base, off, params, args) static CUresult vr_on_##name params;
 #include "hooks.def"
 
 struct hook {
@@ -44,11 +47,11 @@ struct hook {
     void **real;
 };
 
-#define VR_HOOK(name, base, params, args) VR_EXPORT CUresult CUDAAPI name params;
+#define VR_HOOK(name, base, off, params, args) VR_EXPORT CUresult CUDAAPI name params;
 #include "hooks.def"
 
 static const struct hook hooks[] = {
-#define VR_HOOK(name, base, params, args) {#name, #base, __extension__(void *)name, (void **)&vr_real.name},
+#define VR_HOOK(name, base, off, params, args) {#name, #base, __extension__(void *)name, (void **)&vr_real.name},
 #include "hooks.def"
 };
 #define VR_NHOOKS (sizeof hooks / sizeof hooks[0])
@@ -153,8 +156,12 @@ static void init(void)
         vr_warn("cannot load libcuda.so.1: every call fails as the driver would be missing");
     vr_alloc_configure(&cfg);
     vr_exec_configure(&cfg);
+    /* Every SetParams is forwarded in mode off: counted once, as seen. */
+    vr_stats_forward_all(cfg.mode == VR_MODE_OFF);
     initialized = true;
     atexit(finish);
+    atomic_store_explicit(&passthrough, cfg.mode == VR_MODE_OFF, memory_order_release);
+    atomic_store_explicit(&ready, true, memory_order_release);
     in_shim = 0;
 }
 
@@ -166,18 +173,35 @@ __attribute__((constructor)) static void record_pid(void)
 
 /* ---- the exported wrappers -------------------------------------------- */
 
-#define VR_HOOK(name, base, params, args)                                       \
-    VR_EXPORT CUresult CUDAAPI name params                                      \
+/* What a wrapper does in mode off (hooks.def's `off` column). */
+#define VR_OFF_FWD(name, args) return vr_real.name args;
+#define VR_OFF_SEEN(name, args) vr_stat_inc(VR_C_setparams_seen); return vr_real.name args;
+#define VR_OFF_LAUNCH(name, args) vr_stat_inc(VR_C_launches); return vr_real.name args;
+#define VR_OFF_FULL(name, args)
+
+/* The exported wrapper holds only mode off's path, so it needs no stack
+ * frame; everything else is in wrap_<name>, called as a tail call. */
+#define VR_HOOK(name, base, off, params, args)                                  \
+    __attribute__((noinline)) static CUresult wrap_##name params                \
     {                                                                           \
         if (in_shim)                                                            \
             return vr_real.name ? vr_real.name args : CUDA_ERROR_NOT_INITIALIZED; \
-        pthread_once(&init_once, init);                                         \
+        if (!atomic_load_explicit(&ready, memory_order_acquire))                \
+            pthread_once(&init_once, init);                                     \
         if (!vr_real.name)                                                      \
             return CUDA_ERROR_NOT_INITIALIZED;                                  \
         in_shim = 1;                                                            \
         CUresult r_ = vr_on_##name args;                                        \
         in_shim = 0;                                                            \
         return r_;                                                              \
+    }                                                                           \
+    VR_EXPORT CUresult CUDAAPI name params                                      \
+    {                                                                           \
+        if (atomic_load_explicit(&passthrough, memory_order_acquire) &&         \
+            !in_shim && vr_real.name) {                                         \
+            VR_OFF_##off(name, args)                                            \
+        }                                                                       \
+        return wrap_##name args;                                                \
     }
 #include "hooks.def"
 

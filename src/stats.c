@@ -4,6 +4,12 @@
 #include <stdatomic.h>
 
 struct vr_padded_counter vr_counters[VR_C_COUNT];
+static bool forward_all;
+
+void vr_stats_forward_all(bool on)
+{
+    forward_all = on;
+}
 
 uint64_t vr_stat_get(enum vr_counter c)
 {
@@ -15,6 +21,8 @@ void vr_stats_snapshot(struct varemap_stats *out)
 #define VR_X(name) out->name = vr_stat_get(VR_C_##name);
     VR_COUNTERS(VR_X)
 #undef VR_X
+    if (forward_all)
+        out->setparams_forwarded = out->setparams_seen;
 }
 
 void vr_stats_json(struct vr_jw *w, const struct varemap_stats *s)

@@ -9,6 +9,7 @@
 #define VR_STATS_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "log.h"
@@ -42,6 +43,9 @@ static inline void vr_stat_add(enum vr_counter c, int64_t delta)
 
 static inline void vr_stat_inc(enum vr_counter c) { vr_stat_add(c, 1); }
 uint64_t vr_stat_get(enum vr_counter c);
+/* In mode off SetParams are only counted as seen; every one is forwarded, so
+ * snapshots report setparams_forwarded = setparams_seen. */
+void vr_stats_forward_all(bool on);
 void vr_stats_snapshot(struct varemap_stats *out);
 /* Adds every counter as a field of the object being built. */
 void vr_stats_json(struct vr_jw *w, const struct varemap_stats *s);
