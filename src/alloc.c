@@ -25,6 +25,12 @@ static uint64_t padding_used; /* under reg_lock; observe mode simulates it too *
 
 /* Peers granted access; a bit per device ordinal. */
 static _Atomic uint64_t peer_mask;
+static _Atomic unsigned peer_generation;
+
+unsigned vr_alloc_peer_generation(void)
+{
+    return atomic_load_explicit(&peer_generation, memory_order_relaxed);
+}
 
 /* Per device: 0 unknown, 1 supported, 2 not supported. */
 static _Atomic int vmm_state[VR_MAX_DEVICES];
@@ -371,6 +377,7 @@ void vr_alloc_peer_enabled(CUcontext peer)
     if (r != CUDA_SUCCESS || dev < 0 || dev >= VR_MAX_DEVICES)
         return;
     atomic_fetch_or(&peer_mask, UINT64_C(1) << dev);
+    atomic_fetch_add(&peer_generation, 1);
 
     /* Existing VMM allocations: copy the list out so no driver call runs under the lock. */
     pthread_rwlock_rdlock(&reg_lock);

@@ -58,6 +58,10 @@ size_t vr_alloc_access(CUmemAccessDesc *desc, size_t cap);
  * access to every VMM-backed allocation. */
 void vr_alloc_peer_enabled(CUcontext peer);
 
+/* Bumped by every vr_alloc_peer_enabled: mappings made before a newer
+ * generation must be given access again. */
+unsigned vr_alloc_peer_generation(void);
+
 /* Granularity of the current device, or 0 when VMM is unsupported. */
 size_t vr_alloc_granularity(void);
 bool vr_alloc_vmm_supported(void);

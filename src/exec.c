@@ -77,6 +77,7 @@ struct vr_exec {
     bool reconcile;   /* a binding changed since the last launch */
     CUevent done;     /* recorded after each active launch */
     bool in_flight;   /* done was recorded at least once */
+    unsigned peers;   /* vr_alloc_peer_generation() the slices' access reflects */
 
     uint8_t *scratch, *xlat;
     void **kp;
@@ -806,6 +807,7 @@ static void decide(struct vr_exec *e)
         e->state = ST_OBSERVED;
     } else if (active) {
         e->state = ST_ACTIVE;
+        e->peers = vr_alloc_peer_generation();
         vr_stat_inc(VR_C_execs_active);
         transition(e);
     } else {
@@ -890,6 +892,11 @@ static int launch_locked(struct vr_exec *e, CUstream stream, bool per_thread)
     if (e->state == ST_PROFILING && e->profiled >= cfg.profile_launches)
         decide(e);
     if (e->state == ST_ACTIVE) {
+        unsigned peers = vr_alloc_peer_generation();
+        if (peers != e->peers) {
+            vr_slices_reaccess(e->slices);
+            e->peers = peers;
+        }
         if (vr_slices_pending(e->slices)) {
             struct rebind_ctx rb = {e, wait_last_launch(e)};
             vr_slices_apply(e->slices, on_rebind, &rb);

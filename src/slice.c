@@ -249,6 +249,15 @@ bool vr_slices_drop(struct vr_slices *s, uint64_t id)
     return hit;
 }
 
+void vr_slices_reaccess(struct vr_slices *s)
+{
+    CUmemAccessDesc access[64];
+    size_t n = vr_alloc_access(access, 64);
+    for (size_t i = 0; i < s->n; i++)
+        if (s->slots[i].cur.id)
+            vr_real.cuMemSetAccess(s->slots[i].va, s->slots[i].cur.padded, access, n);
+}
+
 bool vr_slices_holds(const struct vr_slices *s, uint64_t id)
 {
     for (size_t i = 0; i < s->n; i++)

@@ -66,6 +66,9 @@ size_t vr_slices_apply(struct vr_slices *s, vr_slice_change_fn changed, void *ct
  * Returns true when something changed. */
 bool vr_slices_drop(struct vr_slices *s, uint64_t id);
 
+/* Sets access again on every mapped slot (a peer was enabled since). */
+void vr_slices_reaccess(struct vr_slices *s);
+
 /* True when id is bound or targeted anywhere. */
 bool vr_slices_holds(const struct vr_slices *s, uint64_t id);
 
