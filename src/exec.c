@@ -678,22 +678,30 @@ static void log_decision(const struct vr_exec *e, const struct candidate *cand, 
     free(buf);
 }
 
+/* Sends the node the translation of what it intends, unless the driver
+ * holds it already. Returns false when nothing had to be sent. */
+static bool sync_node(struct vr_exec *e, struct node *n, CUresult *r)
+{
+    translate(e, n, n->intended, e->xlat);
+    if (memcmp(e->xlat, n->installed, n->layout->bytes) == 0)
+        return false;
+    *r = issue(e, n, e->xlat);
+    if (*r == CUDA_SUCCESS)
+        memcpy(n->installed, e->xlat, n->layout->bytes);
+    return true;
+}
+
 /* Points every node whose intended words fall into a bound slice at it. */
 static void transition(struct vr_exec *e)
 {
     for (size_t i = 0; i < e->nnodes; i++) {
         struct node *n = &e->nodes[i];
-        if (!n->layout)
+        CUresult r = CUDA_SUCCESS;
+        if (!n->layout || !sync_node(e, n, &r))
             continue;
-        translate(e, n, n->intended, e->xlat);
-        if (memcmp(e->xlat, n->installed, n->layout->bytes) == 0)
-            continue;
-        CUresult r = issue(e, n, e->xlat);
         e->c.transition++;
         vr_stat_inc(VR_C_transition_updates);
-        if (r == CUDA_SUCCESS) {
-            memcpy(n->installed, e->xlat, n->layout->bytes);
-        } else {
+        if (r != CUDA_SUCCESS) {
             /* The driver keeps the old arguments; stop translating this node. */
             vr_warn("transition update of a node of exec %p failed (%s); node passes through",
                     (void *)e->handle, vr_cu_name(r));
@@ -869,20 +877,17 @@ static int reconcile(struct vr_exec *e)
     int rc = 0;
     for (size_t i = 0; i < e->nnodes; i++) {
         struct node *n = &e->nodes[i];
-        if (!n->layout)
+        CUresult r = CUDA_SUCCESS;
+        if (!n->layout || !sync_node(e, n, &r))
             continue;
-        translate(e, n, n->intended, e->xlat);
-        if (memcmp(e->xlat, n->installed, n->layout->bytes) == 0)
-            continue;
-        CUresult r = issue(e, n, e->xlat);
         e->c.forwarded++;
         vr_stat_inc(VR_C_setparams_forwarded);
-        if (r == CUDA_SUCCESS)
-            memcpy(n->installed, e->xlat, n->layout->bytes);
-        else if (rc == 0)
+        if (r != CUDA_SUCCESS && rc == 0)
             rc = vr_err_cu(r);
     }
-    e->reconcile = false;
+    /* A node the driver refused still reads a remapped slice: try again
+     * before the next launch rather than launch it. */
+    e->reconcile = rc != 0;
     return rc;
 }
 
