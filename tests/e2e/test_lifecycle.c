@@ -167,3 +167,28 @@ Test(lifecycle, instantiate_with_params_is_tracked)
     vr_run_free(&plain);
     vr_run_free(&shim);
 }
+
+/* Bad input to every hook gets the driver's own error, in every mode, and
+ * the program carries on correctly afterwards. */
+Test(lifecycle, bad_input_gets_the_drivers_errors)
+{
+    static const char *const modes[] = { "VAREMAP_MODE=profiled", "VAREMAP_MODE=off",
+                                         "VAREMAP_MODE=dedup", "VAREMAP_MODE=observe" };
+    struct vr_run plain;
+    cr_assert_eq(vr_run_app("bad_plain", "bad_calls", NULL, 0, NULL, &plain), 0);
+    cr_assert_eq(plain.proc.status, 0, "%s", plain.proc.err.p);
+    cr_assert(strstr(plain.proc.out.p, "value 1\n"), "%s", plain.proc.out.p);
+    cr_assert_geq(vr_count_lines(&plain.proc.out, "cu"), 25);
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        const char *const env[] = { modes[i], NULL };
+        char tag[32];
+        snprintf(tag, sizeof tag, "bad_shim%zu", i);
+        struct vr_run shim;
+        cr_assert_eq(vr_run_app(tag, "bad_calls", NULL, VR_RUN_SHIM, env, &shim), 0);
+        cr_assert_eq(shim.proc.status, 0, "%s: %s", modes[i], shim.proc.err.p);
+        cr_assert_str_eq(plain.proc.out.p, shim.proc.out.p, "%s", modes[i]);
+        cr_assert_eq(vr_log_count(&shim.log, "summary"), 1, "%s", modes[i]);
+        vr_run_free(&shim);
+    }
+    vr_run_free(&plain);
+}
