@@ -287,7 +287,8 @@ int vr_alloc_create(CUdeviceptr *dptr, size_t size)
     bool want_vmm = cfg.mode == VR_MODE_PROFILED || cfg.mode == VR_MODE_OBSERVE;
     size_t gran = 0;
 
-    if (!dptr)
+    /* Only profiling reads the registry: dedup needs no record at all. */
+    if (!dptr || !want_vmm)
         return vr_err_cu(vr_real.cuMemAlloc_v2(dptr, size));
     if (want_vmm && size > 0 && size >= cfg.vmm_min_bytes && current_device(&dev) == 0) {
         gran = device_granularity(dev);
