@@ -24,7 +24,7 @@ static const char *const dlsym_versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC
 /* RTLD_NEXT from here is right: the shim wants the dlsym after itself.
  * Not instrumented: a sanitizer runtime resolves its interceptors with
  * dlsym(RTLD_NEXT, ...) before its shadow memory exists, and lands here. */
-__attribute__((visibility("hidden"), no_sanitize("address", "undefined")))
+__attribute__((visibility("hidden"), no_sanitize("address", "undefined", "thread")))
 void *vr_resolve_real_dlsym(void)
 {
     void *fn = atomic_load_explicit(&vr_real_dlsym, memory_order_acquire);

@@ -192,3 +192,27 @@ Test(lifecycle, bad_input_gets_the_drivers_errors)
     }
     vr_run_free(&plain);
 }
+
+/* Threads replaying their own graphs while re-allocating and freeing at once:
+ * every thread's result as without the shim, slices rebound concurrently. */
+Test(lifecycle, concurrent_threads_replaying_and_reallocating)
+{
+    static const char *const args[] = { "--threads", "4", "--steps", "40", "--k", "4", NULL };
+    static const char *const env[] = { "SIMCUDA_KERNEL_DELAY_US=100", NULL };
+    struct vr_run plain, shim;
+    cr_assert_eq(vr_run_app("storm_plain", "thread_storm", args, 0, env, &plain), 0);
+    cr_assert_eq(vr_run_app("storm_shim", "thread_storm", args, VR_RUN_SHIM, env, &shim), 0);
+    cr_assert_eq(plain.proc.status, 0, "%s", plain.proc.err.p);
+    cr_assert_eq(shim.proc.status, 0, "%s", shim.proc.err.p);
+    cr_assert_eq(vr_count_lines(&plain.proc.out, "thread "), 4);
+    cr_assert_str_eq(plain.proc.out.p, shim.proc.out.p);
+    static const char *const active[] = { "\"event\":\"profile_decision\"", "\"state\":\"active\"",
+                                          NULL };
+    cr_assert_eq(vr_count_lines_with(&shim.log, active), 4, "every thread's exec remapped");
+    cr_assert_geq(summary(&shim, "rebinds"), 4 * 8, "Y is replaced 9 times per thread");
+    cr_assert_eq(summary(&shim, "launches"), 160);
+    cr_assert_eq(summary(&shim, "vmm_bytes"), 0);
+    cr_assert_eq(summary(&shim, "slices_bound"), 0);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
