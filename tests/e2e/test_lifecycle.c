@@ -216,3 +216,21 @@ Test(lifecycle, concurrent_threads_replaying_and_reallocating)
     vr_run_free(&plain);
     vr_run_free(&shim);
 }
+
+/* dlsym(handle, "cu...") is the shim's wrapper only when the real answer lies
+ * in libcuda: a mock library's own cuGraphLaunch stays its own. */
+Test(lifecycle, dlsym_of_a_foreign_library_is_untouched)
+{
+    char lib[1024];
+    snprintf(lib, sizeof lib, "%s/libvr_fake_cu.so", vr_env_path("VR_APPS_DIR"));
+    const char *const args[] = { lib, NULL };
+    struct vr_run plain, shim;
+    cr_assert_eq(vr_run_app("foreign_plain", "probe_foreign", args, 0, NULL, &plain), 0);
+    cr_assert_eq(vr_run_app("foreign_shim", "probe_foreign", args, VR_RUN_SHIM, NULL, &shim), 0);
+    cr_assert_eq(plain.proc.status, 0, "%s", plain.proc.err.p);
+    cr_assert_eq(shim.proc.status, 0, "%s", shim.proc.err.p);
+    cr_assert_str_eq(plain.proc.out.p, "777\n");
+    cr_assert_str_eq(shim.proc.out.p, "777\n");
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
