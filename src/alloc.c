@@ -207,11 +207,10 @@ static void give_padding(uint64_t pad)
     pthread_rwlock_unlock(&reg_lock);
 }
 
-size_t vr_alloc_access(CUmemAccessDesc *desc, size_t cap)
+static size_t access_for(CUdevice dev, CUmemAccessDesc *desc, size_t cap)
 {
-    CUdevice dev;
     size_t n = 0;
-    if (current_device(&dev) != 0 || cap == 0)
+    if (cap == 0)
         return 0;
     desc[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     desc[n].location.id = dev;
@@ -227,6 +226,12 @@ size_t vr_alloc_access(CUmemAccessDesc *desc, size_t cap)
         n++;
     }
     return n;
+}
+
+size_t vr_alloc_access(CUmemAccessDesc *desc, size_t cap)
+{
+    CUdevice dev;
+    return current_device(&dev) == 0 ? access_for(dev, desc, cap) : 0;
 }
 
 /* Returns 0 and fills rec, or the step that failed with its driver error. */
@@ -261,7 +266,7 @@ static int vmm_create(CUdevice dev, size_t size, size_t padded, struct vr_alloc_
         goto release;
     *step = "cuMemSetAccess";
     *bit = FB_ACCESS;
-    r = vr_real.cuMemSetAccess(va, padded, access, vr_alloc_access(access, VR_MAX_DEVICES));
+    r = vr_real.cuMemSetAccess(va, padded, access, access_for(dev, access, VR_MAX_DEVICES));
     if (r != CUDA_SUCCESS)
         goto unmap;
     rec->base = va;
