@@ -373,15 +373,17 @@ static void route_proc(const char *symbol, void **pfn)
     if (!symbol || !pfn || !*pfn)
         return;
     Dl_info info;
-    if (dladdr(*pfn, &info) && info.dli_saddr == *pfn && info.dli_sname) {
+    bool named = dladdr(*pfn, &info) && info.dli_saddr == *pfn && info.dli_sname;
+    if (named) {
         const struct hook *h = hook_named(info.dli_sname);
         if (h) {
             *pfn = h->wrapper;
             return;
         }
     }
-    /* No exported name we hook (an internal entry, or an alias): compare with
-     * the real addresses of the variants of the requested name. */
+    /* No exported name we hook: an internal entry, or an alias of one of
+     * ours under another name. Compare with the real addresses of the
+     * variants of the requested name. */
     bool known = false;
     for (size_t i = 0; i < VR_NHOOKS; i++) {
         if (strcmp(hooks[i].base, symbol) != 0)
@@ -392,7 +394,10 @@ static void route_proc(const char *symbol, void **pfn)
             return;
         }
     }
-    if (known) {
+    /* A named export we do not hook (cuMemAlloc's 32-bit v1 for an old
+     * version, say) is deliberately the driver's; only an unnamed answer for
+     * a name we hook is a miss worth counting. */
+    if (known && !named) {
         vr_stat_inc(VR_C_unrouted_procs);
         char buf[256];
         struct vr_jw w;
