@@ -462,6 +462,25 @@ static void maybe_retarget(struct vr_exec *e, int32_t slot, uint64_t word)
         e->reconcile = true;
 }
 
+/* Counts an update sent to the driver; at log level debug, says why, so a
+ * low skip rate can be traced to its nodes. */
+static void note_forward(struct vr_exec *e, const struct node *n, const char *why)
+{
+    e->c.forwarded++;
+    vr_stat_inc(VR_C_setparams_forwarded);
+    if (!vr_log_enabled(VR_LEVEL_DEBUG))
+        return;
+    char buf[256], hex[32];
+    struct vr_jw w;
+    vr_jw_begin(&w, buf, sizeof buf, "setparams_forwarded");
+    hexbuf(hex, sizeof hex, (uint64_t)(uintptr_t)e->handle);
+    vr_jw_str(&w, "exec", hex);
+    if (n)
+        vr_jw_u64(&w, "node", (uint64_t)(n - e->nodes));
+    vr_jw_str(&w, "reason", why);
+    vr_log_emit(&w, VR_LEVEL_DEBUG);
+}
+
 static int setparams_locked(struct vr_exec *e, CUgraphNode node, enum vr_sp_entry entry,
                             const void *params)
 {
@@ -475,13 +494,14 @@ static int setparams_locked(struct vr_exec *e, CUgraphNode node, enum vr_sp_entr
     const struct vr_layout *l = n->layout;
     if (c.extra || (l->nparams && !c.kernelParams) || !same_function(&c.f, &n->f)) {
         /* The arguments can no longer be read with this layout. */
+        const char *why = c.extra ? "extra" : same_function(&c.f, &n->f) ? "no_arguments"
+                                                                         : "function";
         r = forward_raw(e->handle, node, entry, params);
         if (r == CUDA_SUCCESS) {
             make_opaque(e, n);
             n->f = c.f;
         }
-        e->c.forwarded++;
-        vr_stat_inc(VR_C_setparams_forwarded);
+        note_forward(e, n, why);
         return vr_err_cu(r);
     }
 
@@ -494,8 +514,7 @@ static int setparams_locked(struct vr_exec *e, CUgraphNode node, enum vr_sp_entr
             memcpy(n->installed, e->scratch, l->bytes);
             n->f = c.f;
         }
-        e->c.forwarded++;
-        vr_stat_inc(VR_C_setparams_forwarded);
+        note_forward(e, n, "observe");
         return vr_err_cu(r);
     }
     if (same && memcmp(e->scratch, n->intended, l->bytes) == 0)
@@ -517,8 +536,7 @@ static int setparams_locked(struct vr_exec *e, CUgraphNode node, enum vr_sp_entr
     }
     vr_layout_point(l, (uint8_t *)send, e->kp);
     r = forward_args(e->handle, node, entry, params, e->kp);
-    e->c.forwarded++;
-    vr_stat_inc(VR_C_setparams_forwarded);
+    note_forward(e, n, same ? "arguments" : "shape");
     if (r == CUDA_SUCCESS) {
         memcpy(n->intended, e->scratch, l->bytes);
         memcpy(n->installed, send, l->bytes);
@@ -533,8 +551,8 @@ skip:
 
 raw:
     r = forward_raw(e->handle, node, entry, params);
-    e->c.forwarded++;
-    vr_stat_inc(VR_C_setparams_forwarded);
+    note_forward(e, n, !n ? "unknown_node" : !kernel ? "not_kernel"
+                     : e->state == ST_OBSERVED ? "observe" : "opaque");
     return vr_err_cu(r);
 }
 
@@ -880,8 +898,7 @@ static int reconcile(struct vr_exec *e)
         CUresult r = CUDA_SUCCESS;
         if (!n->layout || !sync_node(e, n, &r))
             continue;
-        e->c.forwarded++;
-        vr_stat_inc(VR_C_setparams_forwarded);
+        note_forward(e, n, "rebind");
         if (r != CUDA_SUCCESS && rc == 0)
             rc = vr_err_cu(r);
     }

@@ -147,8 +147,20 @@ Test(lifecycle, launch_shape_changes_are_forwarded)
     uint64_t trans = summary(&shim, "transition_updates");
     cr_assert_eq(fwd, 8 * 2 * 18, "%llu forwarded", (unsigned long long)fwd);
     cr_assert_eq(sim_sum(&shim, setparams_syms), fwd + trans);
+    cr_assert_eq(vr_log_count(&shim.log, "setparams_forwarded"), 0,
+                 "per-update events are for log level debug only");
     vr_run_free(&plain);
     vr_run_free(&shim);
+
+    /* At debug level every forwarded update says why. */
+    static const char *const debug[] = { "VAREMAP_LOG_LEVEL=debug", NULL };
+    struct vr_run dbg;
+    run_ok(&dbg, "regrid_debug", "graph_procaddr", args, VR_RUN_SHIM, debug);
+    static const char *const shape[] = { "\"event\":\"setparams_forwarded\"",
+                                         "\"reason\":\"shape\"", NULL };
+    cr_assert_eq(vr_count_lines_with(&dbg.log, shape), fwd);
+    cr_assert_eq(vr_log_count(&dbg.log, "setparams_forwarded"), fwd);
+    vr_run_free(&dbg);
 }
 
 /* cuGraphInstantiateWithParams is tracked like cuGraphInstantiateWithFlags. */
