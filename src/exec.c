@@ -129,6 +129,16 @@ static void hexbuf(char *buf, size_t n, uint64_t v)
     snprintf(buf, n, "0x%llx", (unsigned long long)v);
 }
 
+/* Every event about an exec starts the same way. */
+static void begin_exec_event(struct vr_jw *w, char *buf, size_t cap, const char *event,
+                             CUgraphExec exec)
+{
+    char hex[32];
+    vr_jw_begin(w, buf, cap, event);
+    hexbuf(hex, sizeof hex, (uint64_t)(uintptr_t)exec);
+    vr_jw_str(w, "exec", hex);
+}
+
 static uint64_t load_word(const uint8_t *p)
 {
     uint64_t v;
@@ -381,11 +391,9 @@ static void log_exec_event(const char *event, const struct vr_exec *e)
 {
     if (!vr_log_enabled(VR_LEVEL_INFO))
         return;
-    char buf[1024], hex[32];
+    char buf[1024];
     struct vr_jw w;
-    vr_jw_begin(&w, buf, sizeof buf, event);
-    hexbuf(hex, sizeof hex, (uint64_t)(uintptr_t)e->handle);
-    vr_jw_str(&w, "exec", hex);
+    begin_exec_event(&w, buf, sizeof buf, event, e->handle);
     vr_jw_u64(&w, "setparams_seen", e->c.seen);
     vr_jw_u64(&w, "setparams_skipped", e->c.skipped);
     vr_jw_u64(&w, "setparams_forwarded", e->c.forwarded);
@@ -435,11 +443,9 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph)
     vr_write_unlock(&table_lock);
 
     if (vr_log_enabled(VR_LEVEL_INFO)) {
-        char buf[256], hex[32];
+        char buf[256];
         struct vr_jw w;
-        vr_jw_begin(&w, buf, sizeof buf, "exec_instantiated");
-        hexbuf(hex, sizeof hex, (uint64_t)(uintptr_t)handle);
-        vr_jw_str(&w, "exec", hex);
+        begin_exec_event(&w, buf, sizeof buf, "exec_instantiated", handle);
         vr_jw_u64(&w, "kernel_nodes", e->nnodes);
         vr_jw_u64(&w, "opaque_nodes", e->nopaque);
         vr_log_emit(&w, VR_LEVEL_INFO);
@@ -470,11 +476,9 @@ static void note_forward(struct vr_exec *e, const struct node *n, const char *wh
     vr_stat_inc(VR_C_setparams_forwarded);
     if (!vr_log_enabled(VR_LEVEL_DEBUG))
         return;
-    char buf[256], hex[32];
+    char buf[256];
     struct vr_jw w;
-    vr_jw_begin(&w, buf, sizeof buf, "setparams_forwarded");
-    hexbuf(hex, sizeof hex, (uint64_t)(uintptr_t)e->handle);
-    vr_jw_str(&w, "exec", hex);
+    begin_exec_event(&w, buf, sizeof buf, "setparams_forwarded", e->handle);
     if (n)
         vr_jw_u64(&w, "node", (uint64_t)(n - e->nodes));
     vr_jw_str(&w, "reason", why);
@@ -656,9 +660,7 @@ static void log_decision(const struct vr_exec *e, const struct candidate *cand, 
         return;
     char hex[32];
     struct vr_jw w;
-    vr_jw_begin(&w, buf, cap, "profile_decision");
-    hexbuf(hex, sizeof hex, (uint64_t)(uintptr_t)e->handle);
-    vr_jw_str(&w, "exec", hex);
+    begin_exec_event(&w, buf, cap, "profile_decision", e->handle);
     vr_jw_str(&w, "state", active ? "active" : "disabled");
     vr_jw_u64(&w, "launches", e->profiled);
     vr_jw_array_begin(&w, "candidates");
@@ -875,9 +877,7 @@ static void on_rebind(void *ctx, size_t slot, const struct vr_slice_bind *from,
         return;
     char buf[512], hex[32];
     struct vr_jw w;
-    vr_jw_begin(&w, buf, sizeof buf, "slice_rebind");
-    hexbuf(hex, sizeof hex, (uint64_t)(uintptr_t)e->handle);
-    vr_jw_str(&w, "exec", hex);
+    begin_exec_event(&w, buf, sizeof buf, "slice_rebind", e->handle);
     vr_jw_u64(&w, "slice", slot);
     hexbuf(hex, sizeof hex, from->base);
     vr_jw_str(&w, "from", hex);
