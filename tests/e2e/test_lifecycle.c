@@ -246,3 +246,20 @@ Test(lifecycle, dlsym_of_a_foreign_library_is_untouched)
     vr_run_free(&plain);
     vr_run_free(&shim);
 }
+
+/* A program that never touches CUDA: the shim loads, stays silent, and its
+ * dlsym hook serves the program's own lookups (the shell's, the loader's). */
+Test(lifecycle, program_without_cuda_is_untouched)
+{
+    char preload[1100];
+    snprintf(preload, sizeof preload, "LD_PRELOAD=%s", vr_env_path("VR_SHIM"));
+    char *const argv[] = { "sh", "-c", "echo one; echo two >&2", NULL };
+    char *const env[] = { preload, "VAREMAP_STATS=1", "PATH=/usr/bin:/bin",
+                          "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0", NULL };
+    struct vr_proc p;
+    cr_assert_eq(vr_spawn("nocuda", argv, env, true, &p), 0);
+    cr_assert_eq(p.status, 0);
+    cr_assert_str_eq(p.out.p, "one\n");
+    cr_assert_str_eq(p.err.p, "two\n", "the shim wrote to stderr: %s", p.err.p);
+    vr_proc_free(&p);
+}
