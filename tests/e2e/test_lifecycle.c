@@ -263,3 +263,23 @@ Test(lifecycle, program_without_cuda_is_untouched)
     cr_assert_str_eq(p.err.p, "two\n", "the shim wrote to stderr: %s", p.err.p);
     vr_proc_free(&p);
 }
+
+/* A graph built by stream capture is profiled and remapped like one built
+ * node by node. */
+Test(lifecycle, captured_graph_is_remapped)
+{
+    static const char *const args[] = { "--capture", "--pattern", "rebind", "--bytes", "1048576",
+                                        NULL };
+    static const char *const env[] = { "SIMCUDA_KERNEL_DELAY_US=50", NULL };
+    struct vr_run plain, shim;
+    pair(&plain, &shim, "capture", "graph_linked", args, env);
+    static const char *const active[] = { "\"event\":\"profile_decision\"", "\"state\":\"active\"",
+                                          NULL };
+    cr_assert_eq(vr_count_lines_with(&shim.log, active), 1);
+    cr_assert_gt(summary(&shim, "rebinds"), 0);
+    uint64_t seen = summary(&shim, "setparams_seen"), skipped = summary(&shim, "setparams_skipped");
+    cr_assert_geq(skipped * 100, 95 * seen, "%llu of %llu absorbed", (unsigned long long)skipped,
+                  (unsigned long long)seen);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
