@@ -878,6 +878,29 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
     return graph_launch(hGraphExec, hStream, true);
 }
 
+/* Uploading only prepares a launch; simcuda has nothing to prepare, so it
+ * checks what the driver would check. */
+static CUresult graph_upload(CUgraphExec hGraphExec, CUstream hStream, bool pt)
+{
+    SIM_CHECK_INIT();
+    if (!exec_get(hGraphExec))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_stream *s;
+    return sim_stream_resolve(hStream, pt, &s);
+}
+
+CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
+{
+    SIM_ENTER(cuGraphUpload);
+    return graph_upload(hGraphExec, hStream, false);
+}
+
+CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    SIM_ENTER(cuGraphUpload_ptsz);
+    return graph_upload(hGraphExec, hStream, true);
+}
+
 /* Internal entries: the same work, counted under the exported name the
  * program asked cuGetProcAddress for, but without a dynamic symbol. */
 static CUresult internal_graph_launch(CUgraphExec hGraphExec, CUstream hStream)

@@ -440,6 +440,43 @@ CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t 
     return do_copy(DTOH, dstHost, (const void *)srcDevice, ByteCount, hStream, true, true);
 }
 
+/* Unified addressing: the direction follows from where each pointer lies;
+ * memory outside every allocation is the host's. */
+static enum copy_kind uva_kind(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    bool dev_src = sim_mem_valid((uintptr_t)src, n, false);
+    bool dev_dst = sim_mem_valid((uintptr_t)dst, n, true);
+    return dev_src && dev_dst ? DTOD : dev_src ? DTOH : HTOD;
+}
+
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    SIM_ENTER(cuMemcpy);
+    return do_copy(uva_kind(dst, src, ByteCount), (void *)dst, (const void *)src, ByteCount, NULL,
+                   false, true);
+}
+
+CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    SIM_ENTER(cuMemcpy_ptds);
+    return do_copy(uva_kind(dst, src, ByteCount), (void *)dst, (const void *)src, ByteCount, NULL,
+                   true, true);
+}
+
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+    SIM_ENTER(cuMemcpyAsync);
+    return do_copy(uva_kind(dst, src, ByteCount), (void *)dst, (const void *)src, ByteCount,
+                   hStream, false, false);
+}
+
+CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+    SIM_ENTER(cuMemcpyAsync_ptsz);
+    return do_copy(uva_kind(dst, src, ByteCount), (void *)dst, (const void *)src, ByteCount,
+                   hStream, true, false);
+}
+
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
                               CUstream hStream)
 {

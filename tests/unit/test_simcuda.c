@@ -1341,3 +1341,39 @@ Test(simcuda, stats_knob)
     cr_assert_not_null(strstr(buf, "\"cuGraphLaunch_ptsz\": 0"), "%s", buf);
     cr_assert_not_null(strstr(buf, "}}"), "%s", buf);
 }
+
+/* cuMemcpy/cuMemcpyAsync under unified addressing: the direction follows the
+ * pointers; cuGraphUpload checks its exec and stream. */
+Test(simcuda, unified_copies_and_upload)
+{
+    setup();
+    CUdeviceptr a, b;
+    CK(cuMemAlloc_v2(&a, 64));
+    CK(cuMemAlloc_v2(&b, 64));
+    unsigned char host[64], back[64];
+    for (int i = 0; i < 64; i++)
+        host[i] = (unsigned char)(i * 7);
+    CK(cuMemcpy(a, (CUdeviceptr)(uintptr_t)host, 64));  /* host -> device */
+    CK(cuMemcpy(b, a, 64));                             /* device -> device */
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    memset(back, 0, sizeof back);
+    CK(cuMemcpyAsync((CUdeviceptr)(uintptr_t)back, b, 64, s)); /* device -> host */
+    CK(cuStreamSynchronize(s));
+    cr_assert_eq(memcmp(host, back, 64), 0);
+    CKE(cuMemcpy(a, b, 128), CUDA_ERROR_INVALID_VALUE); /* runs past both allocations */
+
+    CUgraph g;
+    CUgraphExec ex;
+    CK(cuGraphCreate(&g, 0));
+    CUgraphNode n;
+    CK(cuGraphAddEmptyNode(&n, g, NULL, 0));
+    CK(cuGraphInstantiateWithFlags(&ex, g, 0));
+    CK(cuGraphUpload(ex, s));
+    CK(cuGraphExecDestroy(ex));
+    CKE(cuGraphUpload(ex, s), CUDA_ERROR_INVALID_VALUE);
+    CK(cuGraphDestroy(g));
+    CK(cuStreamDestroy_v2(s));
+    CK(cuMemFree_v2(a));
+    CK(cuMemFree_v2(b));
+}
