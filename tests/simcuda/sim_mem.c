@@ -231,6 +231,21 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     return native_alloc(dptr, bytesize, false);
 }
 
+/* Managed memory is host memory here like everything else: a native
+ * allocation the host may touch directly, freed with cuMemFree. */
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    SIM_ENTER(cuMemAllocManaged);
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+        return CUDA_ERROR_INVALID_VALUE;
+    return native_alloc(dptr, bytesize, false);
+}
+
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     SIM_ENTER(cuMemFree_v2);

@@ -1377,3 +1377,18 @@ Test(simcuda, unified_copies_and_upload)
     CK(cuMemFree_v2(a));
     CK(cuMemFree_v2(b));
 }
+
+/* Managed memory: the host reads and writes it directly; cuMemFree frees it. */
+Test(simcuda, managed_memory)
+{
+    setup();
+    CUdeviceptr m;
+    CKE(cuMemAllocManaged(&m, 64, 0), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemAllocManaged(&m, 64, CU_MEM_ATTACH_GLOBAL));
+    ((unsigned char *)(uintptr_t)m)[5] = 42;
+    unsigned char b = 0;
+    CK(cuMemcpyDtoH_v2(&b, m + 5, 1));
+    cr_assert_eq(b, 42);
+    CK(cuMemFree_v2(m));
+    CKE(cuMemFree_v2(m), CUDA_ERROR_INVALID_VALUE);
+}
