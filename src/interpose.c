@@ -66,7 +66,9 @@ static const struct hook *hook_named(const char *name)
 
 /* ---- start and end ---------------------------------------------------- */
 
-static void emit_start(void)
+/* `start` needs the device for vmm_supported, so it waits for the first
+ * hook that runs with a context; at exit without one, it says false. */
+static void emit_start(bool ask_device)
 {
     if (atomic_exchange(&started, true) || !vr_log_enabled(VR_LEVEL_INFO))
         return; /* without a log, no query the program did not make */
@@ -79,7 +81,7 @@ static void emit_start(void)
     vr_jw_str(&w, "mode", vr_mode_name(cfg.mode));
     vr_jw_u64(&w, "profile_launches", cfg.profile_launches);
     vr_jw_i64(&w, "driver_version", version);
-    vr_jw_bool(&w, "vmm_supported", vr_alloc_vmm_supported());
+    vr_jw_bool(&w, "vmm_supported", ask_device && vr_alloc_vmm_supported());
     vr_jw_u64(&w, "vmm_min_bytes", cfg.vmm_min_bytes);
     vr_jw_u64(&w, "max_padding", cfg.max_padding);
     vr_log_emit(&w, VR_LEVEL_INFO);
@@ -94,21 +96,7 @@ static void finish(void)
     struct varemap_stats s;
     vr_stats_snapshot(&s);
     if (vr_log_enabled(VR_LEVEL_INFO)) {
-        if (!atomic_load(&started)) {
-            /* Nothing needed a context: report without asking the device. */
-            atomic_store(&started, true);
-            char buf[256];
-            struct vr_jw w;
-            vr_jw_begin(&w, buf, sizeof buf, "start");
-            vr_jw_str(&w, "mode", vr_mode_name(cfg.mode));
-            vr_jw_u64(&w, "profile_launches", cfg.profile_launches);
-            int version = 0;
-            if (vr_real.cuDriverGetVersion)
-                vr_real.cuDriverGetVersion(&version);
-            vr_jw_i64(&w, "driver_version", version);
-            vr_jw_bool(&w, "vmm_supported", false);
-            vr_log_emit(&w, VR_LEVEL_INFO);
-        }
+        emit_start(false);
         char buf[1024];
         struct vr_jw w;
         vr_jw_begin(&w, buf, sizeof buf, "summary");
@@ -118,24 +106,12 @@ static void finish(void)
     }
     if (cfg.stats) {
         char line[1024];
-        int n = snprintf(line, sizeof line,
-                         "varemap: mode=%s setparams_seen=%llu skipped=%llu forwarded=%llu "
-                         "transition_updates=%llu launches=%llu execs_active=%llu "
-                         "execs_disabled=%llu slices_bound=%llu rebinds=%llu rebind_waits=%llu "
-                         "vmm_bytes=%llu padding_bytes=%llu vmm_fallbacks=%llu unrouted_procs=%llu\n",
-                         vr_mode_name(cfg.mode),
-                         (unsigned long long)s.setparams_seen, (unsigned long long)s.setparams_skipped,
-                         (unsigned long long)s.setparams_forwarded,
-                         (unsigned long long)s.transition_updates, (unsigned long long)s.launches,
-                         (unsigned long long)s.execs_active, (unsigned long long)s.execs_disabled,
-                         (unsigned long long)s.slices_bound, (unsigned long long)s.rebinds,
-                         (unsigned long long)s.rebind_waits, (unsigned long long)s.vmm_bytes,
-                         (unsigned long long)s.padding_bytes, (unsigned long long)s.vmm_fallbacks,
-                         (unsigned long long)s.unrouted_procs);
-        if (n > 0) {
-            ssize_t wr = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-            (void)wr;
-        }
+        int n = snprintf(line, sizeof line, "varemap: mode=%s", vr_mode_name(cfg.mode));
+        size_t len = n > 0 ? (size_t)n : 0;
+        len += vr_stats_text(line + len, sizeof line - len - 1, &s);
+        line[len++] = '\n';
+        ssize_t wr = write(2, line, len);
+        (void)wr;
     }
     in_shim = saved;
 }
@@ -210,7 +186,7 @@ __attribute__((constructor)) static void record_pid(void)
 static CUresult vr_on_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     if (!atomic_load_explicit(&started, memory_order_relaxed))
-        emit_start();
+        emit_start(true);
     CUdeviceptr p;
     int rc = vr_alloc_create(dptr ? &p : NULL, bytesize);
     if (rc == 0 && dptr)
@@ -301,7 +277,7 @@ static CUresult vr_on_cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags)
 static CUresult tracked(CUresult r, CUgraphExec *exec, CUgraph graph)
 {
     if (!atomic_load_explicit(&started, memory_order_relaxed))
-        emit_start();
+        emit_start(true);
     if (r == CUDA_SUCCESS && exec)
         vr_exec_track(*exec, graph);
     return r;

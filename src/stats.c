@@ -1,6 +1,7 @@
 #include "stats.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdatomic.h>
 
 struct vr_padded_counter vr_counters[VR_C_COUNT];
@@ -23,6 +24,23 @@ void vr_stats_snapshot(struct varemap_stats *out)
 #undef VR_X
     if (forward_all)
         out->setparams_forwarded = out->setparams_seen;
+}
+
+size_t vr_stats_text(char *buf, size_t cap, const struct varemap_stats *s)
+{
+    size_t len = 0;
+    if (cap == 0)
+        return 0;
+    buf[0] = '\0';
+#define VR_X(name)                                                                        \
+    if (len < cap) {                                                                      \
+        int n = snprintf(buf + len, cap - len, " %s=%llu", #name,                         \
+                         (unsigned long long)s->name);                                    \
+        len = n < 0 ? len : len + (size_t)n < cap ? len + (size_t)n : cap - 1;             \
+    }
+    VR_COUNTERS(VR_X)
+#undef VR_X
+    return len;
 }
 
 void vr_stats_json(struct vr_jw *w, const struct varemap_stats *s)

@@ -10,6 +10,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "log.h"
@@ -47,6 +48,9 @@ uint64_t vr_stat_get(enum vr_counter c);
  * snapshots report setparams_forwarded = setparams_seen. */
 void vr_stats_forward_all(bool on);
 void vr_stats_snapshot(struct varemap_stats *out);
+/* " name=value" for every counter, cut to fit cap (NUL-terminated when
+ * cap > 0). Returns the length written. */
+size_t vr_stats_text(char *buf, size_t cap, const struct varemap_stats *s);
 /* Adds every counter as a field of the object being built. */
 void vr_stats_json(struct vr_jw *w, const struct varemap_stats *s);
 

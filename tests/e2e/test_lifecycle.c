@@ -283,3 +283,27 @@ Test(lifecycle, captured_graph_is_remapped)
     vr_run_free(&plain);
     vr_run_free(&shim);
 }
+
+/* VAREMAP_STATS=1: exactly one summary line on stderr at exit, naming every
+ * counter with the same value as the log's summary. */
+Test(lifecycle, stats_line_at_exit)
+{
+    static const char *const args[] = { "--bytes", "1048576", NULL };
+    static const char *const env[] = { "VAREMAP_STATS=1", NULL };
+    struct vr_run r;
+    run_ok(&r, "stats", "graph_linked", args, VR_RUN_SHIM, env);
+    cr_assert_eq(vr_count_lines(&r.proc.err, "varemap:"), 1, "stderr: %s", r.proc.err.p);
+    const char *line = strstr(r.proc.err.p, "varemap: mode=profiled ");
+    cr_assert(line, "stderr: %s", r.proc.err.p);
+    static const char *const names[] = {
+        "setparams_seen", "setparams_skipped", "setparams_forwarded", "transition_updates",
+        "launches", "execs_active", "execs_disabled", "slices_bound", "rebinds", "rebind_waits",
+        "vmm_bytes", "padding_bytes", "vmm_fallbacks", "unrouted_procs",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char want[64];
+        snprintf(want, sizeof want, " %s=%llu", names[i], (unsigned long long)summary(&r, names[i]));
+        cr_assert(strstr(line, want), "%s missing from: %s", want, line);
+    }
+    vr_run_free(&r);
+}
