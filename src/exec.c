@@ -740,20 +740,44 @@ static void decide(struct vr_exec *e)
         return;
     }
     bool observe = cfg.mode == VR_MODE_OBSERVE;
+    /* Anchors grouped by allocation id through a transient hash: a graph of
+     * many nodes with as many buffers must not cost anchors x candidates. */
+    size_t hcap = 16;
+    while (hcap < e->nwords * 2)
+        hcap *= 2;
+    uint64_t *hid = calloc(hcap, sizeof *hid);
+    uint32_t *hk = calloc(hcap, sizeof *hk);
+    int32_t *cidx = malloc((e->nwords ? e->nwords : 1) * sizeof *cidx);
+    if (!hid || !hk || !cidx) {
+        free(hid);
+        free(hk);
+        free(cidx);
+        free(cand);
+        e->state = ST_DISABLED;
+        vr_stat_inc(VR_C_execs_disabled);
+        return;
+    }
     for (size_t w = 0; w < e->nwords; w++) {
-        if (!e->pid[w])
+        cidx[w] = -1;
+        uint64_t id = e->pid[w];
+        if (!id)
             continue;
-        size_t k = 0;
-        while (k < ncand && cand[k].id != e->pid[w])
-            k++;
-        if (k == ncand) {
-            cand[k].id = e->pid[w];
-            cand[k].ptr = e->pbase[w];
-            cand[k].slot = -1;
+        size_t h = (size_t)(id * UINT64_C(0x9e3779b97f4a7c15) >> 20) & (hcap - 1);
+        while (hid[h] && hid[h] != id)
+            h = (h + 1) & (hcap - 1);
+        if (!hid[h]) {
+            hid[h] = id;
+            hk[h] = (uint32_t)ncand;
+            cand[ncand].id = id;
+            cand[ncand].ptr = e->pbase[w];
+            cand[ncand].slot = -1;
             ncand++;
         }
-        cand[k].anchors++;
+        cidx[w] = (int32_t)hk[h];
+        cand[hk[h]].anchors++;
     }
+    free(hid);
+    free(hk);
     size_t nsel = 0, reserved = 0;
     size_t *sizes = calloc(ncand ? ncand : 1, sizeof *sizes);
     for (size_t k = 0; k < ncand; k++) {
@@ -822,12 +846,8 @@ static void decide(struct vr_exec *e)
                 if (cand[k].verdict == V_SELECTED)
                     cand[k].verdict = "map_failed";
         } else {
-            for (size_t w = 0; w < e->nwords; w++) {
-                e->anchor_slot[w] = -1;
-                for (size_t k = 0; e->pid[w] && k < ncand; k++)
-                    if (cand[k].id == e->pid[w])
-                        e->anchor_slot[w] = cand[k].slot;
-            }
+            for (size_t w = 0; w < e->nwords; w++)
+                e->anchor_slot[w] = cidx[w] >= 0 ? cand[cidx[w]].slot : -1;
         }
     }
     log_decision(e, cand, ncand, active, reserved);
@@ -843,6 +863,7 @@ static void decide(struct vr_exec *e)
         vr_stat_inc(VR_C_execs_disabled);
     }
     free(sizes);
+    free(cidx);
     free(cand);
 }
 

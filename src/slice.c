@@ -18,6 +18,7 @@ struct slot {
 
 struct range {
     CUdeviceptr lo, hi, va;
+    size_t slot;
 };
 
 struct vr_slices {
@@ -91,22 +92,21 @@ size_t vr_slices_count(const struct vr_slices *s) { return s->n; }
 size_t vr_slices_reserved(const struct vr_slices *s) { return s->total; }
 CUdeviceptr vr_slices_va(const struct vr_slices *s, size_t slot) { return s->slots[slot].va; }
 
+static int by_lo(const void *a, const void *b)
+{
+    const struct range *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
 static void rebuild_map(struct vr_slices *s)
 {
     size_t n = 0;
     for (size_t i = 0; i < s->n; i++) {
         const struct vr_slice_bind *t = &s->slots[i].target;
-        if (!t->id)
-            continue;
-        struct range r = {t->base, t->base + t->size, s->slots[i].va};
-        size_t at = n;
-        while (at > 0 && s->map[at - 1].lo > r.lo) {
-            s->map[at] = s->map[at - 1];
-            at--;
-        }
-        s->map[at] = r;
-        n++;
+        if (t->id)
+            s->map[n++] = (struct range){t->base, t->base + t->size, s->slots[i].va, i};
     }
+    qsort(s->map, n, sizeof *s->map, by_lo);
     s->nmap = n;
 }
 
@@ -164,12 +164,7 @@ uint64_t vr_slices_translate(const struct vr_slices *s, uint64_t word)
 int vr_slices_target_slot(const struct vr_slices *s, uint64_t word)
 {
     const struct range *r = lookup(s, word);
-    if (!r)
-        return -1;
-    for (size_t i = 0; i < s->n; i++)
-        if (s->slots[i].va == r->va)
-            return (int)i;
-    return -1;
+    return r ? (int)r->slot : -1;
 }
 
 bool vr_slices_covers(const struct vr_slices *s, uint64_t word)
