@@ -28,6 +28,7 @@ struct vr_slices {
     struct slot *slots;
     struct range *map; /* sorted by lo: the target bindings */
     size_t nmap;
+    bool retargeted;   /* some target may differ from what is mapped */
 };
 
 int vr_slices_create(struct vr_slices **out, const size_t *sizes, size_t n)
@@ -185,16 +186,15 @@ int vr_slices_retarget(struct vr_slices *s, size_t slot, const struct vr_slice_b
         if (s->slots[i].target.id == b->id)
             return -EEXIST;
     sl->target = *b;
+    s->retargeted = true;
     rebuild_map(s);
     return 0;
 }
 
+/* Asked at every launch: a flag, not a walk over the slots. */
 bool vr_slices_pending(const struct vr_slices *s)
 {
-    for (size_t i = 0; i < s->n; i++)
-        if (s->slots[i].target.id != s->slots[i].cur.id)
-            return true;
-    return false;
+    return s->retargeted;
 }
 
 size_t vr_slices_apply(struct vr_slices *s, vr_slice_change_fn changed, void *ctx)
@@ -221,6 +221,7 @@ size_t vr_slices_apply(struct vr_slices *s, vr_slice_change_fn changed, void *ct
     }
     if (remap)
         rebuild_map(s);
+    s->retargeted = false;
     return n;
 }
 
@@ -239,8 +240,12 @@ bool vr_slices_drop(struct vr_slices *s, uint64_t id)
             hit = true;
         }
     }
-    if (hit)
+    if (hit) {
         rebuild_map(s);
+        s->retargeted = false; /* frees are rare: recount exactly */
+        for (size_t i = 0; i < s->n; i++)
+            s->retargeted |= s->slots[i].target.id != s->slots[i].cur.id;
+    }
     return hit;
 }
 
