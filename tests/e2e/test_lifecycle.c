@@ -307,3 +307,25 @@ Test(lifecycle, stats_line_at_exit)
     }
     vr_run_free(&r);
 }
+
+/* scripts/varemap: options become settings, the shim is preloaded, and the
+ * program's own arguments pass through untouched. */
+Test(lifecycle, varemap_wrapper_runs_the_program_under_the_shim)
+{
+    char wrapper[1100], shim[1100], app[1100], simdir[1100], ptx[1100];
+    snprintf(wrapper, sizeof wrapper, "%s/varemap", vr_env_path("VR_SCRIPTS"));
+    snprintf(shim, sizeof shim, "%s", vr_env_path("VR_SHIM"));
+    snprintf(app, sizeof app, "%s/graph_linked", vr_env_path("VR_APPS_DIR"));
+    snprintf(simdir, sizeof simdir, "LD_LIBRARY_PATH=%s", vr_env_path("VR_SIMCUDA_DIR"));
+    snprintf(ptx, sizeof ptx, "VR_PTX=%s", vr_env_path("VR_PTX"));
+    char *const argv[] = { "bash", wrapper, "--mode", "dedup", "--stats", "--shim", shim, "--",
+                           app, "--steps", "12", "--bytes", "1048576", NULL };
+    char *const env[] = { simdir, ptx, "PATH=/usr/bin:/bin",
+                          "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0", NULL };
+    struct vr_proc p;
+    cr_assert_eq(vr_spawn("wrapper", argv, env, true, &p), 0);
+    cr_assert_eq(p.status, 0, "%s", p.err.p);
+    cr_assert(strstr(p.out.p, "steps=12 launches=12 setparams=216 "), "%s", p.out.p);
+    cr_assert(strstr(p.err.p, "varemap: mode=dedup setparams_seen=216 "), "%s", p.err.p);
+    vr_proc_free(&p);
+}
