@@ -4,9 +4,11 @@
  * driver's own, so the e2e suite compares this output with and without it. */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cuda.h>
+#include "ptx_text.h"
 
 static const char *name(CUresult r)
 {
@@ -25,18 +27,6 @@ static const char *name(CUresult r)
         }                                                                          \
     } while (0)
 
-static void *read_file(const char *path)
-{
-    static char buf[1 << 20];
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return buf;
-}
-
 int main(int argc, char **argv)
 {
     const char *ptx_path = argc > 1 ? argv[1] : getenv("VR_PTX");
@@ -48,12 +38,14 @@ int main(int argc, char **argv)
     CK(cuDeviceGet(&dev, 0));
     CK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CK(cuCtxSetCurrent(ctx));
-    void *ptx = ptx_path ? read_file(ptx_path) : NULL;
+    void *ptx = ptx_path ? vr_read_text(ptx_path) : NULL;
     if (!ptx) {
         fprintf(stderr, "bad_calls: no PTX (argument or VR_PTX)\n");
         return 1;
     }
-    CK(cuModuleLoadData(&mod, ptx));
+    CUresult loaded = cuModuleLoadData(&mod, ptx);
+    free(ptx);
+    CK(loaded);
     CK(cuModuleGetFunction(&fill, mod, "vr_fill_f32"));
 
     CUdeviceptr buf;

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include <varemap/varemap.h>
+#include "ptx_text.h"
 
 #ifndef VR_PTX_DEFAULT
 #define VR_PTX_DEFAULT "vr_kernels.ptx"
@@ -744,31 +745,6 @@ static void write_out(void)
         die("cannot write %s", R.o.out);
 }
 
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        die("cannot open PTX %s", path);
-    size_t cap = 1 << 16, len = 0;
-    char *s = malloc(cap);
-    size_t got;
-    while (s && (got = fread(s + len, 1, cap - len - 1, f)) > 0) {
-        len += got;
-        if (cap - len == 1) {
-            char *t = realloc(s, cap * 2);
-            if (!t)
-                free(s);
-            s = t;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (!s)
-        die("out of host memory");
-    s[len] = '\0';
-    return s;
-}
-
 /* ---- main -------------------------------------------------------------- */
 
 static void setup(void)
@@ -778,7 +754,9 @@ static void setup(void)
     CK(DevicePrimaryCtxRetain, &R.ctx, R.dev);
     CK(CtxSetCurrent, R.ctx);
 
-    char *ptx = read_text(R.o.ptx);
+    char *ptx = vr_read_text(R.o.ptx);
+    if (!ptx)
+        die("cannot open PTX %s", R.o.ptx);
     CK(ModuleLoadData, &R.mod, ptx);
     free(ptx);
     for (unsigned k = 0; k < NKERN; k++)

@@ -8,11 +8,13 @@
  */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cuda.h>
+#include "ptx_text.h"
 
 #define MAXT 16
 
@@ -119,18 +121,6 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    static char buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return buf;
-}
-
 static const char *name(CUresult r)
 {
     const char *s = NULL;
@@ -160,12 +150,14 @@ int main(int argc, char **argv)
     }
     CUdevice dev;
     CUmodule mod;
-    char *ptx = ptx_path ? read_text(ptx_path) : NULL;
-    if (!ptx || cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
-        cuCtxSetCurrent(ctx) || cuModuleLoadData(&mod, ptx) ||
-        cuModuleGetFunction(&fill, mod, "vr_fill_f32") ||
-        cuModuleGetFunction(&axpy, mod, "vr_axpy_f32") ||
-        cuModuleGetFunction(&scale, mod, "vr_scale_f32")) {
+    char *ptx = ptx_path ? vr_read_text(ptx_path) : NULL;
+    bool ok = ptx && !cuInit(0) && !cuDeviceGet(&dev, 0) && !cuDevicePrimaryCtxRetain(&ctx, dev) &&
+              !cuCtxSetCurrent(ctx) && !cuModuleLoadData(&mod, ptx) &&
+              !cuModuleGetFunction(&fill, mod, "vr_fill_f32") &&
+              !cuModuleGetFunction(&axpy, mod, "vr_axpy_f32") &&
+              !cuModuleGetFunction(&scale, mod, "vr_scale_f32");
+    free(ptx);
+    if (!ok) {
         fprintf(stderr, "thread_storm: set-up failed (PTX from VR_PTX or the argument)\n");
         return 1;
     }

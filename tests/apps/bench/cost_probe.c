@@ -31,6 +31,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "../ptx_text.h"
+
 #ifndef VR_PTX_DEFAULT
 #define VR_PTX_DEFAULT "vr_kernels.ptx"
 #endif
@@ -88,33 +90,6 @@ static uint64_t median(uint64_t *v, size_t n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        die("cannot open kernels '%s': %s (set --ptx or VR_PTX)", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    if (!buf)
-        die("out of memory");
-    for (;;) {
-        size_t n = fread(buf + len, 1, cap - len - 1, f);
-        len += n;
-        if (n == 0)
-            break;
-        if (cap - len - 1 == 0) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb)
-                die("out of memory");
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    buf[len] = 0;
-    return buf;
-}
-
 static unsigned long parse_num(const char *s)
 {
     char *end;
@@ -162,7 +137,9 @@ int main(int argc, char **argv)
     CK(cuDeviceGetName(name, (int)sizeof name, dev));
     int drv = 0;
     CK(cuDriverGetVersion(&drv));
-    char *image = read_file(ptx);
+    char *image = vr_read_text(ptx);
+    if (!image)
+        die("cannot open kernels '%s': %s (set --ptx or VR_PTX)", ptx, strerror(errno));
     CK(cuModuleLoadData(&mod, image));
     free(image);
     CK(cuModuleGetFunction(&fn, mod, "vr_scale_f32"));

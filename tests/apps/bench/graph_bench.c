@@ -42,6 +42,8 @@
 
 #include <varemap/varemap.h>
 
+#include "../ptx_text.h"
+
 #ifndef VR_PTX_DEFAULT
 #define VR_PTX_DEFAULT "vr_kernels.ptx"
 #endif
@@ -399,33 +401,6 @@ static CUdeviceptr alloc_filled(float value)
     return p;
 }
 
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        die("cannot open kernels '%s': %s (set --ptx or VR_PTX)", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    if (!buf)
-        die("out of memory");
-    for (;;) {
-        size_t n = fread(buf + len, 1, cap - len - 1, f);
-        len += n;
-        if (n == 0)
-            break;
-        if (cap - len - 1 == 0) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb)
-                die("out of memory");
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    buf[len] = 0;
-    return buf;
-}
-
 /* ---- verification ------------------------------------------------------ */
 
 /* Host arrays in the role order of the checksum: W[0..B-1], X, O, P0, P1. */
@@ -557,7 +532,9 @@ int main(int argc, char **argv)
     CK(cuDeviceGet(&G.dev, 0));
     CK(cuDevicePrimaryCtxRetain(&G.ctx, G.dev));
     CK(cuCtxSetCurrent(G.ctx));
-    char *image = read_file(o->ptx);
+    char *image = vr_read_text(o->ptx);
+    if (!image)
+        die("cannot open kernels '%s': %s (set --ptx or VR_PTX)", o->ptx, strerror(errno));
     CK(cuModuleLoadData(&G.mod, image));
     free(image);
     for (int k = 0; k < NKERN; k++)
