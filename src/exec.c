@@ -1063,3 +1063,44 @@ void vr_exec_forget_alloc(uint64_t id)
     }
     vr_read_unlock(&table_lock);
 }
+
+/* ---- appended by the init branch: minimal versions for the lead ---------- */
+
+void vr_exec_updated(CUgraphExec exec, CUgraph graph)
+{
+    struct vr_exec *e = cfg.mode == VR_MODE_OFF ? NULL : lock_exec(exec);
+    if (!e)
+        return;
+    drop_slices(e);
+    log_exec_event("exec_reset", e);
+    free_nodes(e);
+    memset(&e->c, 0, sizeof e->c);
+    e->profiled = 0;
+    e->reconcile = false;
+    e->graph = graph;
+    if (read_graph(e, graph) != 0) {
+        free_nodes(e);
+        e->state = ST_OBSERVED; /* nothing known: pass everything through */
+    } else {
+        e->state = first_state();
+    }
+    vr_mutex_unlock(&e->lock);
+}
+
+#include <stdatomic.h>
+
+/* Once set, execs behave as in dedup (the lead's rewrite reads it). */
+static atomic_bool degraded;
+
+void vr_exec_degrade(const char *why)
+{
+    if (atomic_exchange(&degraded, true))
+        return;
+    char reason[200], buf[384];
+    snprintf(reason, sizeof reason, "%s; dedup from now on", why ? why : "unknown");
+    struct vr_jw w;
+    vr_jw_begin(&w, buf, sizeof buf, "fallback");
+    vr_jw_str(&w, "what", "mode");
+    vr_jw_str(&w, "reason", reason);
+    vr_log_emit(&w, VR_LEVEL_INFO);
+}

@@ -37,6 +37,18 @@ int vr_exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo 
 
 int vr_exec_destroy(CUgraphExec exec);
 
+/* The driver accepted an update of exec from graph through an entry point
+ * that did the update itself (cuGraphExecUpdate v1): refresh what
+ * vr_exec_update refreshes after a successful update. */
+void vr_exec_updated(CUgraphExec exec, CUgraph graph);
+
+/* Some launch or SetParams entry point was handed to the program unrouted
+ * (its calls bypass the shim, `why` says which): from now on the process
+ * behaves as in dedup, which needs no view of launches. Logs one
+ * `fallback` event, the first time. Callable before configuration, from
+ * any thread, without locks. */
+void vr_exec_degrade(const char *why);
+
 /* A VMM-backed allocation is being freed and the context synchronized:
  * unbind it from every slice. */
 void vr_exec_forget_alloc(uint64_t id);
