@@ -203,7 +203,9 @@ static void init_once(void)
 {
     for (;;) {
         struct vr_driver_image img;
+        in_shim = 1; /* a driver constructor run by this dlopen stays out of the hooks */
         bool resolved = vr_driver_resolve(&img) == 0;
+        in_shim = 0;
         int me = (int)getpid();
         int state = INIT_NONE;
         if (atomic_compare_exchange_strong_explicit(&init_state, &state, me, memory_order_acq_rel,
