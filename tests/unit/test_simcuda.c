@@ -292,6 +292,48 @@ Test(simcuda, ptx_layouts_of_standard_kernels)
     CKE(cuModuleLoadData(&m, "not ptx at all"), CUDA_ERROR_INVALID_IMAGE);
 }
 
+/* vr_sum_range_f32(out, begin, end): out[0] = the in-order sum of [begin, end),
+ * one value whatever the launch shape; end may be one past the allocation. */
+Test(simcuda, sum_range_kernel)
+{
+    start();
+    CUfunction f;
+    CK(cuModuleGetFunction(&f, g_mod, "vr_sum_range_f32"));
+    const char *name;
+    CK(cuFuncGetName(&name, f));
+    cr_assert_str_eq(name, "vr_sum_range_f32");
+    for (size_t i = 0; i < 3; i++) {
+        size_t off = 99, size = 99;
+        CK(cuFuncGetParamInfo(f, i, &off, &size));
+        cr_assert_eq(off, 8 * i);
+        cr_assert_eq(size, 8);
+    }
+    size_t off;
+    CKE(cuFuncGetParamInfo(f, 3, &off, NULL), CUDA_ERROR_INVALID_VALUE);
+
+    /* in order: ((1e8 + 1) - 1e8) + 1 = 1; any other order gives 0 or 2 */
+    float h[4] = {1e8f, 1.0f, -1e8f, 1.0f};
+    CUdeviceptr in = alloc_f32(4), out = alloc_f32(2);
+    CK(cuMemcpyHtoD_v2(in, h, sizeof h));
+    CUdeviceptr end = in + sizeof h;
+    void *args[] = {&out, &in, &end};
+    CK(cuLaunchKernel(f, 8, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+    float r[2] = {-1, -1};
+    read_f32(r, out, 2);
+    cr_assert_eq(r[0], 1.0f, "sum %g", (double)r[0]);
+    cr_assert_eq(r[1], 0.0f, "only out[0] is written");
+
+    CUdeviceptr b2 = in + 4, e2 = in + 12; /* [1, -1e8] */
+    void *args2[] = {&out, &b2, &e2};
+    CK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args2, NULL));
+    read_f32(r, out, 1);
+    cr_assert_eq(r[0], -1e8f + 1.0f);
+    void *args3[] = {&out, &in, &in}; /* empty range */
+    CK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, args3, NULL));
+    read_f32(r, out, 1);
+    cr_assert_eq(r[0], 0.0f);
+}
+
 Test(simcuda, host_kernels_compute_documented_results)
 {
     start();
