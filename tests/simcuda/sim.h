@@ -17,6 +17,12 @@
 #define SIMCUDA_SIM_H
 
 #include <cuda.h>
+
+/* cuda.h maps the old name to _v2; simcuda exports both (as the driver does). */
+#undef cuGraphExecUpdate
+CUresult CUDAAPI cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph,
+                                   CUgraphNode *hErrorNode_out,
+                                   CUgraphExecUpdateResult *updateResult_out);
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>

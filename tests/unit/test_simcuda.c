@@ -1132,6 +1132,164 @@ Test(simcuda, graph_exec_update)
     CK(cuGraphDestroy(g5));
 }
 
+/* Exec calls name nodes by the handles of the graph the exec was instantiated
+ * from, also after cuGraphExecUpdate (which pairs nodes by creation order and
+ * copies parameters) and after that graph was destroyed. */
+Test(simcuda, exec_node_identity_is_the_instantiating_graph)
+{
+    start();
+    enum { N = 16 };
+    CUdeviceptr a = alloc_f32(N), b = alloc_f32(N), c = alloc_f32(N);
+    CUgraph g1, g2, other;
+    CK(cuGraphCreate(&g1, 0));
+    CUgraphNode a1 = add_fill_node(g1, NULL, 0, a, 1.0f, N);
+    CUgraphNode b1 = add_scale_node(g1, &a1, 1, b, a, 2.0f, N);
+    CUgraphNode e1;
+    CK(cuGraphAddEmptyNode(&e1, g1, &b1, 1));
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g1, 0));
+
+    CK(cuGraphCreate(&g2, 0));
+    CUgraphNode a2 = add_fill_node(g2, NULL, 0, c, 5.0f, N);
+    CUgraphNode b2 = add_scale_node(g2, &a2, 1, b, c, 3.0f, N);
+    CUgraphNode e2;
+    CK(cuGraphAddEmptyNode(&e2, g2, &b2, 1));
+    CK(cuGraphCreate(&other, 0));
+    CUgraphNode o1 = add_fill_node(other, NULL, 0, a, 7.0f, N);
+    CUgraphExecUpdateResultInfo info;
+    CK(cuGraphExecUpdate_v2(x, g2, &info));
+
+    /* the update graph's handles name nothing in x */
+    set_fill(x, a2, c, 9.0f, N, CUDA_ERROR_INVALID_VALUE);
+    set_fill(x, o1, c, 9.0f, N, CUDA_ERROR_INVALID_VALUE);
+    set_fill(x, NULL, c, 9.0f, N, CUDA_ERROR_INVALID_VALUE);
+    float v = 9.0f;
+    unsigned long long n = N;
+    void *fargs[] = {&c, &v, &n};
+    CUDA_KERNEL_NODE_PARAMS_v1 q = {0};
+    q.func = f_fill;
+    q.gridDimX = q.gridDimY = q.gridDimZ = q.blockDimX = q.blockDimY = q.blockDimZ = 1;
+    q.kernelParams = fargs;
+    CKE(cuGraphExecKernelNodeSetParams(x, a2, &q), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuGraphExecKernelNodeSetParams(x, NULL, &q), CUDA_ERROR_INVALID_VALUE);
+    CUgraphNodeParams np;
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_KERNEL;
+    memcpy(&np.kernel, &q, sizeof q);
+    np.kernel.func = f_fill;
+    np.kernel.kernelParams = fargs;
+    CKE(cuGraphExecNodeSetParams(x, a2, &np), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuGraphExecNodeSetParams(x, NULL, &np), CUDA_ERROR_INVALID_VALUE);
+    CUgraphNodeParams ep;
+    memset(&ep, 0, sizeof ep);
+    ep.type = CU_GRAPH_NODE_TYPE_EMPTY;
+    CKE(cuGraphExecNodeSetParams(x, e2, &ep), CUDA_ERROR_INVALID_VALUE);
+    CK(cuGraphExecNodeSetParams(x, e1, &ep));
+    CKE(cuGraphExecNodeSetParams(x, a1, &ep), CUDA_ERROR_INVALID_VALUE); /* type mismatch */
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(b, N, 15.0f); /* the update's parameters, none of the rejected calls */
+
+    /* the instantiating graph's handles still name x's nodes */
+    CK(cuGraphExecKernelNodeSetParams(x, a1, &q));
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(c, N, 9.0f);
+    expect_all(b, N, 27.0f);
+
+    /* ... even once that graph is gone (the handles are keys, not objects) */
+    CK(cuGraphDestroy(g1));
+    CUgraph filler;
+    CK(cuGraphCreate(&filler, 0));
+    for (int i = 0; i < 8; i++)
+        add_fill_node(filler, NULL, 0, a, 1.0f, N);
+    set_fill(x, a1, c, 4.0f, N, CUDA_SUCCESS);
+    CK(cuGraphExecNodeSetParams(x, e1, &ep));
+    set_fill(x, a2, c, 8.0f, N, CUDA_ERROR_INVALID_VALUE);
+    set_fill(x, b1, c, 8.0f, N, CUDA_SUCCESS); /* b1 is now a fill node: same rule as the driver's */
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(c, N, 8.0f);
+
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g2));
+    CK(cuGraphDestroy(other));
+    CK(cuGraphDestroy(filler));
+}
+
+typedef CUresult (*exec_update_v1_fn)(CUgraphExec, CUgraph, CUgraphNode *,
+                                      CUgraphExecUpdateResult *);
+
+/* cuGraphExecUpdate (10.2 signature) and node enable state; both name nodes
+ * by the instantiating graph's handles. */
+Test(simcuda, exec_update_v1_and_node_enable)
+{
+    start();
+    enum { N = 16 };
+    CUdeviceptr a = alloc_f32(N), b = alloc_f32(N);
+    CUgraph g1, g2;
+    CK(cuGraphCreate(&g1, 0));
+    CUgraphNode a1 = add_fill_node(g1, NULL, 0, a, 1.0f, N);
+    CUgraphNode b1 = add_fill_node(g1, &a1, 1, b, 2.0f, N);
+    CUgraphNode e1;
+    CK(cuGraphAddEmptyNode(&e1, g1, NULL, 0));
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g1, 0));
+    CK(cuGraphCreate(&g2, 0));
+    CUgraphNode a2 = add_fill_node(g2, NULL, 0, a, 3.0f, N);
+    CUgraphNode b2 = add_fill_node(g2, &a2, 1, b, 4.0f, N);
+    CUgraphNode e2;
+    CK(cuGraphAddEmptyNode(&e2, g2, NULL, 0));
+
+    unsigned en = 7;
+    CK(cuGraphNodeGetEnabled(x, b1, &en));
+    cr_assert_eq(en, 1);
+    CK(cuGraphNodeSetEnabled(x, b1, 0));
+    CKE(cuGraphNodeSetEnabled(x, b2, 0), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuGraphNodeSetEnabled(x, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuGraphNodeSetEnabled(x, e1, 0), CUDA_ERROR_INVALID_VALUE); /* kernel nodes only */
+    CKE(cuGraphNodeGetEnabled(x, a2, &en), CUDA_ERROR_INVALID_VALUE);
+    CK(cuGraphNodeGetEnabled(x, b1, &en));
+    cr_assert_eq(en, 0);
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(a, N, 1.0f);
+    expect_all(b, N, 0.0f); /* disabled: an empty node */
+
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    cr_assert_not_null(lib);
+    exec_update_v1_fn upd = (exec_update_v1_fn)dlsym(lib, "cuGraphExecUpdate");
+    cr_assert_not_null(upd);
+    void *pfn = NULL;
+    CK(cuGetProcAddress_v2("cuGraphExecUpdate", &pfn, 11040, 0, NULL));
+    cr_assert_eq(pfn, (void *)upd);
+    CUgraphNode err = a1;
+    CUgraphExecUpdateResult res = CU_GRAPH_EXEC_UPDATE_ERROR;
+    CK(upd(x, g2, &err, &res));
+    cr_assert_eq(res, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+    cr_assert_null(err);
+    CK(cuGraphNodeGetEnabled(x, b1, &en));
+    cr_assert_eq(en, 0, "the enable state survives an update");
+    CK(cuGraphNodeSetEnabled(x, b1, 1));
+    CKE(cuGraphNodeSetEnabled(x, b2, 1), CUDA_ERROR_INVALID_VALUE);
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(a, N, 3.0f);
+    expect_all(b, N, 4.0f);
+
+    CUgraph g3;
+    CK(cuGraphCreate(&g3, 0));
+    CUgraphNode a3 = add_fill_node(g3, NULL, 0, a, 3.0f, N);
+    CKE(upd(x, g3, &err, &res), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    cr_assert_eq(res, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+    (void)a3;
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g1));
+    CK(cuGraphDestroy(g2));
+    CK(cuGraphDestroy(g3));
+    dlclose(lib);
+}
+
 Test(simcuda, stream_capture)
 {
     start();
