@@ -100,6 +100,7 @@ enum sim_type {
     SIM_T_NODE,
     SIM_T_EXEC,
     SIM_T_PHYS,
+    SIM_T_KERNEL,
 };
 
 void sim_reg_add(const void *p, int type);
@@ -250,8 +251,11 @@ CUresult sim_capture_check_legacy(struct sim_stream *s);
 
 struct sim_module;
 
+/* A CUfunction record, or (target set) a library's CUkernel record. */
 struct sim_func {
     struct sim_module *mod;
+    struct sim_func *target;     /* CUkernel: its function */
+    struct sim_func *next_free;  /* on the free list of unloaded records */
     char *name;
     size_t nparams;
     size_t *offsets;

@@ -10,7 +10,8 @@
 
 /* Kernel parameters as a graph node or an exec node holds them. */
 struct knode {
-    CUfunction func;
+    CUfunction func;  /* what runs: the CUfunction, or the CUkernel given as kern */
+    CUkernel kern;    /* the node was given kern (func NULL) */
     sim_kernel_fn fn;
     size_t nparams;
     unsigned dims[6];
@@ -81,12 +82,10 @@ static CUresult knode_set(struct knode *k, const CUDA_KERNEL_NODE_PARAMS *p, boo
 {
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
-    /* NULL func needs kern; simcuda has no CUkernel (library) objects, so
-     * a NULL func is invalid whatever kern holds. */
-    if (!p->func)
-        return CUDA_ERROR_INVALID_VALUE;
+    /* func, or when it is NULL the CUkernel kern (documented) */
+    CUfunction h = p->func ? p->func : (CUfunction)p->kern;
     struct sim_func *f;
-    if (sim_func_get(p->func, &f) != CUDA_SUCCESS)
+    if (!h || sim_func_get(h, &f) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_VALUE;
     if (sim_check_dims(p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY,
                        p->blockDimZ, p->sharedMemBytes) != CUDA_SUCCESS)
@@ -128,7 +127,8 @@ static CUresult knode_set(struct knode *k, const CUDA_KERNEL_NODE_PARAMS *p, boo
     if (graph_node)
         for (size_t i = 0; i < f->nparams; i++)
             k->argptrs[i] = k->args + f->offsets[i];
-    k->func = p->func;
+    k->func = h;
+    k->kern = p->func ? NULL : p->kern;
     k->fn = f->fn;
     k->dims[0] = p->gridDimX;
     k->dims[1] = p->gridDimY;
@@ -151,6 +151,7 @@ static bool knode_copy(struct knode *dst, const struct knode *src)
 {
     memset(dst, 0, sizeof *dst);
     dst->func = src->func;
+    dst->kern = src->kern;
     dst->fn = src->fn;
     dst->nparams = src->nparams;
     memcpy(dst->dims, src->dims, sizeof dst->dims);
@@ -505,7 +506,8 @@ static CUresult kernel_get_params(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS *p)
     pthread_mutex_lock(&nd->graph->mu);
     const struct knode *k = &nd->k;
     memset(p, 0, sizeof *p);
-    p->func = k->func;
+    p->func = k->kern ? NULL : k->func;
+    p->kern = k->kern;
     p->gridDimX = k->dims[0];
     p->gridDimY = k->dims[1];
     p->gridDimZ = k->dims[2];

@@ -334,6 +334,139 @@ Test(simcuda, sum_range_kernel)
     cr_assert_eq(r[0], 0.0f);
 }
 
+static const char ptx_fill_only[] =
+    ".version 8.0\n.target sm_90\n.address_size 64\n"
+    ".visible .entry vr_fill_f32(\n\t.param .u64 a,\n\t.param .f32 b,\n\t.param .u64 c\n)\n{ ret; }\n";
+static const char ptx_three[] =
+    ".version 8.0\n.target sm_90\n.address_size 64\n"
+    ".visible .entry vr_scale_f32(\n\t.param .u64 a,\n\t.param .u64 b,\n\t.param .f32 c,\n"
+    "\t.param .u64 d\n)\n{ ret; }\n"
+    ".visible .entry vr_copy_u8(\n\t.param .u64 a,\n\t.param .u64 b,\n\t.param .u64 c\n)\n{ ret; }\n"
+    ".visible .entry vr_add_f32(\n\t.param .u64 a,\n\t.param .u64 b,\n\t.param .u64 c,\n"
+    "\t.param .u64 d\n)\n{ ret; }\n";
+
+/* After an unload a later load may hand out the same CUfunction value for
+ * another kernel (as a real driver may): a cache keyed by CUfunction must be
+ * evicted on unload. */
+Test(simcuda, unloaded_function_handles_are_reused)
+{
+    setup();
+    CUmodule m1, m2;
+    CUfunction fill, scale, copy;
+    CK(cuModuleLoadData(&m1, ptx_fill_only));
+    CK(cuModuleGetFunction(&fill, m1, "vr_fill_f32"));
+    CUmodule got = NULL;
+    CK(cuFuncGetModule(&got, fill));
+    cr_assert_eq(got, m1);
+    CK(cuModuleUnload(m1));
+    const char *name;
+    CKE(cuFuncGetName(&name, fill), CUDA_ERROR_INVALID_HANDLE);
+    CKE(cuFuncGetModule(&got, fill), CUDA_ERROR_INVALID_HANDLE);
+
+    CK(cuModuleLoadData(&m2, ptx_three));
+    CK(cuModuleGetFunction(&scale, m2, "vr_scale_f32"));
+    CK(cuModuleGetFunction(&copy, m2, "vr_copy_u8"));
+    cr_assert_eq(scale, fill, "the first function of the next load reuses the handle");
+    cr_assert_neq(copy, fill);
+    CK(cuFuncGetName(&name, fill));
+    cr_assert_str_eq(name, "vr_scale_f32");
+    size_t off, size;
+    CK(cuFuncGetParamInfo(fill, 2, &off, &size));
+    cr_assert_eq(off, 16);
+    cr_assert_eq(size, 4);
+    CK(cuFuncGetParamInfo(fill, 3, &off, &size)); /* four parameters now */
+    CK(cuFuncGetModule(&got, fill));
+    cr_assert_eq(got, m2);
+    CK(cuModuleUnload(m2));
+
+    /* reloading the same image gives the same handles in the same order */
+    CK(cuModuleLoadData(&m2, ptx_three));
+    CUfunction scale2, copy2;
+    CK(cuModuleGetFunction(&scale2, m2, "vr_scale_f32"));
+    CK(cuModuleGetFunction(&copy2, m2, "vr_copy_u8"));
+    cr_assert_eq(scale2, scale);
+    cr_assert_eq(copy2, copy);
+    CK(cuModuleUnload(m2));
+}
+
+/* Libraries: CUkernel handles, their functions, parameter info, unload; the
+ * function handles are reused like a module's. */
+Test(simcuda, libraries_and_kernels)
+{
+    setup();
+    const char *path = getenv("SIMCUDA_TEST_PTX");
+    cr_assert(path);
+    FILE *fp = fopen(path, "rb");
+    cr_assert_not_null(fp);
+    static char ptx[1 << 20];
+    size_t len = fread(ptx, 1, sizeof ptx - 1, fp);
+    fclose(fp);
+    ptx[len] = 0;
+    CUlibrary lib;
+    CK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+    CUkernel kfill, knope;
+    CK(cuLibraryGetKernel(&kfill, lib, "vr_fill_f32"));
+    CKE(cuLibraryGetKernel(&knope, lib, "nope"), CUDA_ERROR_NOT_FOUND);
+    size_t off = 0, size = 0;
+    CK(cuKernelGetParamInfo(kfill, 1, &off, &size));
+    cr_assert_eq(off, 8);
+    cr_assert_eq(size, 4);
+    CKE(cuKernelGetParamInfo(kfill, 3, &off, &size), CUDA_ERROR_INVALID_VALUE);
+    CUfunction f;
+    CK(cuKernelGetFunction(&f, kfill));
+    cr_assert_neq((void *)f, (void *)kfill);
+    CUmodule lm;
+    CK(cuFuncGetModule(&lm, f));
+    CKE(cuModuleUnload(lm), CUDA_ERROR_INVALID_HANDLE); /* goes with the library */
+
+    enum { N = 8 };
+    CUdeviceptr p = alloc_f32(N);
+    float v = 2.5f;
+    unsigned long long n = N;
+    void *args[] = {&p, &v, &n};
+    CK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL));
+    expect_all(p, N, 2.5f);
+    v = 3.5f;
+    CK(cuLaunchKernel((CUfunction)kfill, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL));
+    expect_all(p, N, 3.5f);
+
+    /* a kernel node given as kern (func NULL) */
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    CUDA_KERNEL_NODE_PARAMS np = {0};
+    np.kern = kfill;
+    np.gridDimX = np.gridDimY = np.gridDimZ = np.blockDimX = np.blockDimY = np.blockDimZ = 1;
+    v = 4.5f;
+    np.kernelParams = args;
+    CUgraphNode node;
+    CK(cuGraphAddKernelNode_v2(&node, g, NULL, 0, &np));
+    CUDA_KERNEL_NODE_PARAMS gp;
+    CK(cuGraphKernelNodeGetParams_v2(node, &gp));
+    cr_assert_null(gp.func);
+    cr_assert_eq(gp.kern, kfill);
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(p, N, 4.5f);
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g));
+
+    CK(cuLibraryUnload(lib));
+    CKE(cuLibraryUnload(lib), CUDA_ERROR_INVALID_HANDLE);
+    CKE(cuKernelGetFunction(&f, kfill), CUDA_ERROR_INVALID_HANDLE);
+    CKE(cuKernelGetParamInfo(kfill, 0, &off, &size), CUDA_ERROR_INVALID_VALUE);
+    const char *name;
+    CKE(cuFuncGetName(&name, f), CUDA_ERROR_INVALID_HANDLE);
+    CUmodule m;
+    CUfunction again;
+    CK(cuModuleLoadData(&m, ptx_fill_only));
+    CK(cuModuleGetFunction(&again, m, "vr_fill_f32"));
+    cr_assert(again == f || (void *)again == (void *)kfill,
+              "a library's records are reused by the next load");
+    CK(cuModuleUnload(m));
+}
+
 Test(simcuda, host_kernels_compute_documented_results)
 {
     start();
