@@ -13,6 +13,7 @@ struct knode {
     CUfunction func;  /* what runs: the CUfunction, or the CUkernel given as kern */
     CUkernel kern;    /* the node was given kern (func NULL) */
     sim_kernel_fn fn;
+    const struct sim_kernel_impl *impl;
     size_t nparams;
     unsigned dims[6];
     unsigned shmem;
@@ -57,6 +58,7 @@ struct xnode {
 struct sim_exec {
     pthread_mutex_t mu;
     uint64_t graph_id;        /* graph instantiated from */
+    struct sim_ctx *ctx;      /* context instantiated in (contexts are never freed) */
     size_t n;
     struct xnode *nodes;
     uint32_t *slots;          /* open addressing: key -> index + 1 (0: empty) */
@@ -130,6 +132,7 @@ static CUresult knode_set(struct knode *k, const CUDA_KERNEL_NODE_PARAMS *p, boo
     k->func = h;
     k->kern = p->func ? NULL : p->kern;
     k->fn = f->fn;
+    k->impl = f->impl;
     k->dims[0] = p->gridDimX;
     k->dims[1] = p->gridDimY;
     k->dims[2] = p->gridDimZ;
@@ -153,6 +156,7 @@ static bool knode_copy(struct knode *dst, const struct knode *src)
     dst->func = src->func;
     dst->kern = src->kern;
     dst->fn = src->fn;
+    dst->impl = src->impl;
     dst->nparams = src->nparams;
     memcpy(dst->dims, src->dims, sizeof dst->dims);
     dst->shmem = src->shmem;
@@ -766,6 +770,7 @@ static CUresult instantiate_entry(CUgraphExec *out, CUgraph hg, cuuint64_t flags
     pthread_mutex_unlock(&g->mu);
     if (r)
         return r;
+    x->ctx = c;
     sim_reg_add(x, SIM_T_EXEC);
     *out = (CUgraphExec)x;
     return CUDA_SUCCESS;
@@ -964,10 +969,13 @@ static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt)
         memcpy(args, k->args, k->argsize);
         calls[c].fn = k->fn;
         calls[c].args = args;
+        calls[c].impl = k->impl;
+        calls[c].argsize = k->argsize;
         args += k->argsize;
         c++;
     }
     op->u.k.ncalls = ncalls;
+    op->u.k.ctx = x->ctx; /* an exec runs in the context it was instantiated in */
     op->u.k.calls = calls;
     /* Ordered behind the previous launch of this exec, on any stream. */
     struct sim_dep prev = {x->last_s, x->last_seq};

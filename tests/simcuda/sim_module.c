@@ -369,7 +369,8 @@ static CUresult module_load(CUmodule *out, const void *image, bool library)
         f->argsize = ents[i].argsize;
         const struct sim_kernel_impl *k = sim_kernel_find(f->name);
         /* a same-named kernel with another signature has no host version */
-        f->fn = k && layout_matches(&ents[i], k) ? k->fn : NULL;
+        f->impl = k && layout_matches(&ents[i], k) ? k : NULL;
+        f->fn = f->impl ? k->fn : NULL;
         ents[i].name = NULL;
         ents[i].offsets = ents[i].sizes = NULL;
         m->funcs[i] = f;
@@ -737,8 +738,11 @@ static CUresult launch(CUfunction hf, unsigned gx, unsigned gy, unsigned gz, uns
     }
     call->fn = f->fn;
     call->args = args;
+    call->impl = f->impl;
+    call->argsize = f->argsize;
     op->u.k.ncalls = 1;
     op->u.k.calls = call;
+    op->u.k.ctx = s->ctx; /* the stream's context: its device runs the kernel */
     sim_stream_submit(s, op, NULL, 0);
     return CUDA_SUCCESS;
 }

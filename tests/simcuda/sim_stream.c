@@ -84,6 +84,7 @@ static void run_op(struct sim_op *op)
         for (size_t i = 0; i < op->u.k.ncalls; i++) {
             if (sim_knob.kernel_delay_us)
                 sleep_us(sim_knob.kernel_delay_us);
+            sim_mem_check_kernel(op->u.k.ctx, &op->u.k.calls[i]);
             op->u.k.calls[i].fn(op->u.k.calls[i].args);
         }
         break;

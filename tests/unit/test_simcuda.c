@@ -1423,6 +1423,286 @@ Test(simcuda, exec_update_v1_and_node_enable)
     dlclose(lib);
 }
 
+/* ---- several devices (SIMCUDA_DEVICES) ------------------------------------------ */
+
+static CUcontext g_pctx[2];
+
+static void setup_two_devices(void)
+{
+    setenv("SIMCUDA_DEVICES", "2", 1);
+    CK(cuInit(0));
+    for (int d = 0; d < 2; d++) {
+        CUdevice dev;
+        CK(cuDeviceGet(&dev, d));
+        CK(cuDevicePrimaryCtxRetain(&g_pctx[d], dev));
+    }
+    CK(cuCtxSetCurrent(g_pctx[0]));
+    load_kernels();
+}
+
+static CUmemAllocationProp prop_on(int dev)
+{
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    return prop;
+}
+
+/* A granularity-sized mapping of device dev's memory, accessible (read/write)
+ * from the devices in the mask. */
+static CUdeviceptr map_on(int dev, unsigned mask, size_t *gout)
+{
+    CUmemAllocationProp prop = prop_on(dev);
+    size_t g;
+    CK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    CUdeviceptr va;
+    CK(cuMemAddressReserve(&va, g, 0, 0, 0));
+    CUmemGenericAllocationHandle h;
+    CK(cuMemCreate(&h, g, &prop, 0));
+    CK(cuMemMap(va, g, 0, h, 0));
+    CK(cuMemRelease(h));
+    for (int d = 0; d < 2; d++) {
+        if (!(mask >> d & 1))
+            continue;
+        CUmemAccessDesc ad = {{CU_MEM_LOCATION_TYPE_DEVICE, d}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+        CK(cuMemSetAccess(va, g, &ad, 1));
+    }
+    *gout = g;
+    return va;
+}
+
+Test(simcuda, devices_contexts_memory_and_peer_access)
+{
+    setenv("SIMCUDA_MEM_BYTES", "64M", 1);
+    setup_two_devices();
+    int n = 0;
+    CK(cuDeviceGetCount(&n));
+    cr_assert_eq(n, 2);
+    CUdevice d;
+    CKE(cuDeviceGet(&d, 2), CUDA_ERROR_INVALID_DEVICE);
+    size_t total = 0, fr = 0;
+    CK(cuDeviceTotalMem_v2(&total, 1));
+    cr_assert_eq(total, (size_t)64 << 20);
+    int can = -1;
+    CK(cuDeviceCanAccessPeer(&can, 0, 1));
+    cr_assert_eq(can, 1);
+    CK(cuDeviceCanAccessPeer(&can, 1, 0));
+    cr_assert_eq(can, 1);
+    CK(cuDeviceCanAccessPeer(&can, 1, 1));
+    cr_assert_eq(can, 0);
+    CKE(cuDeviceCanAccessPeer(&can, 0, 2), CUDA_ERROR_INVALID_DEVICE);
+    cr_assert_neq(g_pctx[0], g_pctx[1]);
+    CK(cuCtxGetDevice(&d));
+    cr_assert_eq(d, 0);
+    CK(cuCtxSetCurrent(g_pctx[1]));
+    CK(cuCtxGetDevice(&d));
+    cr_assert_eq(d, 1);
+
+    /* memory accounting per device */
+    CUdeviceptr p1;
+    CK(cuMemAlloc_v2(&p1, (size_t)16 << 20));
+    CK(cuMemGetInfo_v2(&fr, &total));
+    cr_assert_eq(fr, (size_t)48 << 20);
+    CK(cuCtxSetCurrent(g_pctx[0]));
+    CK(cuMemGetInfo_v2(&fr, &total));
+    cr_assert_eq(fr, (size_t)64 << 20);
+    CUmemAllocationProp prop = prop_on(1);
+    size_t g;
+    CK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    CUmemGenericAllocationHandle h;
+    CK(cuMemCreate(&h, g, &prop, 0)); /* device 1's memory, made from device 0 */
+    CK(cuMemGetInfo_v2(&fr, &total));
+    cr_assert_eq(fr, (size_t)64 << 20);
+    CK(cuCtxSetCurrent(g_pctx[1]));
+    CK(cuMemGetInfo_v2(&fr, &total));
+    cr_assert_eq(fr, ((size_t)48 << 20) - g);
+    CK(cuMemRelease(h));
+    CUmemAllocationProp bad = prop_on(2);
+    CKE(cuMemCreate(&h, g, &bad, 0), CUDA_ERROR_INVALID_DEVICE);
+
+    /* peer access, with the documented errors */
+    CK(cuCtxSetCurrent(g_pctx[0]));
+    CKE(cuCtxEnablePeerAccess(g_pctx[0], 0), CUDA_ERROR_INVALID_CONTEXT);
+    CKE(cuCtxEnablePeerAccess(g_pctx[1], 1), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuCtxDisablePeerAccess(g_pctx[1]), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+    CK(cuCtxEnablePeerAccess(g_pctx[1], 0));
+    CKE(cuCtxEnablePeerAccess(g_pctx[1], 0), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+    CK(cuCtxDisablePeerAccess(g_pctx[1]));
+    CKE(cuCtxDisablePeerAccess(g_pctx[1]), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+    CUcontext own;
+    CK(cuCtxCreate_v4(&own, NULL, 0, 0)); /* pushed: current */
+    CK(cuCtxGetDevice(&d));
+    cr_assert_eq(d, 0);
+    CKE(cuCtxEnablePeerAccess(g_pctx[0], 0), CUDA_ERROR_PEER_ACCESS_UNSUPPORTED); /* same device */
+    CK(cuCtxEnablePeerAccess(g_pctx[1], 0));
+    CK(cuCtxPopCurrent_v2(NULL));
+
+    /* VMM access is per device; native memory has none to ask about */
+    size_t gg;
+    CUdeviceptr va = map_on(1, 1u, &gg); /* device 1's memory, device 0 may use it */
+    CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    unsigned long long fl = 99;
+    CK(cuMemGetAccess(&fl, &loc, va));
+    cr_assert_eq(fl, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    loc.id = 1;
+    CK(cuMemGetAccess(&fl, &loc, va + 100));
+    cr_assert_eq(fl, CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    loc.id = 2;
+    CKE(cuMemGetAccess(&fl, &loc, va), CUDA_ERROR_INVALID_DEVICE);
+    loc.id = 0;
+    CKE(cuMemGetAccess(&fl, &loc, p1), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)p1), CUDA_ERROR_INVALID_VALUE);
+
+    /* allowed accesses run: device 0 writes its own, a peer's (enabled) and a
+     * mapping it was granted */
+    CUdeviceptr p0;
+    CK(cuMemAlloc_v2(&p0, 64));
+    launch_fill(NULL, p0, 1.0f, 16);
+    CK(cuCtxEnablePeerAccess(g_pctx[1], 0));
+    launch_fill(NULL, p1, 2.0f, 16);
+    launch_fill(NULL, va, 3.0f, 16);
+    CK(cuCtxSynchronize());
+    expect_all(p0, 16, 1.0f);
+    expect_all(p1, 16, 2.0f);
+    expect_all(va, 16, 3.0f);
+    /* a graph runs in the context it was instantiated in */
+    CUgraph gr;
+    CK(cuGraphCreate(&gr, 0));
+    add_fill_node(gr, NULL, 0, p1, 4.0f, 16);
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, gr, 0));
+    CK(cuCtxSetCurrent(g_pctx[1]));
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    CK(cuCtxSetCurrent(g_pctx[0]));
+    CK(cuCtxSynchronize());
+    expect_all(p1, 16, 4.0f);
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(gr));
+}
+
+/* Kernels that touch memory their device may not access abort the process,
+ * with a message, as a GPU fault kills the context. fd: which case. */
+static void child_bad_access(int which)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/simcuda-fault-%d.txt", (int)getpid());
+    (void)path;
+    setup_two_devices();
+    CUdeviceptr p1, out;
+    CK(cuMemAlloc_v2(&out, 64));
+    CK(cuCtxSetCurrent(g_pctx[1]));
+    CK(cuMemAlloc_v2(&p1, 64));
+    CK(cuCtxSetCurrent(g_pctx[0]));
+    size_t g;
+    switch (which) {
+    case 0: /* native memory of device 1, no peer access */
+        launch_fill(NULL, p1, 1.0f, 16);
+        break;
+    case 1: { /* peer access enabled, then disabled again */
+        CK(cuCtxEnablePeerAccess(g_pctx[1], 0));
+        launch_fill(NULL, p1, 1.0f, 16);
+        CK(cuCtxSynchronize());
+        CK(cuCtxDisablePeerAccess(g_pctx[1]));
+        launch_fill(NULL, p1, 1.0f, 16);
+        break;
+    }
+    case 2: { /* a mapping granted to device 1 only, used by device 0 even with peer access */
+        CK(cuCtxEnablePeerAccess(g_pctx[1], 0));
+        CUdeviceptr va = map_on(1, 2u, &g);
+        launch_fill(NULL, va, 1.0f, 16);
+        break;
+    }
+    case 3: { /* a graph instantiated on device 0 reads device 1's memory */
+        CUgraph gr;
+        CK(cuGraphCreate(&gr, 0));
+        add_scale_node(gr, NULL, 0, out, p1, 2.0f, 4);
+        CUgraphExec x;
+        CK(cuGraphInstantiateWithFlags(&x, gr, 0));
+        CK(cuCtxSetCurrent(g_pctx[1])); /* launched from device 1: still runs on 0 */
+        CK(cuGraphLaunch(x, NULL));
+        break;
+    }
+    case 4: { /* a word that is an address counts even if the kernel does not use it */
+        CUdeviceptr va = map_on(0, 2u, &g);
+        void *args[] = {&out, &va, &(unsigned long long){0}};
+        CUfunction f;
+        CK(cuModuleGetFunction(&f, g_mod, "vr_copy_u8"));
+        CK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        break;
+    }
+    default: { /* [begin, end): end may be the start of a mapping it may not use */
+        CUmemAllocationProp prop = prop_on(0);
+        CK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+        CUdeviceptr va;
+        CK(cuMemAddressReserve(&va, 2 * g, 0, 0, 0));
+        CUmemGenericAllocationHandle ha, hb;
+        CK(cuMemCreate(&ha, g, &prop, 0));
+        CK(cuMemCreate(&hb, g, &prop, 0));
+        CK(cuMemMap(va, g, 0, ha, 0));
+        CK(cuMemMap(va + g, g, 0, hb, 0));
+        CUmemAccessDesc a0 = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+        CUmemAccessDesc a1 = {{CU_MEM_LOCATION_TYPE_DEVICE, 1}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+        CK(cuMemSetAccess(va, g, &a0, 1));
+        CK(cuMemSetAccess(va + g, g, &a1, 1));
+        CK(cuMemsetD32_v2(va, 0, g / 4));
+        float one = 1.0f;
+        CK(cuMemcpyHtoD_v2(va + g - 4, &one, 4));
+        CUfunction f;
+        CK(cuModuleGetFunction(&f, g_mod, "vr_sum_range_f32"));
+        CUdeviceptr b = va, e = va + g;
+        void *args[] = {&out, &b, &e};
+        CK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        float r = 0;
+        CK(cuMemcpyDtoH_v2(&r, out, 4));
+        if (r != 1.0f)
+            _exit(30);
+        e = va + g + 4; /* one element into the other mapping */
+        CK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        break;
+    }
+    }
+    CK(cuCtxSynchronize());
+    CK(cuCtxSetCurrent(g_pctx[1]));
+    CK(cuCtxSynchronize());
+    _exit(40); /* reached only if nothing faulted */
+}
+
+static int child_status(int which, char *err, size_t errlen)
+{
+    char path[] = "/tmp/simcuda-fault-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(fd, 2);
+        child_bad_access(which);
+        _exit(0);
+    }
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    ssize_t n = pread(fd, err, errlen - 1, 0);
+    err[n > 0 ? n : 0] = 0;
+    close(fd);
+    unlink(path);
+    return st;
+}
+
+Test(simcuda, kernel_without_access_aborts)
+{
+    char err[1024];
+    for (int which = 0; which <= 5; which++) {
+        int st = child_status(which, err, sizeof err);
+        cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "case %d: status %#x, stderr: %s",
+                  which, st, err);
+        cr_assert_not_null(strstr(err, "simcuda: fatal: kernel vr_"), "case %d: %s", which, err);
+        cr_assert_not_null(strstr(err, "illegal memory access"), "case %d: %s", which, err);
+    }
+}
+
 Test(simcuda, stream_capture)
 {
     start();
