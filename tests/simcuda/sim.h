@@ -91,6 +91,9 @@ extern atomic_bool sim_initialized;
 void sim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t sim_now_ns(void);
 
+/* Objects alive now (SIMCUDA_STATS "live"): events and execs not destroyed. */
+extern _Atomic long sim_live_events, sim_live_execs;
+
 /* ---- handle registry: a made-up or stale handle is an error ----------- */
 
 enum sim_type {
@@ -327,6 +330,9 @@ bool sim_mem_valid(uintptr_t p, size_t n, bool write);
  * in an allocation or mapping must be accessible from ctx's device, or the
  * process aborts with a message (a GPU fault kills the context). */
 void sim_mem_check_kernel(struct sim_ctx *ctx, const struct sim_kcall *call);
+/* Live memory objects: mappings, physical handles whose memory is not yet
+ * returned, reservations, native allocations. */
+void sim_mem_live(long *mappings, long *handles, long *reservations, long *allocations);
 /* Release a native allocation queued by cuMemFreeAsync (stream worker). */
 void sim_mem_free_now(uintptr_t base);
 

@@ -39,6 +39,7 @@ static const struct sim_proc g_procs[SIM_N_ENTRIES] = {
 };
 
 _Atomic uint64_t sim_calls[SIM_N_ENTRIES];
+_Atomic long sim_live_events, sim_live_execs;
 atomic_bool sim_knobs_any;
 atomic_bool sim_initialized;
 struct sim_knobs sim_knob = {0, (size_t)2 << 20, true, false, 1, SIM_TOTAL_MEM};
@@ -230,7 +231,14 @@ __attribute__((destructor)) static void sim_dtor(void)
         uint64_t n = atomic_load_explicit(&sim_calls[i], memory_order_relaxed);
         fprintf(f, "%s\"%s\": %llu", i ? ", " : "", g_procs[i].sym, (unsigned long long)n);
     }
-    fputs("}}\n", f);
+    /* What the process left alive at exit, so a test can see leaks. */
+    long maps, handles, resv, allocs;
+    sim_mem_live(&maps, &handles, &resv, &allocs);
+    fprintf(f,
+            "}, \"live\": {\"mappings\": %ld, \"handles\": %ld, \"reservations\": %ld, "
+            "\"allocations\": %ld, \"events\": %ld, \"execs\": %ld}}\n",
+            maps, handles, resv, allocs, atomic_load(&sim_live_events),
+            atomic_load(&sim_live_execs));
     fclose(f);
 }
 

@@ -772,6 +772,7 @@ static CUresult instantiate_entry(CUgraphExec *out, CUgraph hg, cuuint64_t flags
         return r;
     x->ctx = c;
     sim_reg_add(x, SIM_T_EXEC);
+    atomic_fetch_add(&sim_live_execs, 1);
     *out = (CUgraphExec)x;
     return CUDA_SUCCESS;
 }
@@ -801,6 +802,7 @@ static CUresult instantiate_params(CUgraphExec *out, CUgraph hg, CUDA_GRAPH_INST
         if (sim_stream_resolve(p->hUploadStream, pt, &s) != CUDA_SUCCESS) {
             struct sim_exec *x = (struct sim_exec *)*out;
             sim_reg_del(x);
+            atomic_fetch_sub(&sim_live_execs, 1);
             exec_free(x);
             *out = NULL;
             res = CUDA_GRAPH_INSTANTIATE_ERROR;
@@ -1055,6 +1057,7 @@ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
     if (!x)
         return CUDA_ERROR_INVALID_VALUE;
     sim_reg_del(x);
+    atomic_fetch_sub(&sim_live_execs, 1);
     pthread_mutex_lock(&x->mu); /* no call still inside */
     pthread_mutex_unlock(&x->mu);
     exec_free(x); /* queued launches own their snapshots */

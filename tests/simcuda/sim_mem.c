@@ -56,6 +56,7 @@ static size_t g_nnat, g_nat_cap;
 static struct resv *g_resv;      /* sorted by base */
 static size_t g_nresv, g_resv_cap;
 static size_t g_native_bytes[SIM_MAX_DEVICES], g_phys_bytes[SIM_MAX_DEVICES];
+static long g_nphys; /* physical allocations not yet destroyed */
 
 static size_t round_up(size_t v, size_t a)
 {
@@ -136,6 +137,7 @@ static void phys_maybe_destroy(struct sim_phys *ph)
         return;
     close(ph->fd);
     g_phys_bytes[ph->dev] -= ph->size;
+    g_nphys--;
     free(ph);
 }
 
@@ -807,6 +809,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     ph->dev = prop->location.id;
     ph->handle_refs = 1;
     g_phys_bytes[ph->dev] += size;
+    g_nphys++;
     sim_reg_add(ph, SIM_T_PHYS);
     pthread_mutex_unlock(&g_mem_mu);
     *handle = (CUmemGenericAllocationHandle)(uintptr_t)ph;
@@ -1033,6 +1036,19 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
         *prop = ph->prop;
     pthread_mutex_unlock(&g_mem_mu);
     return ph ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+void sim_mem_live(long *mappings, long *handles, long *reservations, long *allocations)
+{
+    pthread_mutex_lock(&g_mem_mu);
+    long m = 0;
+    for (size_t i = 0; i < g_nresv; i++)
+        m += (long)g_resv[i].nmaps;
+    *mappings = m;
+    *handles = g_nphys;
+    *reservations = (long)g_nresv;
+    *allocations = (long)g_nnat;
+    pthread_mutex_unlock(&g_mem_mu);
 }
 
 /* ---- kernel access checks ------------------------------------------------------------ */

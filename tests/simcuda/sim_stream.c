@@ -838,6 +838,7 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
     e->flags = Flags;
     pthread_mutex_init(&e->mu, NULL);
     sim_reg_add(e, SIM_T_EVENT);
+    atomic_fetch_add(&sim_live_events, 1);
     *phEvent = (CUevent)e;
     return CUDA_SUCCESS;
 }
@@ -981,6 +982,7 @@ CUresult cuEventDestroy_v2(CUevent hEvent)
     if (r)
         return r;
     sim_reg_del(e);
+    atomic_fetch_sub(&sim_live_events, 1);
     event_unref(e); /* a pending record keeps it alive until it completes */
     return CUDA_SUCCESS;
 }

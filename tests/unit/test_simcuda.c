@@ -1926,6 +1926,46 @@ static void child_stats(int fd)
         cuDriverGetVersion(&v);
     void *pfn;
     cuGetProcAddress_v2("cuGraphLaunch", &pfn, 12000, 0, NULL);
+    if (fd == 1) {
+        /* leave objects alive: 2 allocations, 1 event, 1 exec, a reservation
+         * with 2 mappings of 2 handles (one released: still live while mapped) */
+        CUdevice d;
+        CUcontext c;
+        CUdeviceptr p, q, va;
+        cuDeviceGet(&d, 0);
+        cuDevicePrimaryCtxRetain(&c, d);
+        cuCtxSetCurrent(c);
+        cuMemAlloc_v2(&p, 64);
+        cuMemAlloc_v2(&q, 64);
+        CUdeviceptr gone;
+        cuMemAlloc_v2(&gone, 64);
+        cuMemFree_v2(gone);
+        CUevent e, e2;
+        cuEventCreate(&e, 0);
+        cuEventCreate(&e2, 0);
+        cuEventDestroy_v2(e2);
+        CUgraph g;
+        CUgraphExec x, x2;
+        cuGraphCreate(&g, 0);
+        cuGraphInstantiateWithFlags(&x, g, 0);
+        cuGraphInstantiateWithFlags(&x2, g, 0);
+        cuGraphExecDestroy(x2);
+        cuGraphDestroy(g);
+        CUmemAllocationProp prop = {0};
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        size_t gr;
+        cuMemGetAllocationGranularity(&gr, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+        cuMemAddressReserve(&va, 2 * gr, 0, 0, 0);
+        CUmemGenericAllocationHandle h1, h2, h3;
+        cuMemCreate(&h1, gr, &prop, 0);
+        cuMemCreate(&h2, gr, &prop, 0);
+        cuMemCreate(&h3, gr, &prop, 0);
+        cuMemRelease(h3);
+        cuMemMap(va, gr, 0, h1, 0);
+        cuMemMap(va + gr, gr, 0, h2, 0);
+        cuMemRelease(h2);
+    }
     exit(0); /* runs the destructor that writes the file */
 }
 
@@ -1937,7 +1977,14 @@ Test(simcuda, stats_knob)
     close(fd);
     setenv("SIMCUDA_STATS", path, 1);
     int st = in_child(child_stats, 0);
+    char path2[] = "/tmp/simcuda-stats-XXXXXX";
+    fd = mkstemp(path2);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    setenv("SIMCUDA_STATS", path2, 1);
+    int st2 = in_child(child_stats, 1);
     unsetenv("SIMCUDA_STATS");
+    cr_assert(WIFEXITED(st2) && WEXITSTATUS(st2) == 0, "status %#x", st2);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
     FILE *f = fopen(path, "r");
     cr_assert_not_null(f);
@@ -1952,7 +1999,21 @@ Test(simcuda, stats_knob)
     cr_assert_not_null(strstr(buf, "\"cuGetProcAddress_v2\": 1"), "%s", buf);
     cr_assert_not_null(strstr(buf, "\"cuGraphLaunch\": 0"), "%s", buf); /* all entry points */
     cr_assert_not_null(strstr(buf, "\"cuGraphLaunch_ptsz\": 0"), "%s", buf);
-    cr_assert_not_null(strstr(buf, "}}"), "%s", buf);
+    cr_assert_not_null(strstr(buf, "}, \"live\": {\"mappings\": 0, \"handles\": 0, "
+                                   "\"reservations\": 0, \"allocations\": 0, \"events\": 0, "
+                                   "\"execs\": 0}}\n"),
+                       "%s", buf);
+
+    f = fopen(path2, "r");
+    cr_assert_not_null(f);
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    unlink(path2);
+    buf[n] = 0;
+    cr_assert_not_null(strstr(buf, "\"live\": {\"mappings\": 2, \"handles\": 2, "
+                                   "\"reservations\": 1, \"allocations\": 2, \"events\": 1, "
+                                   "\"execs\": 1}}\n"),
+                       "%s", buf);
 }
 
 /* cuMemcpy/cuMemcpyAsync under unified addressing: the direction follows the
