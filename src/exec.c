@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "cost.h"
 #include "driver.h"
 #include "err.h"
 #include "lock.h"
@@ -544,7 +545,10 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
         goto skip;
     }
     vr_layout_point(l, (uint8_t *)send, e->kp);
+    uint64_t t0 = vr_now_ns();
     r = vr_forward_args(e->handle, node, entry, params, e->kp);
+    if (r == CUDA_SUCCESS)
+        vr_cost_note(VR_COST_SETPARAMS, t0);
     note_forward(e, n, same ? "arguments" : "shape");
     if (r == CUDA_SUCCESS) {
         memcpy(n->intended, e->scratch, l->bytes);
