@@ -113,6 +113,7 @@ static void finish(void)
         return;
     int saved = in_shim;
     in_shim = 1;
+    vr_exec_drain(true);
     struct varemap_stats s;
     vr_stats_snapshot(&s);
     if (vr_log_enabled(VR_LEVEL_INFO)) {
@@ -144,7 +145,7 @@ static const char *env_value(const char *name)
 /* The child of a fork has only the forking thread. */
 static void vr_after_fork_child(void)
 {
-    /* modules' after-fork handlers */
+    vr_exec_after_fork();
 }
 
 /* Sets the shim up from a resolved driver. Makes no loader call and takes
@@ -296,7 +297,7 @@ static CUresult free_vmm(struct vr_alloc_info *rec)
         vr_alloc_reattach(rec);
         return r;
     }
-    vr_exec_forget_alloc(rec->id);
+    vr_exec_forget_alloc(rec->id, r == CUDA_SUCCESS);
     return vr_err_to_cu(vr_alloc_release(rec));
 }
 
