@@ -489,7 +489,8 @@ static void handed_out_unrouted(const char *symbol, bool named)
     }
     if (exec_critical(symbol)) {
         char why[160];
-        snprintf(why, sizeof why, "%s handed out unrouted: its calls bypass the shim", symbol);
+        snprintf(why, sizeof why,
+                 "%s handed out unrouted: its calls bypass the shim; dedup from now on", symbol);
         vr_exec_degrade(why);
     }
 }

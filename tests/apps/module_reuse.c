@@ -8,6 +8,8 @@
  * argument, n, which the copy kernel's layout does not have: a layout cached
  * across the unload would make every update look identical.
  *
+ * With --library the same through cuLibraryLoadData and CUkernel nodes.
+ *
  * stdout: "reused=0|1" and one line per step with what the step computed,
  * compared byte for byte with and without the shim.
  */
@@ -59,24 +61,50 @@ static char *one_entry(const char *ptx, const char *entry)
     return out;
 }
 
-static CUmodule load(const char *ptx, const char *entry, CUfunction *fn)
+/* A loaded function: from a module (func), or with --library from a
+ * library (kern, with func NULL in the node). */
+struct loaded {
+    CUmodule mod;
+    CUlibrary lib;
+    CUfunction func;
+    CUkernel kern;
+};
+
+static int use_library;
+
+static struct loaded load(const char *ptx, const char *entry)
 {
     char *text = one_entry(ptx, entry);
     if (!text) {
         fprintf(stderr, "module_reuse: no entry %s in the PTX\n", entry);
         exit(1);
     }
-    CUmodule mod;
-    CK(cuModuleLoadData(&mod, text));
+    struct loaded l = {0};
+    if (use_library) {
+        CK(cuLibraryLoadData(&l.lib, text, NULL, NULL, 0, NULL, NULL, 0));
+        CK(cuLibraryGetKernel(&l.kern, l.lib, entry));
+    } else {
+        CK(cuModuleLoadData(&l.mod, text));
+        CK(cuModuleGetFunction(&l.func, l.mod, entry));
+    }
     free(text);
-    CK(cuModuleGetFunction(fn, mod, entry));
-    return mod;
+    return l;
 }
 
-static void kernel_params(CUDA_KERNEL_NODE_PARAMS *p, CUfunction fn, void **args)
+static void unload(const struct loaded *l)
+{
+    if (use_library)
+        CK(cuLibraryUnload(l->lib));
+    else
+        CK(cuModuleUnload(l->mod));
+}
+
+static void kernel_params(CUDA_KERNEL_NODE_PARAMS *p, const struct loaded *l, void **args)
 {
     memset(p, 0, sizeof *p);
-    p->func = fn;
+    p->func = l->func;
+    if (!l->func)
+        p->kern = l->kern; /* ctx NULL: the current context (cuda.h) */
     p->gridDimX = p->gridDimY = p->gridDimZ = 1;
     p->blockDimX = 64;
     p->blockDimY = p->blockDimZ = 1;
@@ -87,6 +115,10 @@ enum { N = 256 };
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "--library")) {
+        use_library = 1;
+        argc--, argv++;
+    }
     const char *ptx_path = argc > 1 ? argv[1] : getenv("VR_PTX");
     char *ptx = ptx_path ? vr_read_text(ptx_path) : NULL;
     if (!ptx) {
@@ -120,13 +152,12 @@ int main(int argc, char **argv)
     CK(cuMemcpyHtoD_v2(b, fb, sizeof fb));
 
     /* Phase A: vr_copy_u8 */
-    CUfunction copy;
-    CUmodule ma = load(ptx, "vr_copy_u8", &copy);
+    struct loaded copy = load(ptx, "vr_copy_u8");
     {
         unsigned long long n = 16;
         void *args[] = {&dst, &src, &n};
         CUDA_KERNEL_NODE_PARAMS p;
-        kernel_params(&p, copy, args);
+        kernel_params(&p, &copy, args);
         CUgraph g;
         CUgraphNode node;
         CUgraphExec x;
@@ -135,7 +166,7 @@ int main(int argc, char **argv)
         CK(cuGraphInstantiateWithFlags(&x, g, 0));
         for (int step = 0; step < 5; step++) {
             n = 16 + 16 * (unsigned long long)step;
-            CK(cuMemsetD8_v2(dst, 0, N));
+            CK(cuMemsetD8Async(dst, 0, N, s));
             CK(cuGraphExecKernelNodeSetParams_v2(x, node, &p));
             CK(cuGraphLaunch(x, s));
             CK(cuStreamSynchronize(s));
@@ -151,17 +182,16 @@ int main(int argc, char **argv)
         CK(cuGraphExecDestroy(x));
         CK(cuGraphDestroy(g));
     }
-    CK(cuModuleUnload(ma));
+    unload(&copy);
 
     /* Phase B: vr_add_f32, perhaps under phase A's handle */
-    CUfunction add;
-    CUmodule mb = load(ptx, "vr_add_f32", &add);
-    printf("reused=%d\n", add == copy);
+    struct loaded add = load(ptx, "vr_add_f32");
+    printf("reused=%d\n", use_library ? add.kern == copy.kern : add.func == copy.func);
     {
         unsigned long long n = N;
         void *args[] = {&out, &a, &b, &n};
         CUDA_KERNEL_NODE_PARAMS p;
-        kernel_params(&p, add, args);
+        kernel_params(&p, &add, args);
         CUgraph g;
         CUgraphNode node;
         CUgraphExec x;
@@ -170,7 +200,7 @@ int main(int argc, char **argv)
         CK(cuGraphInstantiateWithFlags(&x, g, 0));
         for (int step = 0; step < 8; step++) {
             n = N - 24 * (unsigned long long)step;
-            CK(cuMemsetD32_v2(out, 0, N));
+            CK(cuMemsetD32Async(out, 0, N, s));
             CK(cuGraphExecKernelNodeSetParams_v2(x, node, &p));
             CK(cuGraphLaunch(x, s));
             CK(cuStreamSynchronize(s));
@@ -187,7 +217,7 @@ int main(int argc, char **argv)
         CK(cuGraphExecDestroy(x));
         CK(cuGraphDestroy(g));
     }
-    CK(cuModuleUnload(mb));
+    unload(&add);
     CK(cuMemFree_v2(dst));
     CK(cuMemFree_v2(src));
     CK(cuMemFree_v2(out));
