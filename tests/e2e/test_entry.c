@@ -61,6 +61,22 @@ Test(entry, reused_kernel_handle_rereads_its_layout)
     reused_handle("profiled", true);
 }
 
+/* cuGraphExecUpdate v1: the exec's shadows follow the update, so setting
+ * the pre-update value again reaches the driver. */
+Test(entry, exec_update_v1_refreshes_the_shadows)
+{
+    struct vr_run plain, shim;
+    run_plain_app(&plain, "v1_plain", "update_v1", NULL, 0, NULL);
+    run_plain_app(&shim, "v1_shim", "update_v1", NULL, VR_RUN_SHIM, NULL);
+    static const char *const after[] = { "after first=1.0 last=1.0", NULL };
+    cr_assert_eq(vr_count_lines_with(&plain.proc.out, after), 2, "%s", plain.proc.out.p);
+    cr_assert_str_eq(plain.proc.out.p, shim.proc.out.p);
+    cr_assert_eq(vr_log_count(&shim.log, "exec_reset"), 1, "the update went unseen:\n%s",
+                 shim.log.p);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
+
 /* Item 6: simcuda answers cuGetProcAddress (and cuGraphLaunch) with
  * unexported entries. graph_procaddr resolves half its table through the
  * resolver cuGetProcAddress returned for itself: that must be the shim's,
