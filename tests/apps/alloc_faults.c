@@ -197,7 +197,22 @@ static int run_padding(void)
         for (int j = 0; j < N; j++)
             inside += j != i && a[i] + 4 * MIB >= a[j] && a[i] + 4 * MIB < a[j] + 4 * MIB;
     fprintf(stderr, "ends_inside_others=%d\n", inside);
-    struct varemap_stats st;
+    /* Nothing else can ever be placed at one-past-the-end either: asking
+     * for exactly that address (a hint simcuda honours when it is free). */
+    CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
+    size_t gran = 0;
+    CK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    int placeable = 0;
+    for (int i = 0; i < N; i++) {
+        CUdeviceptr x = 0;
+        if (cuMemAddressReserve(&x, gran, 0, a[i] + 4 * MIB, 0) == CUDA_SUCCESS) {
+            placeable += x == a[i] + 4 * MIB;
+            CK(cuMemAddressFree(x, gran));
+        }
+    }
+    fprintf(stderr, "ends_placeable=%d\n", placeable);
+    struct varemap_stats st = { 0 };
     if (stats(&st) == 0)
         fprintf(stderr, "vmm_bytes_live=%llu\n", (unsigned long long)st.vmm_bytes);
     for (int i = 0; i < N; i++)
@@ -236,7 +251,7 @@ static int run_free(void)
     printf("last free=%s\n", name(cuMemFree_v2(q)));
     CK(cuMemGetInfo_v2(&free1, &total));
     printf("returned=%d\n", free1 == free0);
-    struct varemap_stats st;
+    struct varemap_stats st = { 0 };
     if (stats(&st) == 0)
         fprintf(stderr, "vmm_leaked_bytes=%llu\n", (unsigned long long)st.vmm_leaked_bytes);
     CK(cuMemFree_v2(out));
@@ -269,7 +284,7 @@ static int run_fill(size_t size)
     if (!p)
         return 1;
     printf("fill size=%zu count=%zu stop=%s\n", size, count, name(r));
-    struct varemap_stats st;
+    struct varemap_stats st = { 0 };
     if (stats(&st) == 0)
         fprintf(stderr, "vmm_bytes_live=%llu\n", (unsigned long long)st.vmm_bytes);
     for (size_t i = 0; i < count; i++)

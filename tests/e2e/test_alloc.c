@@ -98,6 +98,7 @@ Test(alloc, padding_and_handles_look_native)
     cr_assert(strstr(p.shim.proc.err.p, "vmm_bytes_live=33554432\n"), "%s", p.shim.proc.err.p);
     /* One-past-the-end never lies inside another allocation: a guard gap. */
     cr_assert(strstr(p.shim.proc.err.p, "ends_inside_others=0\n"), "%s", p.shim.proc.err.p);
+    cr_assert(strstr(p.shim.proc.err.p, "ends_placeable=0\n"), "%s", p.shim.proc.err.p);
     pair_free(&p);
 }
 
