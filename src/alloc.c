@@ -655,7 +655,7 @@ static void forget_and_release(const struct vr_alloc_info *rec, CUcontext ctx, b
     vr_stat_add(VR_C_vmm_bytes, -(int64_t)rec->padded);
     vr_stat_add(VR_C_padding_bytes, -(int64_t)(rec->padded - rec->size));
     memory_used(rec->device, -(long long)rec->padded);
-    vr_exec_forget_alloc(rec->id);
+    vr_exec_forget_alloc(rec->id, synced);
     struct parked p = { .rec = *rec, .ctx = ctx,
                         .steps = STEP_UNMAP | STEP_RELEASE | STEP_ADDRESS_FREE };
     if (!synced)
