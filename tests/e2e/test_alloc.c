@@ -167,3 +167,103 @@ Test(alloc, memory_never_returned_is_counted)
     cr_assert(has_fallback(&p.shim, "cuMemFree", "cuMemUnmap"), "%s", p.shim.log.p);
     pair_free(&p);
 }
+
+/* ---- item 14: a nearly full device ---- */
+
+/* Allocates `size` until out of memory on a device of `mem` bytes: the
+ * count must be the one without the shim. */
+static void fill(const char *tag, const char *size, const char *mem, const char *const *shim_env,
+                 const char *want)
+{
+    const char *const args[] = { "fill", size, NULL };
+    char knob[64];
+    snprintf(knob, sizeof knob, "SIMCUDA_MEM_BYTES=%s", mem);
+    const char *const env[] = { knob, NULL };
+    struct pair p;
+    pair_run(&p, tag, args, env, shim_env, 0);
+    has_line(&p.plain, want);
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    cr_assert_eq(summary(&p.shim, "vmm_bytes"), 0);
+    pair_free(&p);
+}
+
+/* 1 MiB of padding on 3 MiB: more than 1/8, so native, even where memory
+ * is plentiful enough for VMM backing otherwise. */
+Test(alloc, padding_ratio_keeps_the_native_count)
+{
+    static const char *const shim_env[] = { "VAREMAP_MAX_PADDING_RATIO=0.125",
+                                             "VAREMAP_MAX_PADDING=16M", NULL };
+    fill("ratio", "3149824", "256M", shim_env,
+         "fill size=3149824 count=85 stop=CUDA_ERROR_OUT_OF_MEMORY");
+}
+
+/* 17 MiB + 4 KiB carries under 1/8 of padding, but the device has less
+ * free memory than the padding budget (1G): nothing is VMM-backed. */
+Test(alloc, low_memory_keeps_the_native_count)
+{
+    static const char *const shim_env[] = { "VAREMAP_MAX_PADDING_RATIO=0.125", NULL };
+    const char *const args[] = { "fill", "17829888", NULL };
+    static const char *const env[] = { "SIMCUDA_MEM_BYTES=512M", NULL };
+    struct pair p;
+    pair_run(&p, "lowmem", args, env, shim_env, 0);
+    has_line(&p.plain, "fill size=17829888 count=30 stop=CUDA_ERROR_OUT_OF_MEMORY");
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    cr_assert(strstr(p.shim.proc.err.p, "vmm_bytes_live=0\n"), "%s", p.shim.proc.err.p);
+    /* The free memory is asked now and then, not at every allocation. */
+    uint64_t asked = vr_sim_calls(&p.shim.stats, "cuMemGetInfo_v2");
+    cr_assert(asked >= 1 && asked <= 12, "cuMemGetInfo called %llu times for 31 allocations",
+              (unsigned long long)asked);
+    pair_free(&p);
+}
+
+/* With room to spare the same allocations are VMM-backed (up to the
+ * point where free memory falls below the padding budget), and the count
+ * stays the native one when the padding fits the device's slack. */
+Test(alloc, ample_memory_is_still_vmm_backed)
+{
+    static const char *const shim_env[] = { "VAREMAP_MAX_PADDING_RATIO=0.125",
+                                             "VAREMAP_MAX_PADDING=8M", NULL };
+    const char *const args[] = { "fill", "17829888", NULL };
+    /* 61 allocations leave 10.8 MiB of 1048 MiB: the 8M of padding fits */
+    static const char *const env[] = { "SIMCUDA_MEM_BYTES=1048M", NULL };
+    struct pair p;
+    pair_run(&p, "ample", args, env, shim_env, 0);
+    has_line(&p.plain, "fill size=17829888 count=61 stop=CUDA_ERROR_OUT_OF_MEMORY");
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    cr_assert(!strstr(p.shim.proc.err.p, "vmm_bytes_live=0\n"), "%s", p.shim.proc.err.p);
+    cr_assert_geq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 1);
+    pair_free(&p);
+}
+
+/* ---- two devices ---- */
+
+/* A kernel on device 1 reads device 0's buffers (one allocated before peer
+ * access was enabled, one after): the same bytes with and without the shim. */
+Test(alloc, peer_access_covers_vmm_backed_memory)
+{
+    static const char *const args[] = { "peer", NULL };
+    static const char *const env[] = { "SIMCUDA_DEVICES=2", NULL };
+    struct pair p;
+    pair_run(&p, "peer", args, env, NULL, 0);
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    has_line(&p.shim, "enable=CUDA_SUCCESS");
+    has_line(&p.shim, "read before=CUDA_SUCCESS sum=6291456.0");
+    has_line(&p.shim, "read after=CUDA_SUCCESS sum=15728640.0");
+    cr_assert_geq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 3, "the buffers were VMM-backed");
+    pair_free(&p);
+}
+
+/* Without peer access the kernel faults in both runs, at the same point. */
+Test(alloc, no_peer_access_faults_the_same_way)
+{
+    static const char *const args[] = { "peer", "--no-peer", NULL };
+    static const char *const env[] = { "SIMCUDA_DEVICES=2", NULL };
+    struct pair p;
+    pair_run(&p, "nopeer", args, env, NULL, 128 + 6 /* SIGABRT */);
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    cr_assert(strstr(p.shim.proc.err.p, "simcuda: fatal: kernel vr_scale_f32"), "%s",
+              p.shim.proc.err.p);
+    cr_assert(strstr(p.plain.proc.err.p, "simcuda: fatal: kernel vr_scale_f32"), "%s",
+              p.plain.proc.err.p);
+    pair_free(&p);
+}
