@@ -274,6 +274,29 @@ static int parse_max_padding(struct load *ld, const char *text)
     return 0;
 }
 
+/* A plain decimal fraction ("0.125", ".5", "1"): no sign, exponent or
+ * locale-dependent radix, so "1e-1" and "0,5" are refused, not guessed. */
+static int parse_ratio(struct load *ld, const char *text)
+{
+    const char *s = text;
+    uint64_t num = 0, den = 1;
+    bool digits = false;
+
+    for (; *s >= '0' && *s <= '9'; s++, digits = true)
+        if ((num = num * 10 + (uint64_t)(*s - '0')) > 1)
+            return -EINVAL;
+    if (*s == '.')
+        for (s++; *s >= '0' && *s <= '9'; s++, digits = true)
+            if (den < UINT64_C(1000000000000000)) { /* further digits are below double's precision */
+                num = num * 10 + (uint64_t)(*s - '0');
+                den *= 10;
+            }
+    if (!digits || *s != '\0' || num == 0 || num > den)
+        return -EINVAL;
+    ld->cfg->max_padding_ratio = (double)num / (double)den;
+    return 0;
+}
+
 static int parse_stats(struct load *ld, const char *text)
 {
     static const char *const yes[] = { "1", "true", "yes", "on" };
@@ -344,6 +367,18 @@ static void show_max_padding(const struct load *ld, char *buf, size_t cap)
     show_size(ld->cfg->max_padding, buf, cap);
 }
 
+/* Fixed point by hand: "%g" would print the locale's radix character. */
+static void show_ratio(const struct load *ld, char *buf, size_t cap)
+{
+    uint64_t micro = (uint64_t)(ld->cfg->max_padding_ratio * 1e6 + 0.5);
+    char frac[8];
+    int n = snprintf(frac, sizeof frac, "%06" PRIu64, micro % 1000000);
+
+    while (n > 1 && frac[n - 1] == '0')
+        frac[--n] = '\0';
+    snprintf(buf, cap, "%" PRIu64 ".%s", micro / 1000000, frac);
+}
+
 static void show_stats(const struct load *ld, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%d", ld->cfg->stats ? 1 : 0);
@@ -368,6 +403,8 @@ static const struct setting settings[] = {
       parse_vmm_min, show_vmm_min, false, false },
     { "VAREMAP_MAX_PADDING", "1G", "a byte count with an optional K, M or G suffix",
       parse_max_padding, show_max_padding, false, false },
+    { "VAREMAP_MAX_PADDING_RATIO", "0.125", "a fraction greater than 0 and at most 1, such as 0.125",
+      parse_ratio, show_ratio, false, false },
     { "VAREMAP_STATS", "0", "0 or 1 (also false/true, no/yes, off/on)",
       parse_stats, show_stats, false, false },
     { "VAREMAP_CONFIG", NULL, "a file path shorter than 4096 bytes",

@@ -36,6 +36,7 @@ struct vr_config {
     unsigned profile_launches;     /* VAREMAP_PROFILE_LAUNCHES, 1..1000, default 3 */
     uint64_t vmm_min_bytes;        /* VAREMAP_VMM_MIN_BYTES, default 1M */
     uint64_t max_padding;          /* VAREMAP_MAX_PADDING, default 1G */
+    double max_padding_ratio;      /* VAREMAP_MAX_PADDING_RATIO, 0 < r <= 1, default 0.125 */
     bool stats;                    /* VAREMAP_STATS, default 0 */
 };
 

@@ -937,3 +937,57 @@ Test(config, shipped_conf_file_loads_defaults, .init = cr_redirect_stderr)
     assert_defaults(&cfg);
     cr_assert_stderr_eq_str("");
 }
+
+/* ---- max padding ratio ---- */
+
+Test(config, padding_ratio_default_and_good_values, .init = cr_redirect_stderr)
+{
+    static const struct {
+        const char *text;
+        double want;
+    } good[] = { { "0.125", 0.125 }, { "1", 1.0 }, { "1.000", 1.0 }, { ".5", 0.5 },
+                 { "0.0001", 0.0001 }, { "00.25", 0.25 } };
+    struct vr_config cfg;
+
+    cr_assert_eq(load(&cfg), 0);
+    cr_assert_eq(cfg.max_padding_ratio, 0.125);
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        nenv = 0;
+        setvar("VAREMAP_MAX_PADDING_RATIO", good[i].text);
+        cr_assert_eq(load(&cfg), 0, "'%s'", good[i].text);
+        cr_assert_eq(cfg.max_padding_ratio, good[i].want, "'%s'", good[i].text);
+    }
+    cr_assert_stderr_eq_str("");
+}
+
+Test(config, padding_ratio_bad_values_warn_and_keep_default, .init = cr_redirect_stderr)
+{
+    static const char *bad[] = { "0", "0.0", "1.5", "2", "-0.5", "", ".", "1e-1", "0,5",
+                                 "0.5x", " 0.5", "12.5%" };
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct vr_config cfg;
+        nenv = 0;
+        setvar("VAREMAP_MAX_PADDING_RATIO", bad[i]);
+        cr_assert_eq(load(&cfg), 1, "'%s'", bad[i]);
+        cr_assert_eq(cfg.max_padding_ratio, 0.125, "'%s'", bad[i]);
+    }
+}
+
+Test(config, padding_ratio_warning_text_and_file_key, .init = cr_redirect_stderr)
+{
+    char path[64];
+    struct vr_config cfg;
+
+    write_conf(path, sizeof(path), "max_padding_ratio = 0.5\n");
+    setvar("VAREMAP_CONFIG", path);
+    cr_assert_eq(load(&cfg), 0);
+    cr_assert_eq(cfg.max_padding_ratio, 0.5);
+    setvar("VAREMAP_MAX_PADDING_RATIO", "1.25");
+    cr_assert_eq(load(&cfg), 1);
+    cr_assert_eq(cfg.max_padding_ratio, 0.5, "a bad environment value keeps the file's");
+    unlink(path);
+    cr_assert_stderr_eq_str(
+        "varemap: warning: VAREMAP_MAX_PADDING_RATIO=1.25 is not valid "
+        "(a fraction greater than 0 and at most 1, such as 0.125); using 0.5\n");
+}
