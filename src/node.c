@@ -13,7 +13,7 @@
 
 bool vr_same_fields(const struct vr_fields *a, const struct vr_fields *b)
 {
-    return vr_same_function(a, b) && memcmp(a->dims, b->dims, VR_DIMS_BYTES) == 0;
+    return vr_same_function(a, b) && a->ctx == b->ctx && memcmp(a->dims, b->dims, VR_DIMS_BYTES) == 0;
 }
 
 bool vr_call_decode(enum vr_sp_entry entry, const void *params, struct vr_call *c)

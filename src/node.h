@@ -95,10 +95,12 @@ static inline const CUDA_KERNEL_NODE_PARAMS_v2 *vr_call_v2(enum vr_sp_entry entr
                ? (const CUDA_KERNEL_NODE_PARAMS_v2 *)(const void *)&np->kernel : NULL;
 }
 
-/* The driver ignores kern and ctx when func is set. */
+/* The same code, so the same argument layout (the driver ignores kern when
+ * func is set). The context is a field like the launch shape: a changed one
+ * is forwarded, the node stays readable. */
 static inline bool vr_same_function(const struct vr_fields *a, const struct vr_fields *b)
 {
-    return a->func == b->func && (a->func || (a->kern == b->kern && a->ctx == b->ctx));
+    return a->func == b->func && (a->func || a->kern == b->kern);
 }
 
 bool vr_same_fields(const struct vr_fields *a, const struct vr_fields *b);
