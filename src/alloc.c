@@ -449,6 +449,16 @@ void vr_alloc_drain(void)
     drain(true);
 }
 
+void vr_alloc_after_fork(void)
+{
+    static const pthread_rwlock_t free_rw = PTHREAD_RWLOCK_INITIALIZER;
+    static const pthread_mutex_t free_mu = PTHREAD_MUTEX_INITIALIZER;
+    reg_lock = free_rw;
+    park_lock = free_mu;
+    nparked = 0;
+    atomic_store(&parked_hint, 0);
+}
+
 /* ---- free memory ---------------------------------------------------------- */
 
 /* Whether `dev` keeps at least VAREMAP_MAX_PADDING free after `bytes` more.

@@ -92,6 +92,10 @@ int vr_alloc_enable_peer(CUcontext peer, unsigned int flags);              /* cu
 /* At exit: a last try at releasing parked memory. */
 void vr_alloc_drain(void);
 
+/* In a forked child: the locks start free, and memory parked by the parent
+ * is the parent's to release, not the child's. */
+void vr_alloc_after_fork(void);
+
 /* Looks up the allocation containing addr ([base, base+size)).
  * Returns 0 or -ENOENT. */
 int vr_alloc_find(CUdeviceptr addr, struct vr_alloc_info *out);

@@ -147,6 +147,7 @@ static const char *env_value(const char *name)
 static void vr_after_fork_child(void)
 {
     vr_exec_after_fork();
+    vr_alloc_after_fork();
 }
 
 /* Sets the shim up from a resolved driver. Makes no loader call and takes
