@@ -844,3 +844,9 @@ int vr_alloc_enable_peer(CUcontext peer, unsigned int flags)
     free(todo);
     return 0;
 }
+
+void vr_alloc_after_fork(void)
+{
+    reg_lock = (pthread_rwlock_t)PTHREAD_RWLOCK_INITIALIZER;
+    park_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+}

@@ -146,6 +146,9 @@ static const char *env_value(const char *name)
 /* The child of a fork has only the forking thread. */
 static void vr_after_fork_child(void)
 {
+    vr_log_after_fork();
+    vr_layout_after_fork();
+    vr_alloc_after_fork();
     vr_exec_after_fork();
     vr_alloc_after_fork();
 }
