@@ -118,8 +118,4 @@ size_t vr_alloc_granularity_for(int device);
 size_t vr_alloc_granularity(void);
 bool vr_alloc_vmm_supported(void);
 
-/* In a forked child: the registry's locks start free (only the forking
- * thread exists there). */
-void vr_alloc_after_fork(void);
-
 #endif

@@ -150,7 +150,6 @@ static void vr_after_fork_child(void)
     vr_layout_after_fork();
     vr_alloc_after_fork();
     vr_exec_after_fork();
-    vr_alloc_after_fork();
 }
 
 /* Sets the shim up from a resolved driver. Makes no loader call and takes
