@@ -1,5 +1,6 @@
 #include "alloc.h"
 
+#include <assert.h> /* src/assert.h: VR_ASSERT */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -206,8 +207,27 @@ static struct vr_alloc_info *holder(CUdeviceptr addr)
     return NULL;
 }
 
+static uint64_t padding_of(const struct vr_alloc_info *r);
+
+static void remove_at_locked(size_t at)
+{
+    uint64_t pad = padding_of(&recs[at]);
+    VR_ASSERT(pad <= padding_used);
+    padding_used -= pad <= padding_used ? pad : padding_used;
+    memmove(&recs[at], &recs[at + 1], (nrecs - at - 1) * sizeof *recs);
+    nrecs--;
+}
+
+/* The driver just handed out rec's range, so a record overlapping it is
+ * stale: its memory went without a free the shim saw (a destroyed context
+ * frees its allocations). It is dropped. */
 static int insert_locked(struct vr_alloc_info *rec)
 {
+    size_t at = upper_bound(rec->base);
+    while (at > 0 && recs[at - 1].base + span(&recs[at - 1]) > rec->base)
+        remove_at_locked(--at);
+    while (at < nrecs && recs[at].base < rec->base + span(rec))
+        remove_at_locked(at);
     if (nrecs == caprecs) {
         size_t cap = caprecs ? caprecs * 2 : 256;
         struct vr_alloc_info *grown = realloc(recs, cap * sizeof *recs);
@@ -216,12 +236,12 @@ static int insert_locked(struct vr_alloc_info *rec)
         recs = grown;
         caprecs = cap;
     }
-    size_t at = upper_bound(rec->base);
     memmove(&recs[at + 1], &recs[at], (nrecs - at) * sizeof *recs);
     if (rec->id == 0)
         rec->id = next_id++;
     recs[at] = *rec;
     nrecs++;
+    VR_ASSERT(at == 0 || recs[at - 1].base + span(&recs[at - 1]) <= rec->base);
     return 0;
 }
 
@@ -265,11 +285,7 @@ static int detach(CUdeviceptr base, struct vr_alloc_info *out)
     struct vr_alloc_info *r = holder(base);
     if (r && r->base == base) {
         *out = *r;
-        size_t at = (size_t)(r - recs);
-        memmove(&recs[at], &recs[at + 1], (nrecs - at - 1) * sizeof *recs);
-        nrecs--;
-        uint64_t pad = padding_of(out);
-        padding_used -= pad <= padding_used ? pad : padding_used;
+        remove_at_locked((size_t)(r - recs));
         rc = 0;
     }
     pthread_rwlock_unlock(&reg_lock);
@@ -301,6 +317,7 @@ static bool take_padding(uint64_t pad)
 static void give_padding(uint64_t pad)
 {
     pthread_rwlock_wrlock(&reg_lock);
+    VR_ASSERT(pad <= padding_used);
     padding_used -= pad <= padding_used ? pad : padding_used;
     pthread_rwlock_unlock(&reg_lock);
 }
@@ -344,6 +361,7 @@ static size_t held(const struct parked *p)
 
 static void park(const struct parked *p)
 {
+    VR_ASSERT(p->steps != 0);
     pthread_mutex_lock(&park_lock);
     if (nparked == capparked) {
         size_t cap = capparked ? capparked * 2 : 16;
@@ -447,6 +465,16 @@ static void drain(bool may_sync)
 void vr_alloc_drain(void)
 {
     drain(true);
+}
+
+void vr_alloc_after_fork(void)
+{
+    static const pthread_rwlock_t free_rw = PTHREAD_RWLOCK_INITIALIZER;
+    static const pthread_mutex_t free_mu = PTHREAD_MUTEX_INITIALIZER;
+    reg_lock = free_rw;
+    park_lock = free_mu;
+    nparked = 0;
+    atomic_store(&parked_hint, 0);
 }
 
 /* ---- free memory ---------------------------------------------------------- */
@@ -600,6 +628,7 @@ int vr_alloc_create(CUdeviceptr *dptr, size_t size)
     if (gran != 0) {
         size_t padded = (size + gran - 1) / gran * gran;
         size_t pad = padded - size;
+        VR_ASSERT(padded < size || padded % gran == 0);
         /* Too much padding for its size: served natively, by design. */
         bool fits = padded >= size && (double)pad <= cfg.max_padding_ratio * (double)size;
         if (fits && profiled && !memory_allows(dev, padded)) {
@@ -718,9 +747,14 @@ int vr_alloc_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread)
     struct vr_alloc_info rec;
     CUcontext ctx = NULL;
     int rc;
-    if (vr_alloc_find(dptr, &rec) != 0 || !rec.vmm || rec.base != dptr) {
+    bool known = vr_alloc_find(dptr, &rec) == 0 && rec.base == dptr;
+    if (!known || !rec.vmm) {
         rc = vr_err_cu(per_thread ? vr_real.cuMemFreeAsync_ptsz(dptr, stream)
                                   : vr_real.cuMemFreeAsync(dptr, stream));
+        /* Native cuMemAlloc memory freed in stream order: gone for the
+         * program now, so no later lookup may name it. */
+        if (rc == 0 && known && detach(dptr, &rec) == 0)
+            memory_used(rec.device, -(long long)rec.size);
         drain(false);
         return rc;
     }
@@ -833,10 +867,4 @@ int vr_alloc_enable_peer(CUcontext peer, unsigned int flags)
         vr_real.cuMemSetAccess(todo[i].base, todo[i].padded, access, na);
     free(todo);
     return 0;
-}
-
-void vr_alloc_after_fork(void)
-{
-    reg_lock = (pthread_rwlock_t)PTHREAD_RWLOCK_INITIALIZER;
-    park_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 }

@@ -92,6 +92,10 @@ int vr_alloc_enable_peer(CUcontext peer, unsigned int flags);              /* cu
 /* At exit: a last try at releasing parked memory. */
 void vr_alloc_drain(void);
 
+/* In a forked child: the locks start free, and memory parked by the parent
+ * is the parent's to release, not the child's. */
+void vr_alloc_after_fork(void);
+
 /* Looks up the allocation containing addr ([base, base+size)).
  * Returns 0 or -ENOENT. */
 int vr_alloc_find(CUdeviceptr addr, struct vr_alloc_info *out);
@@ -113,9 +117,5 @@ unsigned vr_alloc_peer_generation(void);
 size_t vr_alloc_granularity_for(int device);
 size_t vr_alloc_granularity(void);
 bool vr_alloc_vmm_supported(void);
-
-/* In a forked child: the registry's locks start free (only the forking
- * thread exists there). */
-void vr_alloc_after_fork(void);
 
 #endif
