@@ -508,11 +508,12 @@ static void set_params(struct node *nd, unsigned step)
 
 /* ---- buffers ------------------------------------------------------------ */
 
+/* Only the first elems words are ever read (kernels and checksum). */
 static CUdeviceptr alloc_filled(float value)
 {
     CUdeviceptr p;
     CK(cuMemAlloc_v2(&p, G.o.bytes));
-    CK(cuMemsetD32Async(p, bits(value), G.o.bytes / 4, G.stream));
+    CK(cuMemsetD32Async(p, bits(value), G.o.elems, G.stream));
     return p;
 }
 
@@ -848,8 +849,9 @@ int main(int argc, char **argv)
            o->buffers, o->steps, o->warmup, timed, o->k, o->bytes, o->elems, o->sync_every);
     if (fan_pattern())
         printf("\"fan\": %u, \"pool\": %u, \"seed\": %llu, ", o->fan, pool_size(), o->seed);
-    printf("\"process_cpu_ns_per_step\": %.1f, \"heap_bytes\": %lld, \"warmup_step_ns\": [",
-           (double)pcpu / per, heap);
+    printf("\"process_cpu_ns_per_step\": %.1f, \"heap_bytes\": %lld, \"live_bytes\": %zu, "
+           "\"warmup_step_ns\": [",
+           (double)pcpu / per, heap, (o->buffers + 4 + fan_arrays()) * o->bytes);
     for (unsigned i = 0; i < o->warmup; i++)
         printf("%s%" PRIu64, i ? ", " : "", G.warm_ns[i]);
     printf("], ");
