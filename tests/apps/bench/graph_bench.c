@@ -20,8 +20,8 @@
  *   churn     by a new allocation (cuMemAlloc) made this step; the previous
  *             step's B are freed (cuMemFree) after the launch, so two
  *             generations are alive at once
- * The first B nodes write their fan buffer from X (or the carried state)
- * before any node reads it, so a fresh allocation needs no initialization.
+ * The first B nodes add X (or the carried state) into their pool member;
+ * under churn they write it, so a fresh allocation needs no initialization.
  * Every step: pattern work (alloc/free), refill X, SetParams on all N nodes,
  * one cuGraphLaunch, the pattern's frees, and every --sync-every steps a
  * cuStreamSynchronize (default 0: only after the last step). The first
@@ -344,8 +344,10 @@ static CUdeviceptr resolve(int role, unsigned step)
 }
 
 /* The fan patterns' plan: node i references fan buffer i % B and working
- * buffer s; the first B nodes write their fan buffer from X or the carried
- * state, so nothing reads a fan buffer before this step wrote it. The mix
+ * buffer s. The first B nodes update their fan buffer from X or the carried
+ * state: a pool member accumulates (F += src/2), so a step that used the
+ * wrong member changes every later result; churn's fresh allocations are
+ * written (F = src/2) before anything reads them. The mix
  * cycles S = F + S', F = S/4, S += F/2, S = F/2 + t: every value stays
  * bounded. */
 static void plan_fan(void)
@@ -354,15 +356,16 @@ static void plan_fan(void)
     for (unsigned i = 0; i < n; i++) {
         struct node *nd = &G.nodes[i];
         int f = R_FAN - (int)(i % nf);
-        int w = (int)((i / nf) % nb), w2 = (int)((i / nf + 1) % nb);
+        /* one working buffer per four rounds, so a round's F reaches the next */
+        int w = (int)((i / (4 * nf)) % nb), w2 = (int)((i / (4 * nf) + 1) % nb);
         float t = 0.25f * (float)(i % 4);
         if (i < nf) {
-            *nd = (struct node){ .k = K_SCALE, .out = f, .a = i % 2 ? R_PCUR : R_X, .b = R_NONE,
-                                 .s = 0.5f };
+            *nd = (struct node){ .k = G.o.pattern == P_CHURN ? K_SCALE : K_AXPY, .out = f,
+                                 .a = i % 2 ? R_PCUR : R_X, .b = R_NONE, .s = 0.5f };
             continue;
         }
         if (G.o.kmix == KM_MIX) {
-            switch ((i / nf) % 4) {
+            switch ((i / nf + 3) % 4) { /* the nodes right after the first B read F */
             case 0: *nd = (struct node){ .k = K_ADD, .out = w, .a = f, .b = w2 }; break;
             case 1: *nd = (struct node){ .k = K_SCALE, .out = f, .a = w, .b = R_NONE, .s = 0.25f };
                 break;
