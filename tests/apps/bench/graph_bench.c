@@ -344,11 +344,12 @@ static CUdeviceptr resolve(int role, unsigned step)
 }
 
 /* The fan patterns' plan: node i references fan buffer i % B and working
- * buffer s. The first B nodes update their fan buffer from X or the carried
+ * buffer w. The first B nodes update their fan buffer from X or the carried
  * state: a pool member accumulates (F += src/2), so a step that used the
  * wrong member changes every later result; churn's fresh allocations are
  * written (F = src/2) before anything reads them. The mix
- * cycles S = F + S', F = S/4, S += F/2, S = F/2 + t: every value stays
+ * cycles S = F + S', F = S/4, S += F/2 (for each of the B), S = F/2 + t:
+ * the last overwrites what the accumulation added, so every value stays
  * bounded. */
 static void plan_fan(void)
 {
@@ -356,8 +357,10 @@ static void plan_fan(void)
     for (unsigned i = 0; i < n; i++) {
         struct node *nd = &G.nodes[i];
         int f = R_FAN - (int)(i % nf);
-        /* one working buffer per four rounds, so a round's F reaches the next */
-        int w = (int)((i / (4 * nf)) % nb), w2 = (int)((i / (4 * nf) + 1) % nb);
+        /* rounds of B nodes after the first; one working buffer per four
+         * rounds, so what a round leaves in F reaches the next */
+        unsigned r = i / nf - 1;
+        int w = (int)((r / 4) % nb), w2 = (int)((r / 4 + 1) % nb);
         float t = 0.25f * (float)(i % 4);
         if (i < nf) {
             *nd = (struct node){ .k = G.o.pattern == P_CHURN ? K_SCALE : K_AXPY, .out = f,
@@ -365,7 +368,7 @@ static void plan_fan(void)
             continue;
         }
         if (G.o.kmix == KM_MIX) {
-            switch ((i / nf + 3) % 4) { /* the nodes right after the first B read F */
+            switch (r % 4) {
             case 0: *nd = (struct node){ .k = K_ADD, .out = w, .a = f, .b = w2 }; break;
             case 1: *nd = (struct node){ .k = K_SCALE, .out = f, .a = w, .b = R_NONE, .s = 0.25f };
                 break;
@@ -378,7 +381,7 @@ static void plan_fan(void)
             }
         } else {
             enum kern k = G.o.kmix == KM_SCALE ? K_SCALE : K_AFFINE;
-            bool to_fan = (i / nf) % 2;
+            bool to_fan = r % 2;
             *nd = (struct node){ .k = k, .out = to_fan ? f : w, .a = to_fan ? w : f, .b = R_NONE,
                                  .s = 0.5f, .t = t };
         }
