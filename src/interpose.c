@@ -114,6 +114,7 @@ static void finish(void)
     int saved = in_shim;
     in_shim = 1;
     vr_exec_drain(true);
+    vr_alloc_drain(); /* before the counters are read: parked memory may go now */
     struct varemap_stats s;
     vr_stats_snapshot(&s);
     if (vr_log_enabled(VR_LEVEL_INFO)) {
@@ -145,6 +146,9 @@ static const char *env_value(const char *name)
 /* The child of a fork has only the forking thread. */
 static void vr_after_fork_child(void)
 {
+    vr_log_after_fork();
+    vr_layout_after_fork();
+    vr_alloc_after_fork();
     vr_exec_after_fork();
 }
 
@@ -204,7 +208,9 @@ static void init_once(void)
 {
     for (;;) {
         struct vr_driver_image img;
+        in_shim = 1; /* a driver constructor run by this dlopen stays out of the hooks */
         bool resolved = vr_driver_resolve(&img) == 0;
+        in_shim = 0;
         int me = (int)getpid();
         int state = INIT_NONE;
         if (atomic_compare_exchange_strong_explicit(&init_state, &state, me, memory_order_acq_rel,
@@ -278,89 +284,43 @@ static CUresult vr_on_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     if (!atomic_load_explicit(&started, memory_order_relaxed))
         emit_start(true);
-    CUdeviceptr p;
-    int rc = vr_alloc_create(dptr ? &p : NULL, bytesize);
-    if (rc == 0 && dptr)
-        *dptr = p;
-    return vr_err_to_cu(rc);
-}
-
-/* A VMM-backed allocation: the native free waits for the device; so does
- * this one, before any slice or mapping of this memory goes away under
- * running work. */
-static CUresult free_vmm(struct vr_alloc_info *rec)
-{
-    CUresult r = vr_real.cuCtxSynchronize();
-    if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_CONTEXT) {
-        vr_alloc_reattach(rec);
-        return r;
-    }
-    vr_exec_forget_alloc(rec->id, r == CUDA_SUCCESS);
-    return vr_err_to_cu(vr_alloc_release(rec));
+    return vr_err_to_cu(vr_alloc_create(dptr, bytesize));
 }
 
 static CUresult vr_on_cuMemFree_v2(CUdeviceptr dptr)
 {
-    struct vr_alloc_info rec;
-    if (dptr == 0 || vr_alloc_detach(dptr, &rec) != 0)
-        return vr_real.cuMemFree_v2(dptr); /* unknown or interior: the driver's own answer */
-    if (!rec.vmm) {
-        CUresult r = vr_real.cuMemFree_v2(dptr);
-        if (r != CUDA_SUCCESS)
-            vr_alloc_reattach(&rec);
-        return r;
-    }
-    return free_vmm(&rec);
-}
-
-/* The driver never saw varemap's VMM allocations as cuMemAlloc memory, so a
- * stream-ordered free of one is done here: after the stream's work, then as
- * cuMemFree. Anything else is the driver's. */
-static CUresult free_async(CUdeviceptr dptr, CUstream stream, bool per_thread)
-{
-    struct vr_alloc_info rec;
-    if (vr_alloc_find(dptr, &rec) != 0 || !rec.vmm || rec.base != dptr)
-        return per_thread ? vr_real.cuMemFreeAsync_ptsz(dptr, stream)
-                          : vr_real.cuMemFreeAsync(dptr, stream);
-    CUresult r = per_thread && vr_real.cuStreamSynchronize_ptsz
-                     ? vr_real.cuStreamSynchronize_ptsz(stream)
-                     : vr_real.cuStreamSynchronize(stream);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (vr_alloc_detach(dptr, &rec) != 0)
-        return CUDA_ERROR_INVALID_VALUE; /* freed by another thread meanwhile */
-    return free_vmm(&rec);
+    return vr_err_to_cu(vr_alloc_free(dptr));
 }
 
 static CUresult vr_on_cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
 {
-    return free_async(dptr, stream, false);
+    return vr_err_to_cu(vr_alloc_free_async(dptr, stream, false));
 }
 
 static CUresult vr_on_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
 {
-    return free_async(dptr, stream, true);
+    return vr_err_to_cu(vr_alloc_free_async(dptr, stream, true));
 }
 
 static CUresult vr_on_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
-    struct vr_alloc_info rec;
-    if (vr_alloc_find(dptr, &rec) != 0 || !rec.vmm)
-        return vr_real.cuMemGetAddressRange_v2(pbase, psize, dptr);
-    /* The padded mapping is ours; the program asked for `size` bytes. */
-    if (pbase)
-        *pbase = rec.base;
-    if (psize)
-        *psize = rec.size;
-    return CUDA_SUCCESS;
+    return vr_err_to_cu(vr_alloc_address_range(pbase, psize, dptr));
+}
+
+static CUresult vr_on_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    return vr_err_to_cu(vr_alloc_retain_handle(handle, addr));
+}
+
+static CUresult vr_on_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location,
+                                     CUdeviceptr ptr)
+{
+    return vr_err_to_cu(vr_alloc_get_access(flags, location, ptr));
 }
 
 static CUresult vr_on_cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags)
 {
-    CUresult r = vr_real.cuCtxEnablePeerAccess(peer, flags);
-    if (r == CUDA_SUCCESS && cfg.mode == VR_MODE_PROFILED)
-        vr_alloc_peer_enabled(peer);
-    return r;
+    return vr_err_to_cu(vr_alloc_enable_peer(peer, flags));
 }
 
 /* ---- graphs ----------------------------------------------------------- */
@@ -487,7 +447,8 @@ static void handed_out_unrouted(const char *symbol, bool named)
     }
     if (exec_critical(symbol)) {
         char why[160];
-        snprintf(why, sizeof why, "%s handed out unrouted: its calls bypass the shim", symbol);
+        snprintf(why, sizeof why,
+                 "%s handed out unrouted: its calls bypass the shim; dedup from now on", symbol);
         vr_exec_degrade(why);
     }
 }

@@ -309,3 +309,8 @@ void vr_layout_point(const struct vr_layout *l, uint8_t *buf, void **params)
     for (uint32_t i = 0; i < l->nparams; i++)
         params[i] = buf + l->offset[i];
 }
+
+void vr_layout_after_fork(void)
+{
+    lock = (pthread_rwlock_t)PTHREAD_RWLOCK_INITIALIZER;
+}

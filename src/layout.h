@@ -96,4 +96,7 @@ static inline bool vr_layout_equal(const struct vr_layout *l, void *const *kerne
 /* Points params[i] at the arguments inside buf. */
 void vr_layout_point(const struct vr_layout *l, uint8_t *buf, void **params);
 
+/* In a forked child: the cache's lock starts free. */
+void vr_layout_after_fork(void);
+
 #endif

@@ -22,9 +22,24 @@ static void tool(const char *tag, const char *prog, const char *opt, const char 
     cr_assert_eq(p->status, 0, "%s %s failed (%d):\n%s", prog, opt, p->status, p->err.p);
 }
 
+/* Exactly the intercepted entry points: the ONE list the shim is built from. */
+static const char *const hooked[] = {
+#define VR_HOOK(name, base, off, params, args) #name,
+#include "../../src/hooks.def"
+};
+enum { NHOOKED = sizeof hooked / sizeof hooked[0] };
+
+static long hook_index(const char *name)
+{
+    for (size_t i = 0; i < NHOOKED; i++)
+        if (!strcmp(hooked[i], name))
+            return (long)i;
+    return -1;
+}
+
 static bool allowed(const char *name)
 {
-    return !strncmp(name, "cu", 2) || !strcmp(name, "dlsym") ||
+    return hook_index(name) >= 0 || !strcmp(name, "dlsym") ||
            !strcmp(name, "varemap_get_stats") || !strcmp(name, "_init") ||
            !strcmp(name, "_fini");
 }
@@ -38,10 +53,11 @@ Test(exports, only_driver_names)
         "cuGraphExecKernelNodeSetParams_v2", "cuGraphExecNodeSetParams", "cuGraphLaunch",
         "cuGraphLaunch_ptsz", "cuGraphExecUpdate_v2", "cuGraphExecDestroy",
         "cuCtxEnablePeerAccess", "cuGetProcAddress", "cuGetProcAddress_v2", "dlsym",
-        "varemap_get_stats",
+        "varemap_get_stats", "cuGraphExecUpdate", "cuModuleUnload", "cuLibraryUnload",
     };
     enum { NREQ = sizeof required / sizeof required[0] };
     bool found[NREQ] = { false };
+    bool exported[NHOOKED] = { false };
     struct vr_proc p;
     tool("nm", "nm", "--dynamic", "--defined-only", &p);
     size_t defined = 0;
@@ -60,7 +76,12 @@ Test(exports, only_driver_names)
         for (size_t i = 0; i < NREQ; i++)
             if (!strcmp(clean, required[i]))
                 found[i] = true;
+        long h = hook_index(clean);
+        if (h >= 0)
+            exported[h] = true;
     }
+    for (size_t i = 0; i < NHOOKED; i++)
+        cr_expect(exported[i], "hooks.def lists %s but the shim does not export it", hooked[i]);
     cr_assert_gt(defined, 0, "nm listed no defined symbols:\n%s", p.out.p);
     for (size_t i = 0; i < NREQ; i++)
         cr_expect(found[i], "the shim does not export %s", required[i]);

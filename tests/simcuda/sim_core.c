@@ -877,6 +877,8 @@ CUresult cuGetErrorString(CUresult error, const char **pStr)
 
 /* ---- cuGetProcAddress ---------------------------------------------------------- */
 
+static void *proc_internal_self(const char *symbol);
+
 static CUresult proc_lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                             CUdriverProcAddressQueryResult *status)
 {
@@ -916,7 +918,12 @@ static CUresult proc_lookup(const char *symbol, void **pfn, int cudaVersion, cuu
                             : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
         return CUDA_ERROR_NOT_FOUND;
     }
-    void *internal = sim_knob.proc_internal ? sim_internal_entry(best->sym) : NULL;
+    void *internal = NULL;
+    if (sim_knob.proc_internal) {
+        internal = proc_internal_self(best->sym);
+        if (!internal)
+            internal = sim_internal_entry(best->sym);
+    }
     if (internal)
         *pfn = internal;
     else
@@ -927,6 +934,32 @@ static CUresult proc_lookup(const char *symbol, void **pfn, int cudaVersion, cuu
 }
 
 _Static_assert(sizeof(sim_voidfn) == sizeof(void *), "function pointers are data-pointer sized");
+
+/* Internal entries of the resolver itself (SIMCUDA_PROC_INTERNAL): the same
+ * work, counted under the exported name, without a dynamic symbol. */
+static CUresult internal_get_proc_address(const char *symbol, void **pfn, int cudaVersion,
+                                          cuuint64_t flags)
+{
+    SIM_ENTER(cuGetProcAddress);
+    return proc_lookup(symbol, pfn, cudaVersion, flags, NULL);
+}
+
+static CUresult internal_get_proc_address_v2(const char *symbol, void **pfn, int cudaVersion,
+                                             cuuint64_t flags,
+                                             CUdriverProcAddressQueryResult *symbolStatus)
+{
+    SIM_ENTER(cuGetProcAddress_v2);
+    return proc_lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
+}
+
+static void *proc_internal_self(const char *symbol)
+{
+    if (strcmp(symbol, "cuGetProcAddress") == 0)
+        return __extension__(void *)internal_get_proc_address;
+    if (strcmp(symbol, "cuGetProcAddress_v2") == 0)
+        return __extension__(void *)internal_get_proc_address_v2;
+    return NULL;
+}
 
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {

@@ -339,6 +339,61 @@ CUresult cuGraphDestroy(CUgraph hGraph)
     return CUDA_SUCCESS;
 }
 
+/* A copy with new node handles, in the same creation order and edges. */
+CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
+{
+    SIM_ENTER(cuGraphClone);
+    SIM_CHECK_INIT();
+    struct sim_graph *g = graph_get(originalGraph);
+    if (!phGraphClone || !g)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_graph *c = sim_graph_new();
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g->mu);
+    for (size_t i = 0; i < g->n && !r; i++) {
+        struct sim_node *nd = g->nodes[i];
+        CUgraphNode *deps = malloc((nd->ndeps ? nd->ndeps : 1) * sizeof *deps);
+        if (!deps) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        for (size_t d = 0; d < nd->ndeps; d++)
+            deps[d] = (CUgraphNode)c->nodes[nd->deps[d]->index];
+        CUDA_KERNEL_NODE_PARAMS p;
+        memset(&p, 0, sizeof p);
+        if (nd->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+            const struct knode *k = &nd->k;
+            p.func = k->kern ? NULL : k->func;
+            p.kern = k->kern;
+            p.gridDimX = k->dims[0];
+            p.gridDimY = k->dims[1];
+            p.gridDimZ = k->dims[2];
+            p.blockDimX = k->dims[3];
+            p.blockDimY = k->dims[4];
+            p.blockDimZ = k->dims[5];
+            p.sharedMemBytes = k->shmem;
+            if (k->use_extra)
+                p.extra = (void **)k->extra;
+            else
+                p.kernelParams = k->argptrs;
+        }
+        CUgraphNode out;
+        pthread_mutex_lock(&c->mu);
+        r = add_node(c, nd->type, deps, nd->ndeps, &p, &out);
+        pthread_mutex_unlock(&c->mu);
+        free(deps);
+    }
+    pthread_mutex_unlock(&g->mu);
+    if (r) {
+        sim_graph_free(c);
+        return r;
+    }
+    *phGraphClone = (CUgraph)c;
+    return CUDA_SUCCESS;
+}
+
 static CUresult add_kernel_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, size_t n,
                                 const CUDA_KERNEL_NODE_PARAMS *p)
 {

@@ -98,3 +98,134 @@ Test(layout, read_once_per_function_and_failures_cached)
     cr_assert_eq(info_calls, calls, "a failure is asked once");
     cr_assert_null(c, "no output on failure");
 }
+
+/* ---- eviction on unload ---- */
+
+/* Function 0x100 belongs to module 0xA0, 0x300 to module 0xB0; 0x500's
+ * module the driver cannot name. Each call of the fake reports `width`
+ * eight-byte arguments, so a re-read is visible in the layout. */
+static uint32_t width = 2;
+
+static CUresult CUDAAPI fake_info_width(CUfunction f, size_t i, size_t *off, size_t *size)
+{
+    (void)f;
+    info_calls++;
+    if (i >= width)
+        return CUDA_ERROR_INVALID_VALUE;
+    *off = i * 8;
+    *size = 8;
+    return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fake_kernel_info(CUkernel k, size_t i, size_t *off, size_t *size)
+{
+    return fake_info_width((CUfunction)(void *)k, i, off, size);
+}
+
+static CUresult CUDAAPI fake_func_module(CUmodule *mod, CUfunction f)
+{
+    switch ((uintptr_t)f) {
+    case 0x100: *mod = (CUmodule)0xA0; return CUDA_SUCCESS;
+    case 0x300: *mod = (CUmodule)0xB0; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}
+
+static CUresult CUDAAPI fake_kernel_library(CUlibrary *lib, CUkernel k)
+{
+    if ((uintptr_t)k == 0x700) {
+        *lib = (CUlibrary)0xC0;
+        return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* Even-numbered functions (by 16-byte slot) in module 0xE0, odd in 0xF0. */
+static CUresult CUDAAPI fake_func_module_many(CUmodule *mod, CUfunction f)
+{
+    *mod = (CUmodule)(uintptr_t)(((uintptr_t)f / 16) % 2 ? 0xF0 : 0xE0);
+    return CUDA_SUCCESS;
+}
+
+static const struct vr_layout *get_f(uintptr_t f)
+{
+    const struct vr_layout *l = NULL;
+    cr_assert_eq(vr_layout_get((CUfunction)f, NULL, &l), 0);
+    return l;
+}
+
+static const struct vr_layout *get_k(uintptr_t k)
+{
+    const struct vr_layout *l = NULL;
+    cr_assert_eq(vr_layout_get(NULL, (CUkernel)k, &l), 0);
+    return l;
+}
+
+static void fake_driver(void)
+{
+    vr_real.cuFuncGetParamInfo = fake_info_width;
+    vr_real.cuKernelGetParamInfo = fake_kernel_info;
+    vr_real.cuFuncGetModule = fake_func_module;
+    vr_real.cuKernelGetLibrary = fake_kernel_library;
+}
+
+Test(layout, module_unload_evicts_only_its_functions_and_unknown_owners)
+{
+    fake_driver();
+    const struct vr_layout *a = get_f(0x100), *b = get_f(0x300), *c = get_f(0x500);
+    cr_assert_eq(a->nparams, 2);
+    width = 3; /* what a reused handle would now describe */
+    vr_layout_evict_module((CUmodule)0xA0);
+    int calls = info_calls;
+    cr_assert_eq(get_f(0x300), b, "module 0xB0's function must stay cached");
+    cr_assert_eq(info_calls, calls);
+    const struct vr_layout *a2 = get_f(0x100);
+    cr_assert_gt(info_calls, calls, "0x100 must be read again");
+    cr_assert_eq(a2->nparams, 3);
+    const struct vr_layout *c2 = get_f(0x500);
+    cr_assert_eq(c2->nparams, 3, "a function of unknown module goes with any module unload");
+    /* The evicted layouts are still readable (never freed while the
+     * process runs): an exec may hold them. */
+    cr_assert_eq(a->nparams, 2);
+    cr_assert_eq(a->offset[1], 8);
+    cr_assert_eq(c->nparams, 2);
+}
+
+Test(layout, library_unload_evicts_its_kernels_and_all_functions)
+{
+    fake_driver();
+    const struct vr_layout *k = get_k(0x700), *other = get_k(0x900), *f = get_f(0x100);
+    const struct vr_layout *kept = get_k(0x700);
+    cr_assert_eq(k, kept);
+    width = 4;
+    vr_layout_evict_module((CUmodule)0xB0); /* not theirs: 0x700 stays */
+    cr_assert_eq(get_k(0x700), k);
+    vr_layout_evict_library((CUlibrary)0xD0); /* another library */
+    cr_assert_eq(get_k(0x700), k, "a kernel of another library stays cached");
+    cr_assert_eq(get_k(0x900)->nparams, 4, "a kernel of unknown library goes");
+    cr_assert_eq(get_f(0x100)->nparams, 4, "every function goes with a library unload");
+    vr_layout_evict_library((CUlibrary)0xC0);
+    cr_assert_eq(get_k(0x700)->nparams, 4);
+    cr_assert_eq(other->nparams, 2);
+    cr_assert_eq(f->nparams, 2);
+}
+
+Test(layout, eviction_keeps_colliding_entries_reachable)
+{
+    /* Hundreds of functions in two modules: deleting half of a linear-probe
+     * table must leave every survivor findable without a re-read. */
+    vr_real.cuFuncGetParamInfo = fake_info_width;
+    vr_real.cuFuncGetModule = fake_func_module_many;
+    enum { NF = 300 };
+    const struct vr_layout *before[NF];
+    for (uintptr_t i = 0; i < NF; i++)
+        before[i] = get_f(0x1000 + 16 * i);
+    vr_layout_evict_module((CUmodule)0xE0); /* the even ones */
+    int calls = info_calls;
+    for (uintptr_t i = 1; i < NF; i += 2)
+        cr_assert_eq(get_f(0x1000 + 16 * i), before[i], "function %zu lost", (size_t)i);
+    cr_assert_eq(info_calls, calls, "no survivor may be read again");
+    for (uintptr_t i = 0; i < NF; i += 2)
+        get_f(0x1000 + 16 * i);
+    cr_assert_eq(info_calls, calls + (NF / 2) * 3, "every evicted function read again");
+}

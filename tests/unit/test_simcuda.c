@@ -1703,6 +1703,264 @@ Test(simcuda, kernel_without_access_aborts)
     }
 }
 
+/* Calls that need a context fail without one and do nothing. */
+static void *no_ctx_thread(void *arg)
+{
+    CUdeviceptr p = *(CUdeviceptr *)arg, q = 0, base = 1;
+    size_t size = 7;
+    static CUresult r[4];
+    r[0] = cuMemFree_v2(p);
+    r[1] = cuMemGetAddressRange_v2(&base, &size, p);
+    r[2] = cuMemAlloc_v2(&q, 64);
+    r[3] = cuCtxSynchronize();
+    if (base != 1 || size != 7 || q != 0)
+        r[0] = CUDA_ERROR_UNKNOWN; /* an output was written */
+    return r;
+}
+
+Test(simcuda, no_current_context)
+{
+    setup();
+    CUdeviceptr p;
+    CK(cuMemAlloc_v2(&p, 4096));
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, no_ctx_thread, &p), 0);
+    CUresult *r;
+    cr_assert_eq(pthread_join(th, (void **)&r), 0);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(r[i], CUDA_ERROR_INVALID_CONTEXT, "call %d -> %d", i, (int)r[i]);
+    CUdeviceptr base;
+    size_t size;
+    CK(cuMemGetAddressRange_v2(&base, &size, p + 10)); /* not freed */
+    cr_assert_eq(base, p);
+    cr_assert_eq(size, 4096);
+    *(volatile int *)(uintptr_t)p = 1;
+    CK(cuMemFree_v2(p));
+}
+
+/* SIMCUDA_MEM_BYTES: a fill-the-device loop stops where the documented costs
+ * say (native: size rounded to 512; VMM: the handle's size). */
+Test(simcuda, memory_limit_knob)
+{
+    setenv("SIMCUDA_MEM_BYTES", "1M", 1);
+    setenv("SIMCUDA_GRANULARITY", "64K", 1);
+    setup();
+    size_t fr, total;
+    CK(cuMemGetInfo_v2(&fr, &total));
+    cr_assert_eq(total, (size_t)1 << 20);
+    cr_assert_eq(fr, (size_t)1 << 20);
+    CK(cuDeviceTotalMem_v2(&total, 0));
+    cr_assert_eq(total, (size_t)1 << 20);
+    static CUdeviceptr p[4096];
+    int n = 0;
+    CUresult r;
+    while ((r = cuMemAlloc_v2(&p[n], 1000)) == CUDA_SUCCESS)
+        n++;
+    cr_assert_eq(r, CUDA_ERROR_OUT_OF_MEMORY);
+    cr_assert_eq(n, 1024, "%d allocations of 1000 bytes (1024 each) fit in 1 MiB", n);
+    CK(cuMemGetInfo_v2(&fr, &total));
+    cr_assert_eq(fr, 0);
+    for (int i = 0; i < 64; i++) /* 64 KiB back */
+        CK(cuMemFree_v2(p[i]));
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemGenericAllocationHandle h, h2;
+    CK(cuMemCreate(&h, (size_t)64 << 10, &prop, 0));
+    CKE(cuMemCreate(&h2, (size_t)64 << 10, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    CKE(cuMemAlloc_v2(&p[0], 1), CUDA_ERROR_OUT_OF_MEMORY);
+    CK(cuMemRelease(h));
+    CK(cuMemAlloc_v2(&p[0], 1));
+    CK(cuMemGetInfo_v2(&fr, &total));
+    cr_assert_eq(fr, ((size_t)64 << 10) - 512);
+}
+
+static void CUDA_CB nop_host(void *p)
+{
+    (void)p;
+}
+
+/* SIMCUDA_FAIL=name:N makes exactly that call fail, and the failed call does
+ * nothing: the next one (the same arguments) succeeds as if it were first. */
+Test(simcuda, fail_knob_every_entry_point)
+{
+    setenv("SIMCUDA_FAIL",
+           "cuEventSynchronize:1,cuEventQuery:1,cuMemUnmap:1,cuMemRelease:1,cuMemAddressFree:1,"
+           "cuCtxSynchronize:1,cuMemMap:1,cuMemSetAccess:1,cuMemCreate:1,cuEventRecord:1,"
+           "cuGraphExecKernelNodeSetParams_v2:1,cuStreamWaitEvent:1,cuGraphClone:1,"
+           "cuGraphInstantiateWithFlags:1,cuLaunchHostFunc:1,cuGraphNodeSetEnabled:1,"
+           "cuMemGetAccess:1,cuCtxEnablePeerAccess:1",
+           1);
+    start();
+    enum { N = 16 };
+    CUdeviceptr a = alloc_f32(N);
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUevent e;
+    CK(cuEventCreate(&e, 0));
+    CKE(cuEventRecord(e, s), CUDA_ERROR_UNKNOWN);
+    CK(cuEventQuery(e) == CUDA_ERROR_UNKNOWN ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
+    CK(cuEventRecord(e, s));
+    CKE(cuStreamWaitEvent(NULL, e, 0), CUDA_ERROR_UNKNOWN);
+    CK(cuStreamWaitEvent(NULL, e, 0));
+    CKE(cuEventSynchronize(e), CUDA_ERROR_UNKNOWN);
+    CK(cuEventSynchronize(e));
+    CK(cuEventQuery(e));
+    CKE(cuLaunchHostFunc(s, nop_host, NULL), CUDA_ERROR_LAUNCH_FAILED);
+    CK(cuLaunchHostFunc(s, nop_host, NULL));
+    CKE(cuCtxSynchronize(), CUDA_ERROR_UNKNOWN);
+    CK(cuCtxSynchronize());
+
+    CUgraph g, c;
+    CK(cuGraphCreate(&g, 0));
+    CUgraphNode n1 = add_fill_node(g, NULL, 0, a, 1.0f, N);
+    c = NULL;
+    CKE(cuGraphClone(&c, g), CUDA_ERROR_UNKNOWN);
+    cr_assert_null(c);
+    CK(cuGraphClone(&c, g));
+    CUgraphExec x = NULL;
+    CKE(cuGraphInstantiateWithFlags(&x, g, 0), CUDA_ERROR_UNKNOWN);
+    cr_assert_null(x);
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    set_fill(x, n1, a, 2.0f, N, CUDA_ERROR_UNKNOWN);
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuStreamSynchronize(NULL));
+    expect_all(a, N, 1.0f); /* the failed SetParams changed nothing */
+    set_fill(x, n1, a, 2.0f, N, CUDA_SUCCESS);
+    CKE(cuGraphNodeSetEnabled(x, n1, 0), CUDA_ERROR_UNKNOWN);
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuStreamSynchronize(NULL));
+    expect_all(a, N, 2.0f);
+
+    size_t gr = granularity();
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemGenericAllocationHandle h = 0;
+    CKE(cuMemCreate(&h, gr, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    cr_assert_eq(h, 0);
+    CK(cuMemCreate(&h, gr, &prop, 0));
+    CUdeviceptr va;
+    CK(cuMemAddressReserve(&va, gr, 0, 0, 0));
+    CKE(cuMemMap(va, gr, 0, h, 0), CUDA_ERROR_UNKNOWN);
+    CK(cuMemMap(va, gr, 0, h, 0));
+    CUmemAccessDesc ad = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CKE(cuMemSetAccess(va, gr, &ad, 1), CUDA_ERROR_UNKNOWN);
+    CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    unsigned long long fl = 77;
+    CKE(cuMemGetAccess(&fl, &loc, va), CUDA_ERROR_UNKNOWN);
+    cr_assert_eq(fl, 77);
+    CK(cuMemGetAccess(&fl, &loc, va));
+    cr_assert_eq(fl, CU_MEM_ACCESS_FLAGS_PROT_NONE, "the failed cuMemSetAccess granted nothing");
+    CK(cuMemSetAccess(va, gr, &ad, 1));
+    *(volatile int *)(uintptr_t)va = 5;
+    CKE(cuMemRelease(h), CUDA_ERROR_UNKNOWN);
+    CK(cuMemRelease(h));
+    CKE(cuMemUnmap(va, gr), CUDA_ERROR_UNKNOWN);
+    cr_assert_eq(*(volatile int *)(uintptr_t)va, 5, "still mapped after the failed unmap");
+    CK(cuMemUnmap(va, gr));
+    CKE(cuMemAddressFree(va, gr), CUDA_ERROR_UNKNOWN);
+    CK(cuMemAddressFree(va, gr));
+    CKE(cuMemAddressFree(va, gr), CUDA_ERROR_INVALID_VALUE); /* the 2nd call did free it */
+    CUcontext own;
+    CK(cuCtxCreate_v4(&own, NULL, 0, 0));
+    CKE(cuCtxEnablePeerAccess(g_ctx, 0), CUDA_ERROR_UNKNOWN);
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g));
+    CK(cuGraphDestroy(c));
+    CK(cuEventDestroy_v2(e));
+    CK(cuStreamDestroy_v2(s));
+}
+
+/* cuGraphClone: new handles, same nodes, parameters and edges. */
+Test(simcuda, graph_clone)
+{
+    start();
+    enum { N = 16 };
+    CUdeviceptr a = alloc_f32(N), b = alloc_f32(N);
+    CUgraph g, c;
+    CK(cuGraphCreate(&g, 0));
+    CUgraphNode n1 = add_fill_node(g, NULL, 0, a, 3.0f, N);
+    CUgraphNode n2 = add_scale_node(g, &n1, 1, b, a, 2.0f, N);
+    CK(cuGraphClone(&c, g));
+    CUgraphNode cn[3];
+    size_t cnt = 3;
+    CK(cuGraphGetNodes(c, cn, &cnt));
+    cr_assert_eq(cnt, 2);
+    cr_assert_neq(cn[0], n1);
+    cr_assert_neq(cn[1], n2);
+    CUgraphNode dep;
+    cnt = 1;
+    CK(cuGraphNodeGetDependencies(cn[1], &dep, &cnt));
+    cr_assert_eq(cnt, 1);
+    cr_assert_eq(dep, cn[0]);
+    CK(cuGraphDestroy(g)); /* the clone is independent */
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, c, 0));
+    set_fill(x, n1, a, 1.0f, N, CUDA_ERROR_INVALID_VALUE); /* not the clone's node */
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(b, N, 6.0f);
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(c));
+}
+
+/* A host function occupies its stream until it returns: a graph launch
+ * queued behind it waits, however long the function waits itself. */
+static pthread_mutex_t hf_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hf_cv = PTHREAD_COND_INITIALIZER;
+static int hf_state; /* 1: entered, 2: released */
+
+static void CUDA_CB gate_host(void *p)
+{
+    (void)p;
+    pthread_mutex_lock(&hf_mu);
+    hf_state = 1;
+    pthread_cond_broadcast(&hf_cv);
+    while (hf_state != 2)
+        pthread_cond_wait(&hf_cv, &hf_mu);
+    pthread_mutex_unlock(&hf_mu);
+}
+
+Test(simcuda, host_function_gates_the_stream)
+{
+    start();
+    enum { N = 16 };
+    CUdeviceptr a = alloc_f32(N);
+    CK(cuCtxSynchronize());
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    add_fill_node(g, NULL, 0, a, 7.0f, N);
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUevent e;
+    CK(cuEventCreate(&e, 0));
+    CK(cuLaunchHostFunc(s, gate_host, NULL));
+    CK(cuGraphLaunch(x, s));
+    CK(cuEventRecord(e, s));
+    pthread_mutex_lock(&hf_mu);
+    while (hf_state != 1)
+        pthread_cond_wait(&hf_cv, &hf_mu);
+    pthread_mutex_unlock(&hf_mu);
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    CKE(cuEventQuery(e), CUDA_ERROR_NOT_READY);
+    CKE(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    cr_assert_eq(((volatile float *)(uintptr_t)a)[0], 0.0f, "the graph ran before the host function returned");
+    pthread_mutex_lock(&hf_mu);
+    hf_state = 2;
+    pthread_cond_broadcast(&hf_cv);
+    pthread_mutex_unlock(&hf_mu);
+    CK(cuEventSynchronize(e));
+    expect_all(a, N, 7.0f);
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g));
+    CK(cuEventDestroy_v2(e));
+    CK(cuStreamDestroy_v2(s));
+}
+
 Test(simcuda, stream_capture)
 {
     start();
