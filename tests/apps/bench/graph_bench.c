@@ -2,25 +2,43 @@
  * node's parameters before every graph launch.
  *
  * A graph of N kernel nodes (a dependency chain over the standard kernels)
- * reads and writes B working buffers plus four role buffers:
+ * reads and writes Bs working buffers (--buffers) plus four role buffers:
  *   X      input, refilled every step (cuMemsetD32Async); under `rebind` it
  *          is replaced by a new allocation every k steps
  *   O      output of the last node; under `realloc` a new allocation every step
  *   P0/P1  state carried from step to step: read early in the chain, written
  *          by the next-to-last node; under `pingpong` the graph reads P[s%2]
  *          and writes P[(s+1)%2]
+ * The fan patterns add B fan buffers (--fan, default 8); node i references
+ * fan buffer i % B, so each one is referenced by N/B nodes, and every step
+ * each fan buffer is replaced:
+ *   fanout    by another member of its own pool of M allocations (--pool,
+ *             default 4), chosen at random (seeded by --seed: reproducible,
+ *             no period)
+ *   periodic  by the next member of its pool of P allocations (--period,
+ *             default 3), cycled in a fixed order
+ *   churn     by a new allocation (cuMemAlloc) made this step; the previous
+ *             step's B are freed (cuMemFree) after the launch, so two
+ *             generations are alive at once
+ * The first B nodes add X (or the carried state) into their pool member;
+ * under churn they write it, so a fresh allocation needs no initialization.
  * Every step: pattern work (alloc/free), refill X, SetParams on all N nodes,
- * one cuGraphLaunch. The first --warmup steps are not timed (they contain the
- * shim's profile window and transition); the rest are: wall time per step
- * (the steps' own clock), the calling thread's CPU time per step, and the
- * time inside the SetParams loop and inside cuGraphLaunch.
+ * one cuGraphLaunch, the pattern's frees, and every --sync-every steps a
+ * cuStreamSynchronize (default 0: only after the last step). The first
+ * --warmup steps are not timed (they contain the shim's profile window and
+ * transition; their wall times are printed one by one); the rest are: wall
+ * time per step (the steps' own clock), the calling thread's and the whole
+ * process's CPU time per step, and the time inside the SetParams loop and
+ * inside cuGraphLaunch. The heap in use (mallinfo2: arena + mmapped chunks)
+ * is read right after the timed steps, before anything is freed.
  *
  * The program verifies itself twice: it replays every step on the host (the
  * standard kernels' formulas on host arrays) and compares the first --elems
- * floats of every buffer with that reference (relative error <= 1e-4: a GPU
- * may fuse multiply-adds); and it prints a checksum (FNV-1a 64 of the same
- * floats) that must be identical with and without the shim, in every mode.
- * A failed comparison makes the exit status 3.
+ * floats of every buffer (every pool member of the fan patterns) with that
+ * reference (relative error <= 1e-4: a GPU may fuse multiply-adds); and it
+ * prints a checksum (FNV-1a 64 of the same floats) that must be identical
+ * with and without the shim, in every mode. A failed comparison makes the
+ * exit status 3.
  *
  * Output: a few human lines, then one JSON object as the last line of stdout
  * (fields documented in scripts/bench). Only documented driver API calls, so
@@ -31,6 +49,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -48,8 +67,9 @@
 #define VR_PTX_DEFAULT "vr_kernels.ptx"
 #endif
 
-enum pattern { P_STABLE, P_REBIND, P_REALLOC, P_PINGPONG, NPATTERN };
-static const char *const pattern_names[NPATTERN] = { "stable", "rebind", "realloc", "pingpong" };
+enum pattern { P_STABLE, P_REBIND, P_REALLOC, P_PINGPONG, P_FANOUT, P_PERIODIC, P_CHURN, NPATTERN };
+static const char *const pattern_names[NPATTERN] = { "stable",  "rebind",   "realloc", "pingpong",
+                                                     "fanout",  "periodic", "churn" };
 
 enum kmix { KM_MIX, KM_SCALE, KM_STRUCT, NKMIX };
 static const char *const kmix_names[NKMIX] = { "mix", "scale", "struct" };
@@ -65,8 +85,9 @@ enum kern { K_SCALE, K_AXPY, K_ADD, K_AFFINE, NKERN };
 static const char *const kern_names[NKERN] = { "vr_scale_f32", "vr_axpy_f32", "vr_add_f32",
                                                "vr_affine_struct" };
 
-/* Buffer roles: 0..B-1 are working buffers, the rest resolve per step. */
-enum { R_X = -1, R_PCUR = -2, R_PNEXT = -3, R_O = -4, R_NONE = -5 };
+/* Buffer roles: 0..Bs-1 are working buffers, R_FAN - b is fan buffer b, the
+ * rest resolve per step. */
+enum { R_X = -1, R_PCUR = -2, R_PNEXT = -3, R_O = -4, R_NONE = -5, R_FAN = -100 };
 
 struct vr_affine {
     CUdeviceptr out;
@@ -93,7 +114,8 @@ struct opts {
     enum pattern pattern;
     enum kmix kmix;
     enum api api;
-    unsigned nodes, buffers, steps, warmup, k, sync_every;
+    unsigned nodes, buffers, steps, warmup, k, sync_every, fan, pool, period;
+    unsigned long long seed;
     size_t bytes, elems;
     const char *ptx;
 };
@@ -109,11 +131,18 @@ static struct {
     CUgraphExec exec;
     CUdeviceptr *w;
     CUdeviceptr x, out, pp[2];
+    /* fan patterns: the current allocation of each fan buffer, its pool
+     * (fanout: M members, periodic: P; churn: the previous generation) */
+    CUdeviceptr *fan, *pool, *prev;
+    unsigned *member;
+    uint64_t rng;
     struct node *nodes;
     unsigned grid, block;
     int (*stats)(struct varemap_stats *);
     /* calls this program made during the timed steps */
     unsigned long long c_setparams, c_launch, c_memset, c_alloc, c_free, c_sync;
+    uint64_t *warm_ns; /* wall time of each untimed step */
+    void *sink;
 } G;
 
 static const char *prog = "graph_bench";
@@ -156,11 +185,13 @@ static uint64_t now_ns(void)
 static _Noreturn void usage(void)
 {
     fprintf(stderr,
-            "usage: %s [--pattern stable|rebind|realloc|pingpong] [--nodes N] [--buffers B]\n"
+            "usage: %s [--pattern stable|rebind|realloc|pingpong|fanout|periodic|churn]\n"
+            "  [--nodes N] [--buffers Bs] [--fan B] [--pool M] [--period P] [--seed S]\n"
             "  [--steps S] [--warmup W] [--k K] [--bytes N] [--elems N]\n"
             "  [--kernel mix|scale|struct] [--api v2|v1|node] [--sync-every K] [--ptx PATH]\n"
-            "defaults: stable, 1000 nodes, 16 buffers, 200 steps, warmup 10, k 10,\n"
-            "  bytes 1M, elems 256, kernel mix, api v2, sync-every 0 (only at the end)\n",
+            "defaults: stable, 1000 nodes, 16 buffers, fan 8, pool 4, period 3, seed 1,\n"
+            "  200 steps, warmup 10, k 10, bytes 1M, elems 256, kernel mix, api v2,\n"
+            "  sync-every 0 (only after the last step)\n",
             prog);
     exit(2);
 }
@@ -197,7 +228,7 @@ static void parse(int argc, char **argv, struct opts *o)
 {
     *o = (struct opts){ .pattern = P_STABLE, .kmix = KM_MIX, .api = API_V2, .nodes = 1000,
                         .buffers = 16, .steps = 200, .warmup = 10, .k = 10, .bytes = 1u << 20,
-                        .elems = 256 };
+                        .elems = 256, .fan = 8, .pool = 4, .period = 3, .seed = 1 };
     const char *env = getenv("VR_PTX");
     o->ptx = env && *env ? env : VR_PTX_DEFAULT;
     for (int i = 1; i < argc; i += 2) {
@@ -217,6 +248,14 @@ static void parse(int argc, char **argv, struct opts *o)
             o->nodes = (unsigned)parse_num(v, 1000000);
         else if (!strcmp(a, "--buffers"))
             o->buffers = (unsigned)parse_num(v, 4096);
+        else if (!strcmp(a, "--fan"))
+            o->fan = (unsigned)parse_num(v, 4096);
+        else if (!strcmp(a, "--pool"))
+            o->pool = (unsigned)parse_num(v, 1024);
+        else if (!strcmp(a, "--period"))
+            o->period = (unsigned)parse_num(v, 1024);
+        else if (!strcmp(a, "--seed"))
+            o->seed = parse_num(v, ~0ull);
         else if (!strcmp(a, "--steps"))
             o->steps = (unsigned)parse_num(v, 100000000);
         else if (!strcmp(a, "--warmup"))
@@ -235,9 +274,11 @@ static void parse(int argc, char **argv, struct opts *o)
             usage();
     }
     if (o->nodes < 4 || o->buffers < 4 || o->steps == 0 || o->warmup >= o->steps || o->k == 0 ||
-        o->elems == 0 || o->bytes % 4 || o->elems > o->bytes / 4) {
+        o->elems == 0 || o->bytes % 4 || o->elems > o->bytes / 4 || o->fan < 2 ||
+        o->fan + 2 > o->nodes || o->pool < 2 || o->period < 2) {
         fprintf(stderr, "%s: need nodes >= 4, buffers >= 4, warmup < steps, k >= 1,\n"
-                        "  0 < elems <= bytes/4\n", prog);
+                        "  0 < elems <= bytes/4, 2 <= fan <= nodes - 2, pool >= 2, period >= 2\n",
+                prog);
         usage();
     }
 }
@@ -256,8 +297,42 @@ static float x_value(unsigned step)
     return 1.0f + 0.5f * (float)(step % 7);
 }
 
+static bool fan_pattern(void)
+{
+    return G.o.pattern == P_FANOUT || G.o.pattern == P_PERIODIC || G.o.pattern == P_CHURN;
+}
+
+/* Members of each fan buffer's pool; churn allocates instead. */
+static unsigned pool_size(void)
+{
+    return G.o.pattern == P_FANOUT ? G.o.pool : G.o.pattern == P_PERIODIC ? G.o.period : 0;
+}
+
+static uint64_t next_rand(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* The pool member each fan buffer uses at this step (>= 1), from the
+ * previous step's; the run and the host replay both call it, so they see one
+ * sequence. fanout: any other member, at random; periodic: step mod P. */
+static void choose(unsigned step, unsigned *member, uint64_t *rng)
+{
+    for (unsigned b = 0; b < G.o.fan; b++) {
+        if (G.o.pattern == P_FANOUT)
+            member[b] = (member[b] + 1 + (unsigned)(next_rand(rng) % (G.o.pool - 1))) % G.o.pool;
+        else if (G.o.pattern == P_PERIODIC)
+            member[b] = step % G.o.period;
+    }
+}
+
 static CUdeviceptr resolve(int role, unsigned step)
 {
+    if (role <= R_FAN)
+        return G.fan[R_FAN - role];
     switch (role) {
     case R_X: return G.x;
     case R_O: return G.out;
@@ -268,12 +343,57 @@ static CUdeviceptr resolve(int role, unsigned step)
     }
 }
 
+/* The fan patterns' plan: node i references fan buffer i % B and working
+ * buffer w. The first B nodes update their fan buffer from X or the carried
+ * state: a pool member accumulates (F += src/2), so a step that used the
+ * wrong member changes every later result; churn's fresh allocations are
+ * written (F = src/2) before anything reads them. The mix
+ * cycles S = F + S', F = S/4, S += F/2 (for each of the B), S = F/2 + t:
+ * the last overwrites what the accumulation added, so every value stays
+ * bounded. */
+static void plan_fan(void)
+{
+    const unsigned n = G.o.nodes, nb = G.o.buffers, nf = G.o.fan;
+    for (unsigned i = 0; i < n; i++) {
+        struct node *nd = &G.nodes[i];
+        int f = R_FAN - (int)(i % nf);
+        /* rounds of B nodes after the first; one working buffer per four
+         * rounds, so what a round leaves in F reaches the next */
+        unsigned r = i / nf - 1;
+        int w = (int)((r / 4) % nb), w2 = (int)((r / 4 + 1) % nb);
+        float t = 0.25f * (float)(i % 4);
+        if (i < nf) {
+            *nd = (struct node){ .k = G.o.pattern == P_CHURN ? K_SCALE : K_AXPY, .out = f,
+                                 .a = i % 2 ? R_PCUR : R_X, .b = R_NONE, .s = 0.5f };
+            continue;
+        }
+        if (G.o.kmix == KM_MIX) {
+            switch (r % 4) {
+            case 0: *nd = (struct node){ .k = K_ADD, .out = w, .a = f, .b = w2 }; break;
+            case 1: *nd = (struct node){ .k = K_SCALE, .out = f, .a = w, .b = R_NONE, .s = 0.25f };
+                break;
+            case 2: *nd = (struct node){ .k = K_AXPY, .out = w, .a = f, .b = R_NONE, .s = 0.5f };
+                break;
+            default:
+                *nd = (struct node){ .k = K_AFFINE, .out = w, .a = f, .b = R_NONE, .s = 0.5f,
+                                     .t = t };
+                break;
+            }
+        } else {
+            enum kern k = G.o.kmix == KM_SCALE ? K_SCALE : K_AFFINE;
+            bool to_fan = r % 2;
+            *nd = (struct node){ .k = k, .out = to_fan ? f : w, .a = to_fan ? w : f, .b = R_NONE,
+                                 .s = 0.5f, .t = t };
+        }
+    }
+}
+
 /* The node plan. Every node's result stays bounded (no inf/NaN): adds and
  * accumulations are followed by scalings by 1/4 or 1/2. */
 static void plan(void)
 {
     const unsigned n = G.o.nodes, b = G.o.buffers;
-    for (unsigned i = 0; i < n; i++) {
+    for (unsigned i = 0; i < n && !fan_pattern(); i++) {
         struct node *nd = &G.nodes[i];
         unsigned g = i / 4;
         int d = (int)(g % b);
@@ -298,6 +418,8 @@ static void plan(void)
                                  .t = 0.25f };
         }
     }
+    if (fan_pattern())
+        plan_fan();
     /* the last two nodes write the carried state and the output */
     enum kern last = G.o.kmix == KM_SCALE ? K_SCALE : K_AFFINE;
     G.nodes[n - 2] = (struct node){ .k = last, .out = R_PNEXT, .a = (int)((n - 2) % b),
@@ -393,20 +515,39 @@ static void set_params(struct node *nd, unsigned step)
 
 /* ---- buffers ------------------------------------------------------------ */
 
+/* Only the first elems words are ever read (kernels and checksum). */
 static CUdeviceptr alloc_filled(float value)
 {
     CUdeviceptr p;
     CK(cuMemAlloc_v2(&p, G.o.bytes));
-    CK(cuMemsetD32Async(p, bits(value), G.o.bytes / 4, G.stream));
+    CK(cuMemsetD32Async(p, bits(value), G.o.elems, G.stream));
     return p;
 }
 
 /* ---- verification ------------------------------------------------------ */
 
-/* Host arrays in the role order of the checksum: W[0..B-1], X, O, P0, P1. */
-static float *host_buf(float *h, int role, unsigned step)
+/* Fan arrays after the role buffers: every pool member (b * pool + m), or
+ * churn's current generation. */
+static size_t fan_arrays(void)
+{
+    return !fan_pattern() ? 0 : pool_size() ? (size_t)G.o.fan * pool_size() : G.o.fan;
+}
+
+static float fan_initial(size_t j)
+{
+    return 0.125f * (float)(j % 5 + 1);
+}
+
+/* Host arrays in the role order of the checksum: W[0..Bs-1], X, O, P0, P1,
+ * then the fan arrays; member: the pool member each fan buffer uses now. */
+static float *host_buf(float *h, int role, unsigned step, const unsigned *member)
 {
     const size_t n = G.o.elems, b = G.o.buffers;
+    if (role <= R_FAN) {
+        size_t f = (size_t)(R_FAN - role);
+        size_t j = pool_size() ? f * pool_size() + member[f] : f;
+        return h + (b + 4 + j) * n;
+    }
     switch (role) {
     case R_X: return h + b * n;
     case R_O: return h + (b + 1) * n;
@@ -419,26 +560,31 @@ static float *host_buf(float *h, int role, unsigned step)
 /* The whole run again on the host, with the kernels' formulas. */
 static float *reference(void)
 {
-    const size_t n = G.o.elems, nb = G.o.buffers + 4;
+    const size_t n = G.o.elems, nb = G.o.buffers + 4 + fan_arrays();
     float *h = malloc(nb * n * sizeof *h);
-    if (!h)
+    unsigned *member = calloc(G.o.fan, sizeof *member);
+    uint64_t rng = G.o.seed;
+    if (!h || !member)
         die("out of memory");
     for (size_t b = 0; b < nb; b++) {
         float v = b < G.o.buffers ? 0.01f * (float)(b + 1)
                   : b == G.o.buffers ? x_value(0)
                   : b == G.o.buffers + 1 ? 0.0f
-                                         : 0.5f;
+                  : b < G.o.buffers + 4 ? 0.5f
+                                        : fan_initial(b - G.o.buffers - 4);
         for (size_t i = 0; i < n; i++)
             h[b * n + i] = v;
     }
     for (unsigned step = 0; step < G.o.steps; step++) {
-        float *x = host_buf(h, R_X, step);
+        if (step > 0)
+            choose(step, member, &rng);
+        float *x = host_buf(h, R_X, step, member);
         for (size_t i = 0; i < n; i++)
             x[i] = x_value(step);
         for (unsigned k = 0; k < G.o.nodes; k++) {
             const struct node *nd = &G.nodes[k];
-            float *out = host_buf(h, nd->out, step);
-            const float *a = host_buf(h, nd->a, step);
+            float *out = host_buf(h, nd->out, step, member);
+            const float *a = host_buf(h, nd->a, step, member);
             switch (nd->k) {
             case K_SCALE:
                 for (size_t i = 0; i < n; i++)
@@ -449,7 +595,7 @@ static float *reference(void)
                     out[i] += nd->s * a[i];
                 break;
             case K_ADD: {
-                const float *bb = host_buf(h, nd->b, step);
+                const float *bb = host_buf(h, nd->b, step, member);
                 for (size_t i = 0; i < n; i++)
                     out[i] = a[i] + bb[i];
                 break;
@@ -461,6 +607,7 @@ static float *reference(void)
             }
         }
     }
+    free(member);
     return h;
 }
 
@@ -469,7 +616,7 @@ static float *reference(void)
  * reference. */
 static uint64_t checksum(double *sum, double *max_err)
 {
-    size_t nb = G.o.buffers + 4;
+    size_t nb = G.o.buffers + 4 + fan_arrays();
     size_t n = G.o.elems;
     float *h = malloc(n * sizeof *h);
     float *ref = reference();
@@ -482,7 +629,9 @@ static uint64_t checksum(double *sum, double *max_err)
         CUdeviceptr p = b < G.o.buffers ? G.w[b]
                         : b == G.o.buffers ? G.x
                         : b == G.o.buffers + 1 ? G.out
-                                               : G.pp[b - G.o.buffers - 2];
+                        : b < G.o.buffers + 4 ? G.pp[b - G.o.buffers - 2]
+                        : pool_size() ? G.pool[b - G.o.buffers - 4]
+                                      : G.fan[b - G.o.buffers - 4];
         CK(cuMemcpyDtoH_v2(h, p, n * sizeof *h));
         const unsigned char *c = (const unsigned char *)h;
         for (size_t i = 0; i < n * sizeof *h; i++) {
@@ -503,6 +652,17 @@ static uint64_t checksum(double *sum, double *max_err)
 }
 
 /* ---- output ------------------------------------------------------------- */
+
+/* Bytes of heap in use (arena and mmapped chunks); -1 where unknown. */
+static long long heap_in_use(void)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    struct mallinfo2 mi = mallinfo2();
+    return (long long)(mi.uordblks + mi.hblkhd);
+#else
+    return -1;
+#endif
+}
 
 static void stats_json(const char *key, const struct varemap_stats *s)
 {
@@ -546,7 +706,13 @@ int main(int argc, char **argv)
 
     G.w = calloc(o->buffers, sizeof *G.w);
     G.nodes = calloc(o->nodes, sizeof *G.nodes);
-    if (!G.w || !G.nodes)
+    G.fan = calloc(o->fan, sizeof *G.fan);
+    G.prev = calloc(o->fan, sizeof *G.prev);
+    G.member = calloc(o->fan, sizeof *G.member);
+    G.pool = calloc(fan_arrays() + 1, sizeof *G.pool);
+    G.warm_ns = calloc(o->warmup + 1, sizeof *G.warm_ns);
+    G.rng = o->seed;
+    if (!G.w || !G.nodes || !G.fan || !G.prev || !G.member || !G.pool || !G.warm_ns)
         die("out of memory");
     for (unsigned b = 0; b < o->buffers; b++)
         G.w[b] = alloc_filled(0.01f * (float)(b + 1));
@@ -554,18 +720,23 @@ int main(int argc, char **argv)
     G.out = alloc_filled(0.0f);
     G.pp[0] = alloc_filled(0.5f);
     G.pp[1] = alloc_filled(0.5f);
+    for (size_t j = 0; j < fan_arrays(); j++)
+        G.pool[j] = alloc_filled(fan_initial(j));
+    for (unsigned b = 0; b < o->fan && fan_pattern(); b++)
+        G.fan[b] = G.pool[pool_size() ? (size_t)b * pool_size() : b];
     plan();
     build();
     CK(cuStreamSynchronize(G.stream));
 
     struct varemap_stats s0 = { 0 }, s1 = { 0 };
-    uint64_t t_total = 0, t_setparams = 0, t_launch = 0, t_start = now_ns(), cpu0 = 0;
+    uint64_t t_total = 0, t_setparams = 0, t_launch = 0, t_start = now_ns(), cpu0 = 0, pcpu0 = 0;
     for (unsigned step = 0; step < o->steps; step++) {
         bool timed = step >= o->warmup;
         if (step == o->warmup) {
             if (G.stats)
                 G.stats(&s0);
             cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+            pcpu0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
         }
         uint64_t t0 = now_ns();
         CUdeviceptr old_x = 0, old_out = 0;
@@ -579,6 +750,18 @@ int main(int argc, char **argv)
             old_out = G.out;
             CK(cuMemAlloc_v2(&G.out, o->bytes));
             calls_alloc++;
+        }
+        if (pool_size() && step > 0) {
+            choose(step, G.member, &G.rng);
+            for (unsigned b = 0; b < o->fan; b++)
+                G.fan[b] = G.pool[(size_t)b * pool_size() + G.member[b]];
+        }
+        if (o->pattern == P_CHURN && step > 0) {
+            for (unsigned b = 0; b < o->fan; b++) {
+                G.prev[b] = G.fan[b];
+                CK(cuMemAlloc_v2(&G.fan[b], o->bytes));
+                calls_alloc++;
+            }
         }
         CK(cuMemsetD32Async(G.x, bits(x_value(step)), o->elems, G.stream));
         uint64_t t1 = now_ns();
@@ -596,10 +779,18 @@ int main(int argc, char **argv)
             CK(cuMemFree_v2(old_out));
             calls_free++;
         }
+        if (o->pattern == P_CHURN && step > 0) {
+            for (unsigned b = 0; b < o->fan; b++) {
+                CK(cuMemFree_v2(G.prev[b]));
+                calls_free++;
+            }
+        }
         bool sync = o->sync_every && (step + 1) % o->sync_every == 0;
         if (sync)
             CK(cuStreamSynchronize(G.stream));
         uint64_t t4 = now_ns();
+        if (!timed)
+            G.warm_ns[step] = t4 - t0;
         if (timed) {
             t_total += t4 - t0;
             t_setparams += t2 - t1;
@@ -613,11 +804,22 @@ int main(int argc, char **argv)
         }
     }
     uint64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    uint64_t pcpu = clock_ns(CLOCK_PROCESS_CPUTIME_ID) - pcpu0;
     uint64_t t_issue = now_ns() - t_start;
     CK(cuStreamSynchronize(G.stream));
     uint64_t t_all = now_ns() - t_start;
     if (G.stats)
         G.stats(&s1);
+    long long heap = heap_in_use();
+    /* What the SetParams loop costs the program itself (building each node's
+     * parameters), so that the shim's share of a call can be told apart. */
+    uint64_t tb = now_ns();
+    for (unsigned r = 0; r < 5; r++)
+        for (unsigned i = 0; i < o->nodes; i++) {
+            CUDA_KERNEL_NODE_PARAMS p = kparams(&G.nodes[i], o->steps - 1);
+            *(void *volatile *)&G.sink = p.kernelParams;
+        }
+    double build_ns = (double)(now_ns() - tb) / (5.0 * o->nodes);
 
     double sum, max_err;
     uint64_t ck = checksum(&sum, &max_err);
@@ -627,6 +829,10 @@ int main(int argc, char **argv)
     CK(cuGraphDestroy(G.graph));
     for (unsigned b = 0; b < o->buffers; b++)
         CK(cuMemFree_v2(G.w[b]));
+    for (size_t j = 0; j < fan_arrays() && pool_size(); j++)
+        CK(cuMemFree_v2(G.pool[j]));
+    for (unsigned b = 0; b < o->fan && o->pattern == P_CHURN; b++)
+        CK(cuMemFree_v2(G.fan[b]));
     CK(cuMemFree_v2(G.x));
     CK(cuMemFree_v2(G.out));
     CK(cuMemFree_v2(G.pp[0]));
@@ -641,9 +847,10 @@ int main(int argc, char **argv)
 
     const unsigned timed = o->steps - o->warmup;
     const double per = (double)timed;
-    printf("graph_bench: pattern=%s kernel=%s api=%s nodes=%u buffers=%u steps=%u warmup=%u\n",
+    printf("graph_bench: pattern=%s kernel=%s api=%s nodes=%u buffers=%u fan=%u steps=%u "
+           "warmup=%u\n",
            pattern_names[o->pattern], kmix_names[o->kmix], api_names[o->api], o->nodes,
-           o->buffers, o->steps, o->warmup);
+           o->buffers, fan_pattern() ? o->fan : 0, o->steps, o->warmup);
     printf("graph_bench: host ns/step %.0f (setparams %.1f ns/call, launch %.0f ns)\n",
            (double)t_total / per, (double)t_setparams / (per * o->nodes),
            (double)t_launch / per);
@@ -656,6 +863,14 @@ int main(int argc, char **argv)
            "\"bytes\": %zu, \"elems\": %zu, \"sync_every\": %u, ",
            pattern_names[o->pattern], kmix_names[o->kmix], api_names[o->api], o->nodes,
            o->buffers, o->steps, o->warmup, timed, o->k, o->bytes, o->elems, o->sync_every);
+    if (fan_pattern())
+        printf("\"fan\": %u, \"pool\": %u, \"seed\": %llu, ", o->fan, pool_size(), o->seed);
+    printf("\"process_cpu_ns_per_step\": %.1f, \"heap_bytes\": %lld, \"live_bytes\": %zu, "
+           "\"build_ns_per_call\": %.2f, \"warmup_step_ns\": [",
+           (double)pcpu / per, heap, (o->buffers + 4 + fan_arrays()) * o->bytes, build_ns);
+    for (unsigned i = 0; i < o->warmup; i++)
+        printf("%s%" PRIu64, i ? ", " : "", G.warm_ns[i]);
+    printf("], ");
     printf("\"wall_ns_per_step\": %.1f, \"cpu_ns_per_step\": %.1f, "
            "\"setparams_ns_per_call\": %.2f, \"launch_ns_per_call\": %.1f, "
            "\"issue_ns_total\": %" PRIu64 ", \"wall_ns_total\": %" PRIu64 ", ",
@@ -688,6 +903,11 @@ int main(int argc, char **argv)
     }
     free(G.w);
     free(G.nodes);
+    free(G.fan);
+    free(G.prev);
+    free(G.member);
+    free(G.pool);
+    free(G.warm_ns);
     if (!verified)
         fprintf(stderr, "%s: results differ from the host reference (max relative error %.3g)\n",
                 prog, max_err);
