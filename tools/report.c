@@ -56,6 +56,7 @@ static const char *const summary_known[] = {
     "ts", "pid", "event", "setparams_seen", "setparams_skipped", "setparams_forwarded",
     "transition_updates", "launches", "execs_active", "execs_disabled", "slices_bound",
     "rebinds", "rebind_waits", "vmm_bytes", "padding_bytes", "vmm_fallbacks", "unrouted_procs",
+    "log_lines_dropped",
 };
 
 static bool is_known_summary_key(const char *k)
@@ -209,6 +210,10 @@ static void table_process(FILE *f, const struct dl_proc *p)
                " padding)\n",
             dl_summary_u64(p, "slices_bound"), dl_summary_u64(p, "vmm_bytes"),
             dl_summary_u64(p, "padding_bytes"));
+    uint64_t dropped = dl_summary_u64(p, "log_lines_dropped");
+    if (dropped)
+        fprintf(f, "   %" PRIu64 " log lines were dropped (too long, or the write failed)\n",
+                dropped);
     bool other = false;
     for (size_t i = 0; i < p->summary.n; i++) {
         if (is_known_summary_key(p->summary.keys[i]))
