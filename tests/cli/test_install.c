@@ -137,7 +137,7 @@ Test(cli_install, installs_the_full_set_and_the_command_runs_a_scenario)
 
     /* A scenario through the installed command: same bytes as without the
      * shim, the installed shim preloaded, a summary at exit. */
-    static const char *const args[] = { "--pattern", "mixed", "--steps", "16", "--bytes", "1048576",
+    static const char *const args[] = { "--pattern", "mixed", "--steps", "16", "--bytes", "2097152",
                                         NULL };
     struct vr_run plain;
     cr_assert_eq(vr_run_app("iplain", "graph_linked", args, 0, NULL, &plain), 0);
