@@ -228,6 +228,12 @@ static size_t access_for(CUdevice dev, CUmemAccessDesc *desc, size_t cap)
     return n;
 }
 
+size_t vr_alloc_access_for(int device, CUmemAccessDesc *desc, size_t cap)
+{
+    (void)device;
+    return vr_alloc_access(desc, cap);
+}
+
 size_t vr_alloc_access(CUmemAccessDesc *desc, size_t cap)
 {
     CUdevice dev;

@@ -27,6 +27,7 @@ struct vr_alloc_info {
     bool vmm;           /* backed by varemap's own cuMemCreate */
     bool eligible;      /* would have been VMM-backed (what mode observe assumes) */
     CUmemGenericAllocationHandle handle; /* VMM only */
+    int device;         /* the device whose memory it is */
 };
 
 void vr_alloc_configure(const struct vr_config *cfg);
@@ -53,6 +54,8 @@ void vr_alloc_reattach(const struct vr_alloc_info *rec);
 /* Access descriptors for the current device and every enabled peer.
  * Returns how many were written (at most cap). */
 size_t vr_alloc_access(CUmemAccessDesc *desc, size_t cap);
+/* The same for memory owned by `device`. */
+size_t vr_alloc_access_for(int device, CUmemAccessDesc *desc, size_t cap);
 
 /* cuCtxEnablePeerAccess succeeded for peer: remember its device and give it
  * access to every VMM-backed allocation. */

@@ -1,16 +1,26 @@
-/* exec: per-exec state — shadows, profile, decision, translation.
+/* exec: per-exec state machine, the SetParams and launch hot paths, and the
+ * exec's lifecycle.
  *
- * Every CUgraphExec instantiated through the shim gets a record: for each
- * kernel node the parameters the program *intended* and those the driver has
- * *installed*. Modes decide what happens to a SetParams: off forwards,
- * dedup skips byte-identical updates, observe profiles and logs but forwards
+ * Every CUgraphExec instantiated through the shim gets a record (nodes and
+ * their shadows: node.h; profile and decision: profile.h; reservation:
+ * slice.h). Modes decide what happens to a SetParams: off forwards, dedup
+ * skips byte-identical updates, observe profiles and logs but forwards
  * everything, profiled profiles, remaps stable buffers into slices and
  * absorbs updates whose translation the driver already holds.
- * Invariant (profiled, active): when a launch starts, every node's installed
- * parameters equal the translation of its intended ones.
- * Locks: the exec table lock, then one exec's lock, then (inside alloc.c)
- * the registry lock. Each function returns 0 or a negative code (err.h);
- * driver errors come back unchanged.
+ *
+ * Invariant (active): every installed word is either the word the program
+ * intended or the slice address that maps, at that moment, the same byte of
+ * the same allocation. A slot is remapped only when the exec's last launch is
+ * known complete (its event queried, never assumed, never waited for), after
+ * every node that would read it wrongly was re-issued.
+ *
+ * Locks, in order: the exec table (rwlock, only to find or unlink a
+ * record), then one exec's mutex, then alloc.c's registry lock (a leaf). The
+ * table lock is never held while an exec's mutex is taken: records are
+ * type-stable (recycled, never freed before exit) and carry a serial, so a
+ * record found under the table lock is locked after releasing it and checked.
+ * No lock is held across a wait on the GPU (there is none) or a loader call.
+ * Each function returns 0 or a negative code (err.h).
  */
 #ifndef VR_EXEC_H
 #define VR_EXEC_H
@@ -20,8 +30,8 @@
 #include <cuda.h>
 
 #include "config.h"
-
-enum vr_sp_entry { VR_SP_V1, VR_SP_V2, VR_SP_NODE };
+#include "node.h"
+#include "varemap/varemap.h"
 
 void vr_exec_configure(const struct vr_config *cfg);
 
@@ -33,12 +43,32 @@ int vr_exec_setparams(CUgraphExec exec, CUgraphNode node, enum vr_sp_entry entry
 
 int vr_exec_launch(CUgraphExec exec, CUstream stream, bool per_thread);
 
+/* cuGraphExecUpdate_v2 through the shim. */
 int vr_exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo *info);
+/* Any update entry point succeeded (v1 is forwarded by its hook): refresh the
+ * shadows from graph, drop the slices, profile again. */
+void vr_exec_updated(CUgraphExec exec, CUgraph graph);
 
 int vr_exec_destroy(CUgraphExec exec);
 
-/* A VMM-backed allocation is being freed and the context synchronized:
- * unbind it from every slice. */
-void vr_exec_forget_alloc(uint64_t id);
+/* A VMM-backed allocation is being freed; `synced`: the caller synchronized
+ * the current context, so its launches are complete. Unbinds it from every
+ * slice now, or once the launches that may read it are done. */
+void vr_exec_forget_alloc(uint64_t id, bool synced);
+
+/* Launches or updates may bypass the shim from now on (an entry point was
+ * handed out unrouted): no slot is ever remapped again; execs not yet
+ * decided stay in dedup. Logs one `fallback`. */
+void vr_exec_degrade(const char *why);
+
+/* Adds the per-exec counters (live and retired execs) to s. */
+void vr_exec_add_stats(struct varemap_stats *s);
+
+/* Retires torn-down reservations whose launches completed; at exit
+ * (`final`), waits for those it cannot prove idle. */
+void vr_exec_drain(bool final);
+
+/* In a forked child: every lock of the module starts free. */
+void vr_exec_after_fork(void);
 
 #endif

@@ -93,6 +93,7 @@ static void finish(void)
         return;
     int saved = in_shim;
     in_shim = 1;
+    vr_exec_drain(true);
     struct varemap_stats s;
     vr_stats_snapshot(&s);
     if (vr_log_enabled(VR_LEVEL_INFO)) {
@@ -204,7 +205,7 @@ static CUresult free_vmm(struct vr_alloc_info *rec)
         vr_alloc_reattach(rec);
         return r;
     }
-    vr_exec_forget_alloc(rec->id);
+    vr_exec_forget_alloc(rec->id, r == CUDA_SUCCESS);
     return vr_err_to_cu(vr_alloc_release(rec));
 }
 

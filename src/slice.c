@@ -17,8 +17,13 @@ struct slot {
 };
 
 struct range {
-    CUdeviceptr lo, hi, va;
+    CUdeviceptr lo, hi, va; /* hi = base + size, included */
     size_t slot;
+};
+
+struct map {
+    struct range *r;
+    size_t n;
 };
 
 struct vr_slices {
@@ -26,9 +31,8 @@ struct vr_slices {
     size_t total;
     size_t n;
     struct slot *slots;
-    struct range *map; /* sorted by lo: the target bindings */
-    size_t nmap;
-    bool retargeted;   /* some target may differ from what is mapped */
+    struct map cur, target; /* sorted by lo */
+    size_t npending;
 };
 
 int vr_slices_create(struct vr_slices **out, const size_t *sizes, size_t n)
@@ -43,13 +47,13 @@ int vr_slices_create(struct vr_slices **out, const size_t *sizes, size_t n)
     if (!s)
         return -ENOMEM;
     s->slots = calloc(n ? n : 1, sizeof *s->slots);
-    s->map = calloc(n ? n : 1, sizeof *s->map);
-    if (!s->slots || !s->map) {
+    s->cur.r = calloc(n ? n : 1, sizeof *s->cur.r);
+    s->target.r = calloc(n ? n : 1, sizeof *s->target.r);
+    if (!s->slots || !s->cur.r || !s->target.r) {
         vr_slices_destroy(s);
         return -ENOMEM;
     }
-    size_t gran = vr_alloc_granularity();
-    CUresult r = vr_real.cuMemAddressReserve(&s->base, total, gran, 0, 0);
+    CUresult r = vr_real.cuMemAddressReserve(&s->base, total, vr_alloc_granularity(), 0, 0);
     if (r != CUDA_SUCCESS) {
         s->base = 0;
         vr_slices_destroy(s);
@@ -67,31 +71,65 @@ int vr_slices_create(struct vr_slices **out, const size_t *sizes, size_t n)
     return 0;
 }
 
-static void unmap_slot(struct slot *sl)
+static int unmap_slot(struct slot *sl)
 {
     if (!sl->cur.id)
-        return;
-    vr_real.cuMemUnmap(sl->va, sl->cur.padded);
+        return 0;
+    CUresult r = vr_real.cuMemUnmap(sl->va, sl->cur.padded);
+    if (r != CUDA_SUCCESS)
+        return vr_err_cu(r);
     memset(&sl->cur, 0, sizeof sl->cur);
     vr_stat_add(VR_C_slices_bound, -1);
+    return 0;
 }
 
-void vr_slices_destroy(struct vr_slices *s)
+int vr_slices_destroy(struct vr_slices *s)
 {
     if (!s)
-        return;
-    for (size_t i = 0; i < s->n; i++)
-        unmap_slot(&s->slots[i]);
-    if (s->base)
-        vr_real.cuMemAddressFree(s->base, s->total);
+        return 0;
+    int rc = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        int u = unmap_slot(&s->slots[i]);
+        if (u != 0 && rc == 0)
+            rc = u;
+    }
+    if (rc == 0 && s->base) {
+        CUresult r = vr_real.cuMemAddressFree(s->base, s->total);
+        if (r != CUDA_SUCCESS)
+            return vr_err_cu(r);
+        s->base = 0;
+    }
+    if (rc != 0)
+        return rc;
     free(s->slots);
-    free(s->map);
+    free(s->cur.r);
+    free(s->target.r);
     free(s);
+    return 0;
 }
 
 size_t vr_slices_count(const struct vr_slices *s) { return s->n; }
 size_t vr_slices_reserved(const struct vr_slices *s) { return s->total; }
 CUdeviceptr vr_slices_va(const struct vr_slices *s, size_t slot) { return s->slots[slot].va; }
+size_t vr_slices_size(const struct vr_slices *s, size_t slot) { return s->slots[slot].size; }
+
+const struct vr_slice_bind *vr_slices_current(const struct vr_slices *s, size_t slot)
+{
+    return &s->slots[slot].cur;
+}
+
+const struct vr_slice_bind *vr_slices_target(const struct vr_slices *s, size_t slot)
+{
+    return &s->slots[slot].target;
+}
+
+size_t vr_slices_mapped_bytes(const struct vr_slices *s)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->n; i++)
+        n += s->slots[i].cur.id ? s->slots[i].cur.padded : 0;
+    return n;
+}
 
 static int by_lo(const void *a, const void *b)
 {
@@ -99,16 +137,24 @@ static int by_lo(const void *a, const void *b)
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-static void rebuild_map(struct vr_slices *s)
+/* Bindings change only on remaps and retargets, never on the hot path. */
+static void rebuild(struct vr_slices *s)
 {
-    size_t n = 0;
+    s->cur.n = s->target.n = 0;
+    s->npending = 0;
     for (size_t i = 0; i < s->n; i++) {
-        const struct vr_slice_bind *t = &s->slots[i].target;
-        if (t->id)
-            s->map[n++] = (struct range){t->base, t->base + t->size, s->slots[i].va, i};
+        const struct slot *sl = &s->slots[i];
+        if (sl->cur.id)
+            s->cur.r[s->cur.n++] = (struct range){sl->cur.base, sl->cur.base + sl->cur.size,
+                                                  sl->va, i};
+        if (sl->target.id)
+            s->target.r[s->target.n++] = (struct range){sl->target.base,
+                                                        sl->target.base + sl->target.size,
+                                                        sl->va, i};
+        s->npending += sl->cur.id != sl->target.id;
     }
-    qsort(s->map, n, sizeof *s->map, by_lo);
-    s->nmap = n;
+    qsort(s->cur.r, s->cur.n, sizeof *s->cur.r, by_lo);
+    qsort(s->target.r, s->target.n, sizeof *s->target.r, by_lo);
 }
 
 static int map_slot(struct slot *sl, const struct vr_slice_bind *b)
@@ -117,9 +163,15 @@ static int map_slot(struct slot *sl, const struct vr_slice_bind *b)
     CUresult r = vr_real.cuMemMap(sl->va, b->padded, 0, b->handle, 0);
     if (r != CUDA_SUCCESS)
         return vr_err_cu(r);
-    r = vr_real.cuMemSetAccess(sl->va, b->padded, access, vr_alloc_access(access, 64));
+    r = vr_real.cuMemSetAccess(sl->va, b->padded, access,
+                               vr_alloc_access_for(b->device, access, 64));
     if (r != CUDA_SUCCESS) {
-        vr_real.cuMemUnmap(sl->va, b->padded);
+        /* Unmapping a mapping nobody can access yet cannot race a kernel; if
+         * even that fails the slot keeps it and a later remap retries. */
+        if (vr_real.cuMemUnmap(sl->va, b->padded) != CUDA_SUCCESS) {
+            sl->cur = *b;
+            vr_stat_add(VR_C_slices_bound, 1);
+        }
         return vr_err_cu(r);
     }
     sl->cur = *b;
@@ -133,44 +185,63 @@ int vr_slices_bind(struct vr_slices *s, size_t slot, const struct vr_slice_bind 
     if (sl->cur.id || b->padded > sl->size)
         return -EINVAL;
     int rc = map_slot(sl, b);
-    if (rc == 0) {
+    if (rc == 0)
         sl->target = *b;
-        rebuild_map(s);
-    }
+    rebuild(s);
     return rc;
 }
 
-/* Few slots per exec: a binary search over a short sorted array. */
-static const struct range *lookup(const struct vr_slices *s, uint64_t word)
+/* The last range starting at or below word; few slots per exec. */
+static const struct range *lookup(const struct map *m, uint64_t word)
 {
-    size_t lo = 0, hi = s->nmap;
+    size_t lo = 0, hi = m->n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (s->map[mid].lo <= word)
+        if (m->r[mid].lo <= word)
             lo = mid + 1;
         else
             hi = mid;
     }
-    if (lo > 0 && word < s->map[lo - 1].hi)
-        return &s->map[lo - 1];
+    if (lo > 0 && word <= m->r[lo - 1].hi)
+        return &m->r[lo - 1];
     return NULL;
 }
 
-uint64_t vr_slices_translate(const struct vr_slices *s, uint64_t word)
+static const struct range *lookup_view(const struct vr_slices *s, uint64_t word, enum vr_view view)
 {
-    const struct range *r = lookup(s, word);
+    if (view == VR_VIEW_TARGET)
+        return lookup(&s->target, word);
+    const struct range *r = lookup(&s->cur, word);
+    if (r && view == VR_VIEW_STABLE && s->slots[r->slot].target.id != s->slots[r->slot].cur.id)
+        return NULL;
+    return r;
+}
+
+uint64_t vr_slices_translate(const struct vr_slices *s, uint64_t word, enum vr_view view)
+{
+    const struct range *r = lookup_view(s, word, view);
     return r ? r->va + (word - r->lo) : word;
 }
 
-int vr_slices_target_slot(const struct vr_slices *s, uint64_t word)
+int vr_slices_slot_of(const struct vr_slices *s, uint64_t word, enum vr_view view)
 {
-    const struct range *r = lookup(s, word);
+    const struct range *r = lookup_view(s, word, view);
     return r ? (int)r->slot : -1;
 }
 
-bool vr_slices_covers(const struct vr_slices *s, uint64_t word)
+int vr_slices_slot_at(const struct vr_slices *s, uint64_t va)
 {
-    return word >= s->base && word - s->base < s->total;
+    if (va < s->base || va - s->base > s->total)
+        return -1;
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (s->slots[mid].va <= va)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo > 0 ? (int)(lo - 1) : -1;
 }
 
 int vr_slices_retarget(struct vr_slices *s, size_t slot, const struct vr_slice_bind *b)
@@ -178,90 +249,70 @@ int vr_slices_retarget(struct vr_slices *s, size_t slot, const struct vr_slice_b
     struct slot *sl = &s->slots[slot];
     if (sl->target.id == b->id)
         return 0;
-    if (b->padded > sl->size)
+    if (b->id && b->padded > sl->size)
         return -E2BIG;
-    if (sl->target.id != sl->cur.id)
-        return -EBUSY;
-    for (size_t i = 0; i < s->n; i++)
+    for (size_t i = 0; b->id && i < s->n; i++)
         if (s->slots[i].target.id == b->id)
             return -EEXIST;
-    sl->target = *b;
-    s->retargeted = true;
-    rebuild_map(s);
+    if (b->id)
+        sl->target = *b;
+    else
+        memset(&sl->target, 0, sizeof sl->target);
+    rebuild(s);
     return 0;
 }
 
-/* Asked at every launch: a flag, not a walk over the slots. */
+void vr_slices_cancel(struct vr_slices *s, size_t slot)
+{
+    struct slot *sl = &s->slots[slot];
+    if (sl->target.id == sl->cur.id)
+        return;
+    sl->target = sl->cur;
+    rebuild(s);
+}
+
 bool vr_slices_pending(const struct vr_slices *s)
 {
-    return s->retargeted;
+    return s->npending != 0;
 }
 
-size_t vr_slices_apply(struct vr_slices *s, vr_slice_change_fn changed, void *ctx)
+bool vr_slices_slot_pending(const struct vr_slices *s, size_t slot)
 {
-    size_t n = 0;
-    bool remap = false;
-    for (size_t i = 0; i < s->n; i++) {
-        struct slot *sl = &s->slots[i];
-        if (sl->target.id == sl->cur.id)
-            continue;
-        struct vr_slice_bind from = sl->cur;
-        unmap_slot(sl);
-        int rc = 0;
-        if (sl->target.id) {
-            rc = map_slot(sl, &sl->target);
-            if (rc != 0) {
-                memset(&sl->target, 0, sizeof sl->target);
-                remap = true;
-            }
-        }
-        if (changed)
-            changed(ctx, i, &from, &sl->target, rc);
-        n++;
-    }
-    if (remap)
-        rebuild_map(s);
-    s->retargeted = false;
-    return n;
+    return s->slots[slot].target.id != s->slots[slot].cur.id;
 }
 
-bool vr_slices_drop(struct vr_slices *s, uint64_t id)
+int vr_slices_remap(struct vr_slices *s, size_t slot)
 {
-    bool hit = false;
-    for (size_t i = 0; i < s->n; i++) {
-        struct slot *sl = &s->slots[i];
-        if (sl->cur.id == id) {
-            unmap_slot(sl);
-            hit = true;
-        }
-        if (sl->target.id == id) {
-            /* A pending rebind to a freed allocation: keep what is mapped. */
-            sl->target = sl->cur;
-            hit = true;
-        }
+    struct slot *sl = &s->slots[slot];
+    if (sl->target.id == sl->cur.id)
+        return 0;
+    int rc = unmap_slot(sl);
+    if (rc != 0) {
+        sl->target = sl->cur;
+    } else if (sl->target.id) {
+        rc = map_slot(sl, &sl->target);
+        if (rc != 0)
+            sl->target = sl->cur; /* unbound, or still holding what it could not unmap */
     }
-    if (hit) {
-        rebuild_map(s);
-        s->retargeted = false; /* frees are rare: recount exactly */
-        for (size_t i = 0; i < s->n; i++)
-            s->retargeted |= s->slots[i].target.id != s->slots[i].cur.id;
-    }
-    return hit;
+    rebuild(s);
+    return rc;
+}
+
+int vr_slices_find(const struct vr_slices *s, uint64_t id)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->slots[i].cur.id == id || s->slots[i].target.id == id)
+            return (int)i;
+    return -1;
 }
 
 void vr_slices_reaccess(struct vr_slices *s)
 {
     CUmemAccessDesc access[64];
-    size_t n = vr_alloc_access(access, 64);
-    for (size_t i = 0; i < s->n; i++)
-        if (s->slots[i].cur.id)
-            vr_real.cuMemSetAccess(s->slots[i].va, s->slots[i].cur.padded, access, n);
-}
-
-bool vr_slices_holds(const struct vr_slices *s, uint64_t id)
-{
-    for (size_t i = 0; i < s->n; i++)
-        if (s->slots[i].cur.id == id || s->slots[i].target.id == id)
-            return true;
-    return false;
+    for (size_t i = 0; i < s->n; i++) {
+        const struct vr_slice_bind *b = &s->slots[i].cur;
+        if (b->id)
+            vr_real.cuMemSetAccess(s->slots[i].va, b->padded, access,
+                                   vr_alloc_access_for(b->device, access, 64));
+    }
 }

@@ -1,5 +1,7 @@
 #include "stats.h"
 
+#include "exec.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdatomic.h>
@@ -22,6 +24,7 @@ void vr_stats_snapshot(struct varemap_stats *out)
 #define VR_X(name) out->name = vr_stat_get(VR_C_##name);
     VR_COUNTERS(VR_X)
 #undef VR_X
+    vr_exec_add_stats(out);
     if (forward_all)
         out->setparams_forwarded = out->setparams_seen;
 }

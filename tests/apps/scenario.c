@@ -566,18 +566,24 @@ static void instantiate(void)
 }
 
 /* cuGraphExecUpdate from a freshly built graph of the same topology holding
- * this step's arguments; its node handles are used from then on. */
+ * this step's arguments. Exec calls keep naming the nodes of the graph the
+ * execs were instantiated from (cuda.h), even once that graph is destroyed. */
 static void update_execs(unsigned step)
 {
     CUgraph old = R.graph;
-    for (size_t i = 0; i < NNODE; i++)
+    CUgraphNode keep[NNODE];
+    for (size_t i = 0; i < NNODE; i++) {
         node_args(&R.nodes[i], step);
+        keep[i] = R.nodes[i].h;
+    }
     build_by_nodes();
     for (unsigned e = 0; e < R.o.execs; e++) {
         CUgraphExecUpdateResultInfo info;
         memset(&info, 0, sizeof info);
         CK(GraphExecUpdate_v2, R.ex[e], R.graph, &info);
     }
+    for (size_t i = 0; i < NNODE; i++)
+        R.nodes[i].h = keep[i];
     CK(GraphDestroy, old);
 }
 

@@ -1,5 +1,5 @@
-/* Slices over a fake VMM driver: translation uses targets, apply remaps,
- * retarget refuses what cannot be served, drop keeps what is mapped. */
+/* Slices over a fake VMM driver: three views of translation, ends of
+ * ranges, remaps, refusals, and a failed unmap that keeps what is mapped. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <string.h>
@@ -42,7 +42,17 @@ static CUresult CUDAAPI f_map(CUdeviceptr p, size_t s, size_t o, CUmemGenericAll
     last_map_handle = h;
     return CUDA_SUCCESS;
 }
-static CUresult CUDAAPI f_unmap(CUdeviceptr p, size_t s) { (void)p; (void)s; unmaps++; return CUDA_SUCCESS; }
+static int fail_unmaps;
+static CUresult CUDAAPI f_unmap(CUdeviceptr p, size_t s)
+{
+    (void)p; (void)s;
+    if (fail_unmaps) {
+        fail_unmaps--;
+        return CUDA_ERROR_UNKNOWN;
+    }
+    unmaps++;
+    return CUDA_SUCCESS;
+}
 static CUresult CUDAAPI f_access(CUdeviceptr p, size_t s, const CUmemAccessDesc *d, size_t n)
 {
     (void)p; (void)s; (void)d;
@@ -61,7 +71,7 @@ static void setup(void)
     vr_real.cuMemMap = f_map;
     vr_real.cuMemUnmap = f_unmap;
     vr_real.cuMemSetAccess = f_access;
-    maps = unmaps = 0;
+    maps = unmaps = fail_unmaps = 0;
     const size_t sizes[] = {0x2000, 0x1000};
     cr_assert_eq(vr_slices_create(&s, sizes, 2), 0);
 }
@@ -71,9 +81,9 @@ static void teardown(void)
     vr_slices_destroy(s);
 }
 
-static const struct vr_slice_bind A = {1, 0x7000000, 0x1800, 0x2000, 11};
-static const struct vr_slice_bind B = {2, 0x9000000, 0x1000, 0x1000, 22};
-static const struct vr_slice_bind C = {3, 0xa000000, 0x2800, 0x3000, 33};
+static const struct vr_slice_bind A = {1, 0x7000000, 0x1800, 0x2000, 11, 0};
+static const struct vr_slice_bind B = {2, 0x9000000, 0x1000, 0x1000, 22, 0};
+static const struct vr_slice_bind C = {3, 0xa000000, 0x2800, 0x3000, 33, 0};
 
 TestSuite(slice, .init = setup, .fini = teardown);
 
@@ -85,60 +95,84 @@ Test(slice, packed_slots_and_translation)
     cr_assert_eq(vr_slices_bind(s, 0, &A), 0);
     cr_assert_eq(maps, 1);
     cr_assert_eq(last_map_va, 0x100000);
-    cr_assert_eq(vr_slices_translate(s, 0x7000010), 0x100010);
-    cr_assert_eq(vr_slices_translate(s, 0x7000000 + 0x1800), 0x7000000 + 0x1800,
-                 "one past the logical end is not translated");
-    cr_assert_eq(vr_slices_translate(s, 0x6ffffff), 0x6ffffff);
-    cr_assert(vr_slices_covers(s, 0x102fff));
-    cr_assert_not(vr_slices_covers(s, 0x103000));
+    cr_assert_eq(vr_slices_translate(s, 0x7000010, VR_VIEW_MAPPED), 0x100010);
+    cr_assert_eq(vr_slices_translate(s, 0x7000000 + 0x1800, VR_VIEW_MAPPED), 0x100000 + 0x1800,
+                 "one past the logical end is the end of the slice's copy: [begin, end) pairs");
+    cr_assert_eq(vr_slices_translate(s, 0x7000000 + 0x1801, VR_VIEW_MAPPED), 0x7000000 + 0x1801);
+    cr_assert_eq(vr_slices_translate(s, 0x6ffffff, VR_VIEW_MAPPED), 0x6ffffff);
+    cr_assert_eq(vr_slices_slot_at(s, 0x102fff), 1);
+    cr_assert_eq(vr_slices_slot_at(s, 0x100000 + 0x1800), 0);
+    cr_assert_eq(vr_slices_slot_at(s, 0x0fffff), -1);
 }
 
-Test(slice, retarget_translates_before_apply_and_apply_remaps)
+Test(slice, adjacent_allocations_prefer_the_one_that_starts_there)
+{
+    struct vr_slice_bind lo = {7, 0x5000000, 0x1000, 0x1000, 77, 0};
+    struct vr_slice_bind hi = {8, 0x5001000, 0x1000, 0x1000, 88, 0};
+    cr_assert_eq(vr_slices_bind(s, 0, &lo), 0);
+    cr_assert_eq(vr_slices_bind(s, 1, &hi), 0);
+    cr_assert_eq(vr_slices_translate(s, 0x5001000, VR_VIEW_MAPPED), 0x102000);
+    cr_assert_eq(vr_slices_translate(s, 0x5000fff, VR_VIEW_MAPPED), 0x100fff);
+}
+
+Test(slice, views_and_remap)
 {
     cr_assert_eq(vr_slices_bind(s, 0, &A), 0);
     cr_assert_eq(vr_slices_retarget(s, 0, &B), 0);
     cr_assert(vr_slices_pending(s));
-    cr_assert_eq(vr_slices_translate(s, 0x9000008), 0x100008, "the target is translated at once");
-    cr_assert_eq(vr_slices_translate(s, 0x7000008), 0x7000008, "the old binding is not");
-    cr_assert_eq(maps, 1, "nothing remapped before apply");
-    cr_assert_eq(vr_slices_apply(s, NULL, NULL), 1);
+    cr_assert(vr_slices_slot_pending(s, 0));
+    cr_assert_eq(vr_slices_translate(s, 0x9000008, VR_VIEW_TARGET), 0x100008);
+    cr_assert_eq(vr_slices_translate(s, 0x9000008, VR_VIEW_MAPPED), 0x9000008);
+    cr_assert_eq(vr_slices_translate(s, 0x7000008, VR_VIEW_MAPPED), 0x100008);
+    cr_assert_eq(vr_slices_translate(s, 0x7000008, VR_VIEW_STABLE), 0x7000008,
+                 "a slot about to change is not stable");
+    cr_assert_eq(maps, 1, "nothing remapped before remap");
+    cr_assert_eq(vr_slices_remap(s, 0), 0);
     cr_assert_eq(unmaps, 1);
     cr_assert_eq(maps, 2);
     cr_assert_eq(last_map_handle, 22);
     cr_assert_not(vr_slices_pending(s));
+    cr_assert_eq(vr_slices_translate(s, 0x9000008, VR_VIEW_STABLE), 0x100008);
 }
 
-Test(slice, retarget_refusals)
+Test(slice, retarget_refusals_and_cancel)
 {
     cr_assert_eq(vr_slices_bind(s, 1, &B), 0);
     cr_assert_eq(vr_slices_retarget(s, 1, &C), -E2BIG, "C does not fit a 0x1000 slot");
     cr_assert_eq(vr_slices_bind(s, 0, &A), 0);
     cr_assert_eq(vr_slices_retarget(s, 0, &B), -EEXIST, "B is already slot 1's");
-    struct vr_slice_bind d = {4, 0xb000000, 0x100, 0x1000, 44};
-    struct vr_slice_bind e = {5, 0xc000000, 0x100, 0x1000, 55};
+    struct vr_slice_bind d = {4, 0xb000000, 0x100, 0x1000, 44, 0};
     cr_assert_eq(vr_slices_retarget(s, 0, &d), 0);
-    cr_assert_eq(vr_slices_retarget(s, 0, &e), -EBUSY, "slot 0 already waits for d");
+    cr_assert_eq(vr_slices_find(s, d.id), 0);
+    vr_slices_cancel(s, 0);
+    cr_assert_not(vr_slices_pending(s));
+    cr_assert_eq(vr_slices_find(s, d.id), -1);
+    cr_assert_eq(vr_slices_translate(s, 0x7000000, VR_VIEW_TARGET), 0x100000);
 }
 
-Test(slice, drop_unmaps_current_and_keeps_mapping_when_target_freed)
+Test(slice, failed_unmap_keeps_the_slot_mapped)
 {
     cr_assert_eq(vr_slices_bind(s, 0, &A), 0);
-    cr_assert_eq(vr_slices_retarget(s, 0, &B), 0);
-    cr_assert(vr_slices_drop(s, B.id));
-    cr_assert_not(vr_slices_pending(s), "target reverts to what is mapped");
-    cr_assert_eq(vr_slices_translate(s, 0x7000000), 0x100000);
-    cr_assert(vr_slices_drop(s, A.id));
-    cr_assert_eq(unmaps, 1);
-    cr_assert_eq(vr_slices_translate(s, 0x7000000), 0x7000000);
-    cr_assert_not(vr_slices_holds(s, A.id));
+    struct vr_slice_bind none = {0};
+    cr_assert_eq(vr_slices_retarget(s, 0, &none), 0);
+    fail_unmaps = 1;
+    cr_assert_neq(vr_slices_remap(s, 0), 0);
+    cr_assert_eq(vr_slices_current(s, 0)->id, A.id, "the mapping is still there");
+    cr_assert_not(vr_slices_pending(s), "the change is given up, not half done");
+    cr_assert_eq(vr_slices_translate(s, 0x7000000, VR_VIEW_STABLE), 0x100000);
+    fail_unmaps = 1;
+    cr_assert_neq(vr_slices_destroy(s), 0, "destroy reports what it could not return");
+    cr_assert_eq(vr_slices_current(s, 0)->id, A.id);
 }
 
 Test(slice, failed_map_leaves_slot_unbound)
 {
     cr_assert_eq(vr_slices_bind(s, 0, &A), 0);
-    struct vr_slice_bind bad = {9, 0xd000000, 0x100, 0x1000, 0xbad};
+    struct vr_slice_bind bad = {9, 0xd000000, 0x100, 0x1000, 0xbad, 0};
     cr_assert_eq(vr_slices_retarget(s, 0, &bad), 0);
-    cr_assert_eq(vr_slices_apply(s, NULL, NULL), 1);
-    cr_assert_eq(vr_slices_translate(s, 0xd000000), 0xd000000, "a failed map is not translated");
-    cr_assert_not(vr_slices_holds(s, bad.id));
+    cr_assert_neq(vr_slices_remap(s, 0), 0);
+    cr_assert_eq(vr_slices_translate(s, 0xd000000, VR_VIEW_TARGET), 0xd000000,
+                 "a failed map is not translated");
+    cr_assert_eq(vr_slices_find(s, bad.id), -1);
+    cr_assert_eq(vr_slices_current(s, 0)->id, 0);
 }

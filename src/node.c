@@ -1,0 +1,236 @@
+#include "node.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+#include "err.h"
+
+/* gridDimX .. sharedMemBytes are seven consecutive unsigned ints in every
+ * kernel-node params struct version. */
+#define VR_DIMS_BYTES (7 * sizeof(unsigned))
+
+bool vr_same_fields(const struct vr_fields *a, const struct vr_fields *b)
+{
+    return vr_same_function(a, b) && memcmp(a->dims, b->dims, VR_DIMS_BYTES) == 0;
+}
+
+bool vr_call_decode(enum vr_sp_entry entry, const void *params, struct vr_call *c)
+{
+    memset(c, 0, sizeof *c);
+    if (!params)
+        return false;
+    if (entry == VR_SP_V1) {
+        const CUDA_KERNEL_NODE_PARAMS_v1 *p = params;
+        c->f.func = p->func;
+        memcpy(c->f.dims, &p->gridDimX, VR_DIMS_BYTES);
+        c->kernelParams = p->kernelParams;
+        c->extra = p->extra;
+        return true;
+    }
+    const CUDA_KERNEL_NODE_PARAMS_v2 *p = vr_call_v2(entry, params);
+    if (!p)
+        return false;
+    c->f.func = p->func;
+    c->f.kern = p->func ? NULL : p->kern;
+    c->f.ctx = p->func ? NULL : p->ctx;
+    memcpy(c->f.dims, &p->gridDimX, VR_DIMS_BYTES);
+    c->kernelParams = p->kernelParams;
+    c->extra = p->extra;
+    return true;
+}
+
+CUresult vr_forward_raw(CUgraphExec exec, CUgraphNode node, enum vr_sp_entry entry,
+                        const void *params)
+{
+    switch (entry) {
+    case VR_SP_V1: return vr_real.cuGraphExecKernelNodeSetParams(exec, node, params);
+    case VR_SP_V2: return vr_real.cuGraphExecKernelNodeSetParams_v2(exec, node, params);
+    default: return vr_real.cuGraphExecNodeSetParams(exec, node, (CUgraphNodeParams *)params);
+    }
+}
+
+CUresult vr_forward_args(CUgraphExec exec, CUgraphNode node, enum vr_sp_entry entry,
+                         const void *params, void **kp)
+{
+    switch (entry) {
+    case VR_SP_V1: {
+        CUDA_KERNEL_NODE_PARAMS_v1 p = *(const CUDA_KERNEL_NODE_PARAMS_v1 *)params;
+        p.kernelParams = kp;
+        return vr_real.cuGraphExecKernelNodeSetParams(exec, node, &p);
+    }
+    case VR_SP_V2: {
+        CUDA_KERNEL_NODE_PARAMS_v2 p = *(const CUDA_KERNEL_NODE_PARAMS_v2 *)params;
+        p.kernelParams = kp;
+        return vr_real.cuGraphExecKernelNodeSetParams_v2(exec, node, &p);
+    }
+    default: {
+        CUgraphNodeParams p = *(const CUgraphNodeParams *)params;
+        p.kernel.kernelParams = kp;
+        return vr_real.cuGraphExecNodeSetParams(exec, node, &p);
+    }
+    }
+}
+
+CUresult vr_node_issue(CUgraphExec exec, const struct vr_node *n, uint8_t *args, void **kp)
+{
+    CUDA_KERNEL_NODE_PARAMS_v2 p = {0};
+    p.func = n->f.func;
+    p.kern = n->f.kern;
+    p.ctx = n->f.ctx;
+    memcpy(&p.gridDimX, n->f.dims, VR_DIMS_BYTES);
+    vr_layout_point(n->layout, args, kp);
+    p.kernelParams = kp;
+    return vr_real.cuGraphExecKernelNodeSetParams_v2(exec, n->handle, &p);
+}
+
+void vr_node_make_opaque(struct vr_nodes *ns, struct vr_node *n)
+{
+    if (!n->layout)
+        return;
+    n->layout = NULL;
+    ns->nopaque++;
+}
+
+void vr_nodes_free(struct vr_nodes *ns)
+{
+    for (size_t i = 0; i < ns->n; i++)
+        free(ns->v[i].intended);
+    free(ns->v);
+    free(ns->hkeys);
+    free(ns->hvals);
+    memset(ns, 0, sizeof *ns);
+}
+
+/* The kernel nodes of graph, in the driver's order. */
+static int kernel_nodes(CUgraph graph, CUgraphNode **out, size_t *count)
+{
+    size_t total = 0;
+    CUresult r = vr_real.cuGraphGetNodes(graph, NULL, &total);
+    if (r != CUDA_SUCCESS)
+        return vr_err_cu(r);
+    CUgraphNode *all = calloc(total ? total : 1, sizeof *all);
+    if (!all)
+        return -ENOMEM;
+    r = vr_real.cuGraphGetNodes(graph, all, &total);
+    if (r != CUDA_SUCCESS) {
+        free(all);
+        return vr_err_cu(r);
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < total; i++) {
+        CUgraphNodeType type;
+        if (vr_real.cuGraphNodeGetType(all[i], &type) == CUDA_SUCCESS &&
+            type == CU_GRAPH_NODE_TYPE_KERNEL)
+            all[k++] = all[i];
+    }
+    *out = all;
+    *count = k;
+    return 0;
+}
+
+/* Loads node n's fields and both shadows from the graph node g. A node
+ * whose arguments cannot be read ends opaque. */
+static void load(struct vr_node *n, CUgraphNode g)
+{
+    CUDA_KERNEL_NODE_PARAMS_v2 p = {0};
+    const struct vr_layout *l = NULL;
+    free(n->intended);
+    n->intended = n->installed = NULL;
+    n->layout = NULL;
+    if (vr_real.cuGraphKernelNodeGetParams_v2(g, &p) != CUDA_SUCCESS)
+        return;
+    n->f.func = p.func;
+    n->f.kern = p.func ? NULL : p.kern;
+    n->f.ctx = p.func ? NULL : p.ctx;
+    memcpy(n->f.dims, &p.gridDimX, VR_DIMS_BYTES);
+    if (p.extra || vr_layout_get(p.func, p.kern, &l) != 0 || (l->nparams && !p.kernelParams))
+        return;
+    size_t bytes = l->bytes ? l->bytes : 1;
+    n->intended = calloc(2, bytes);
+    if (!n->intended)
+        return;
+    n->installed = n->intended + bytes;
+    vr_layout_pack(l, p.kernelParams, n->intended);
+    memcpy(n->installed, n->intended, l->bytes);
+    n->layout = l;
+}
+
+/* Word indices and scratch sizes follow the layouts. */
+static void index_words(struct vr_nodes *ns)
+{
+    ns->nwords = 0;
+    ns->nopaque = 0;
+    ns->max_bytes = 8;
+    ns->max_params = 1;
+    for (size_t i = 0; i < ns->n; i++) {
+        struct vr_node *n = &ns->v[i];
+        if (!n->layout) {
+            ns->nopaque++;
+            continue;
+        }
+        n->word0 = (uint32_t)ns->nwords;
+        ns->nwords += n->layout->nwords;
+        if (n->layout->bytes > ns->max_bytes)
+            ns->max_bytes = n->layout->bytes;
+        if (n->layout->nparams > ns->max_params)
+            ns->max_params = n->layout->nparams;
+    }
+}
+
+int vr_nodes_read(struct vr_nodes *ns, CUgraph graph)
+{
+    CUgraphNode *all;
+    size_t count;
+    memset(ns, 0, sizeof *ns);
+    int rc = kernel_nodes(graph, &all, &count);
+    if (rc != 0)
+        return rc;
+    size_t hcap = 16;
+    while (hcap < count * 2)
+        hcap *= 2;
+    ns->v = calloc(count ? count : 1, sizeof *ns->v);
+    ns->hkeys = calloc(hcap, sizeof *ns->hkeys);
+    ns->hvals = calloc(hcap, sizeof *ns->hvals);
+    ns->hmask = hcap - 1;
+    if (!ns->v || !ns->hkeys || !ns->hvals) {
+        free(all);
+        vr_nodes_free(ns);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < count; i++) {
+        struct vr_node *n = &ns->v[i];
+        n->handle = all[i];
+        load(n, all[i]);
+        uintptr_t k = (uintptr_t)n->handle;
+        size_t h = (size_t)((k >> 4) ^ (k >> 17)) & ns->hmask;
+        while (ns->hkeys[h])
+            h = (h + 1) & ns->hmask;
+        ns->hkeys[h] = n->handle;
+        ns->hvals[h] = (uint32_t)i;
+    }
+    ns->n = count;
+    free(all);
+    index_words(ns);
+    return 0;
+}
+
+int vr_nodes_refresh(struct vr_nodes *ns, CUgraph graph)
+{
+    CUgraphNode *all;
+    size_t count;
+    int rc = kernel_nodes(graph, &all, &count);
+    if (rc != 0)
+        return rc;
+    if (count != ns->n) {
+        free(all);
+        return -EINVAL;
+    }
+    /* Our handles stay: only what they hold changes. */
+    for (size_t i = 0; i < count; i++)
+        load(&ns->v[i], all[i]);
+    free(all);
+    index_words(ns);
+    return 0;
+}

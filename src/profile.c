@@ -1,0 +1,266 @@
+#include "profile.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "log.h"
+
+struct vr_profile {
+    size_t nwords;
+    unsigned launches;
+    uint64_t *val, *id, *base; /* per word: first value, its allocation (0: none or moved) */
+};
+
+int vr_profile_new(struct vr_profile **out, size_t nwords)
+{
+    struct vr_profile *p = calloc(1, sizeof *p);
+    size_t n = nwords ? nwords : 1;
+    if (!p)
+        return -ENOMEM;
+    p->nwords = nwords;
+    p->val = calloc(n, sizeof *p->val);
+    p->id = calloc(n, sizeof *p->id);
+    p->base = calloc(n, sizeof *p->base);
+    if (!p->val || !p->id || !p->base) {
+        vr_profile_free(p);
+        return -ENOMEM;
+    }
+    *out = p;
+    return 0;
+}
+
+void vr_profile_free(struct vr_profile *p)
+{
+    if (!p)
+        return;
+    free(p->val);
+    free(p->id);
+    free(p->base);
+    free(p);
+}
+
+unsigned vr_profile_launches(const struct vr_profile *p)
+{
+    return p->launches;
+}
+
+uint64_t vr_profile_alloc_of(uint64_t word, uint64_t *base)
+{
+    struct vr_alloc_info a;
+    if (vr_alloc_find(word, &a) == 0 ||
+        (word && vr_alloc_find(word - 1, &a) == 0 && word == a.base + a.size)) {
+        *base = a.base;
+        return a.id;
+    }
+    return 0;
+}
+
+void vr_profile_observe(struct vr_profile *p, const struct vr_nodes *ns)
+{
+    bool first = p->launches == 0;
+    for (size_t i = 0; i < ns->n; i++) {
+        const struct vr_node *n = &ns->v[i];
+        if (!n->layout)
+            continue;
+        for (uint32_t k = 0; k < n->layout->nwords; k++) {
+            size_t w = n->word0 + k;
+            if (!first && !p->id[w])
+                continue;
+            uint64_t v = vr_load_word(n->intended + n->layout->words[k]);
+            uint64_t base = 0, id = vr_profile_alloc_of(v, &base);
+            if (first) {
+                p->val[w] = v;
+                p->id[w] = id;
+                p->base[w] = base;
+            } else if (p->val[w] != v || p->id[w] != id) {
+                p->id[w] = 0;
+            }
+        }
+    }
+    p->launches++;
+}
+
+struct candidate {
+    uint64_t id, ptr;
+    size_t size;
+    unsigned anchors;
+    const char *verdict;
+    struct vr_alloc_info info;
+    int slot;
+};
+
+static const char *const V_SELECTED = "selected";
+
+static void log_decision(const struct vr_profile *p, CUgraphExec exec,
+                         const struct candidate *cand, size_t ncand, bool active,
+                         size_t reserved, bool observe)
+{
+    if (!vr_log_enabled(VR_LEVEL_INFO))
+        return;
+    size_t cap = 2048 + ncand * 160;
+    char *buf = malloc(cap); /* once per exec: not a hot path */
+    if (!buf)
+        return;
+    struct vr_jw w;
+    vr_jw_begin(&w, buf, cap, "profile_decision");
+    vr_jw_hex(&w, "exec", (uint64_t)(uintptr_t)exec);
+    vr_jw_str(&w, "state", active ? "active" : "disabled");
+    vr_jw_u64(&w, "launches", p->launches);
+    vr_jw_array_begin(&w, "candidates");
+    for (size_t i = 0; i < ncand; i++) {
+        vr_jw_object_begin(&w, NULL);
+        vr_jw_hex(&w, "ptr", cand[i].ptr);
+        vr_jw_u64(&w, "size", cand[i].size);
+        vr_jw_u64(&w, "anchors", cand[i].anchors);
+        vr_jw_str(&w, "verdict", cand[i].verdict);
+        vr_jw_object_end(&w);
+    }
+    vr_jw_array_end(&w);
+    vr_jw_u64(&w, "reserved_bytes", reserved);
+    /* Why a buffer is missing from the candidates: its pointer moved. */
+    vr_jw_array_begin(&w, "unstable");
+    uint64_t listed[64];
+    size_t nlisted = 0;
+    for (size_t i = 0; i < p->nwords && nlisted < 64; i++) {
+        if (p->id[i] || !p->base[i])
+            continue;
+        bool dup = false;
+        for (size_t j = 0; j < nlisted && !dup; j++)
+            dup = listed[j] == p->base[i];
+        if (dup)
+            continue;
+        listed[nlisted++] = p->base[i];
+        vr_jw_hex(&w, NULL, p->base[i]);
+    }
+    vr_jw_array_end(&w);
+    if (observe)
+        vr_jw_bool(&w, "observe", true);
+    vr_log_emit(&w, VR_LEVEL_INFO);
+    free(buf);
+}
+
+/* Anchors grouped by allocation id through a transient hash: a graph of many
+ * nodes with as many buffers must not cost anchors x candidates. cidx[w] is
+ * the candidate of word w or -1. */
+static size_t group(const struct vr_profile *p, struct candidate *cand, int32_t *cidx)
+{
+    size_t hcap = 16, ncand = 0;
+    while (hcap < p->nwords * 2)
+        hcap *= 2;
+    uint64_t *hid = calloc(hcap, sizeof *hid);
+    uint32_t *hk = calloc(hcap, sizeof *hk);
+    if (!hid || !hk) {
+        free(hid);
+        free(hk);
+        return 0;
+    }
+    for (size_t w = 0; w < p->nwords; w++) {
+        cidx[w] = -1;
+        uint64_t id = p->id[w];
+        if (!id)
+            continue;
+        size_t h = (size_t)(id * UINT64_C(0x9e3779b97f4a7c15) >> 20) & (hcap - 1);
+        while (hid[h] && hid[h] != id)
+            h = (h + 1) & (hcap - 1);
+        if (!hid[h]) {
+            hid[h] = id;
+            hk[h] = (uint32_t)ncand;
+            cand[ncand] = (struct candidate){.id = id, .ptr = p->base[w], .slot = -1};
+            ncand++;
+        }
+        cidx[w] = (int32_t)hk[h];
+        cand[hk[h]].anchors++;
+    }
+    free(hid);
+    free(hk);
+    return ncand;
+}
+
+static void reject_selected(struct candidate *cand, size_t ncand, const char *why)
+{
+    for (size_t k = 0; k < ncand; k++)
+        if (cand[k].verdict == V_SELECTED)
+            cand[k].verdict = why;
+}
+
+void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphExec exec,
+                       bool observe, struct vr_decision *out)
+{
+    (void)ns;
+    memset(out, 0, sizeof *out);
+    size_t nw = p->nwords ? p->nwords : 1;
+    struct candidate *cand = calloc(nw, sizeof *cand);
+    int32_t *cidx = malloc(nw * sizeof *cidx);
+    size_t *sizes = calloc(nw, sizeof *sizes);
+    if (!cand || !cidx || !sizes) {
+        free(cand);
+        free(cidx);
+        free(sizes);
+        return;
+    }
+    size_t ncand = group(p, cand, cidx);
+    size_t nsel = 0, reserved = 0;
+    for (size_t k = 0; k < ncand; k++) {
+        struct vr_alloc_info *a = &cand[k].info;
+        if (vr_alloc_find(cand[k].ptr, a) != 0 || a->id != cand[k].id) {
+            cand[k].verdict = "freed";
+            continue;
+        }
+        cand[k].size = a->size;
+        if (!(observe ? a->eligible : a->vmm)) {
+            cand[k].verdict = "not_vmm_backed";
+            continue;
+        }
+        cand[k].verdict = V_SELECTED;
+        sizes[nsel++] = a->padded;
+        reserved += a->padded;
+    }
+    bool active = nsel > 0;
+    if (active && !observe) {
+        if (vr_slices_create(&out->slices, sizes, nsel) != 0) {
+            reject_selected(cand, ncand, "too_large");
+            active = false;
+        } else {
+            size_t slot = 0, bound = 0;
+            for (size_t k = 0; k < ncand; k++) {
+                if (cand[k].verdict != V_SELECTED)
+                    continue;
+                const struct vr_alloc_info *a = &cand[k].info;
+                struct vr_slice_bind b = {a->id, a->base, a->size, a->padded, a->handle,
+                                          a->device};
+                if (vr_slices_bind(out->slices, slot, &b) == 0) {
+                    cand[k].slot = (int)slot;
+                    bound++;
+                } else {
+                    cand[k].verdict = "map_failed";
+                }
+                slot++;
+            }
+            out->anchor_slot = malloc(nw * sizeof *out->anchor_slot);
+            if (bound == 0 || !out->anchor_slot) {
+                reject_selected(cand, ncand, "map_failed");
+                active = false;
+            } else {
+                for (size_t w = 0; w < p->nwords; w++)
+                    out->anchor_slot[w] = cidx[w] >= 0 ? cand[cidx[w]].slot : -1;
+            }
+            out->selected = bound;
+        }
+        if (!active) {
+            free(out->anchor_slot);
+            out->anchor_slot = NULL;
+            if (out->slices && vr_slices_destroy(out->slices) != 0)
+                vr_warn("exec %p: a reservation could not be returned", (void *)exec);
+            out->slices = NULL;
+            reserved = 0;
+        }
+    }
+    out->active = active;
+    log_decision(p, exec, cand, ncand, active, active ? reserved : 0, observe);
+    free(sizes);
+    free(cidx);
+    free(cand);
+}
