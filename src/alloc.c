@@ -1,6 +1,7 @@
 #include "alloc.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -9,39 +10,74 @@
 
 #include "driver.h"
 #include "err.h"
+#include "exec.h"
 #include "log.h"
 #include "stats.h"
 
 #define VR_MAX_DEVICES 64
+/* Candidates between two cuMemGetInfo calls at most. */
+#define MEM_REFRESH_EVERY 64u
+/* An allocation this large next to the estimated free memory asks again. */
+#define MEM_REFRESH_SHARE 8u
 
 static struct vr_config cfg;
 
-/* Sorted by base. Lock order: the registry lock is a leaf. */
+/* Sorted by base; records never overlap (VMM ones over their whole
+ * reservation). A leaf lock. */
 static pthread_rwlock_t reg_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct vr_alloc_info *recs;
 static size_t nrecs, caprecs;
 static uint64_t next_id = 1;
 static uint64_t padding_used; /* under reg_lock; observe mode simulates it too */
 
-/* Peers granted access; a bit per device ordinal. */
-static _Atomic uint64_t peer_mask;
+/* peer_access[D]: a bit per device E that enabled peer access to D. */
+static _Atomic uint64_t peer_access[VR_MAX_DEVICES];
 static _Atomic unsigned peer_generation;
-
-unsigned vr_alloc_peer_generation(void)
-{
-    return atomic_load_explicit(&peer_generation, memory_order_relaxed);
-}
 
 /* Per device: 0 unknown, 1 supported, 2 not supported. */
 static _Atomic int vmm_state[VR_MAX_DEVICES];
 static _Atomic size_t granularity[VR_MAX_DEVICES];
 
+/* Per device: estimated free bytes (-1: ask the driver), candidates since. */
+static _Atomic long long mem_free[VR_MAX_DEVICES];
+static _Atomic unsigned mem_since[VR_MAX_DEVICES];
+
 /* One fallback event per reason: a bit per reason. */
 static _Atomic unsigned fallback_logged;
+
+enum {
+    FB_NO_VMM = 1u << 0, FB_PADDING = 1u << 1, FB_RESERVE = 1u << 2, FB_CREATE = 1u << 3,
+    FB_MAP = 1u << 4, FB_ACCESS = 1u << 5, FB_TRACK = 1u << 6, FB_LOW_MEMORY = 1u << 7,
+    FB_SYNC = 1u << 8, FB_UNMAP = 1u << 9, FB_RELEASE = 1u << 10, FB_ADDRESS_FREE = 1u << 11,
+};
+
+/* Memory the program freed that the shim has not yet returned. */
+enum { STEP_SYNC = 1, STEP_UNMAP = 2, STEP_RELEASE = 4, STEP_ADDRESS_FREE = 8 };
+struct parked {
+    struct vr_alloc_info rec;
+    CUcontext ctx;   /* to synchronize before unmapping (STEP_SYNC) */
+    unsigned steps;  /* still to do */
+};
+static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER; /* a leaf */
+static struct parked *parked;
+static size_t nparked, capparked;
+static _Atomic size_t parked_hint; /* nparked, read without the lock */
 
 void vr_alloc_configure(const struct vr_config *c)
 {
     cfg = *c;
+    for (int d = 0; d < VR_MAX_DEVICES; d++)
+        atomic_store(&mem_free[d], -1);
+}
+
+unsigned vr_alloc_peer_generation(void)
+{
+    return atomic_load_explicit(&peer_generation, memory_order_acquire);
+}
+
+static bool valid_device(int dev)
+{
+    return dev >= 0 && dev < VR_MAX_DEVICES;
 }
 
 static int current_device(CUdevice *dev)
@@ -49,9 +85,30 @@ static int current_device(CUdevice *dev)
     CUresult r = vr_real.cuCtxGetDevice ? vr_real.cuCtxGetDevice(dev) : CUDA_ERROR_NOT_FOUND;
     if (r != CUDA_SUCCESS)
         return vr_err_cu(r);
-    if (*dev < 0 || *dev >= VR_MAX_DEVICES)
-        return -ERANGE;
+    return valid_device(*dev) ? 0 : -ERANGE;
+}
+
+/* The driver's answer for a call that needs a current context, asked before
+ * the shim touches anything. */
+static int need_context(CUcontext *ctx)
+{
+    CUcontext c = NULL;
+    CUresult r = vr_real.cuCtxGetCurrent ? vr_real.cuCtxGetCurrent(&c) : CUDA_ERROR_NOT_INITIALIZED;
+    if (r != CUDA_SUCCESS)
+        return vr_err_cu(r);
+    if (!c)
+        return vr_err_cu(CUDA_ERROR_INVALID_CONTEXT);
+    *ctx = c;
     return 0;
+}
+
+/* Errors a synchronize returns because of the program's own context or
+ * stream, which the native free would return too. */
+static bool programs_error(CUresult r)
+{
+    return r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED ||
+           r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_INVALID_VALUE ||
+           r == CUDA_ERROR_NOT_INITIALIZED || r == CUDA_ERROR_DEINITIALIZED;
 }
 
 static void device_prop(CUmemAllocationProp *prop, CUdevice dev)
@@ -63,8 +120,10 @@ static void device_prop(CUmemAllocationProp *prop, CUdevice dev)
 }
 
 /* Asks the driver once per device. */
-static size_t device_granularity(CUdevice dev)
+size_t vr_alloc_granularity_for(int dev)
 {
+    if (!valid_device(dev))
+        return 0;
     int state = atomic_load(&vmm_state[dev]);
     if (state == 0) {
         int supported = 0;
@@ -90,7 +149,7 @@ static size_t device_granularity(CUdevice dev)
 size_t vr_alloc_granularity(void)
 {
     CUdevice dev;
-    return current_device(&dev) == 0 ? device_granularity(dev) : 0;
+    return current_device(&dev) == 0 ? vr_alloc_granularity_for(dev) : 0;
 }
 
 bool vr_alloc_vmm_supported(void)
@@ -100,7 +159,6 @@ bool vr_alloc_vmm_supported(void)
 
 static void log_fallback(unsigned bit, const char *what, const char *reason)
 {
-    vr_stat_inc(VR_C_vmm_fallbacks);
     if (atomic_fetch_or(&fallback_logged, bit) & bit)
         return;
     char buf[512];
@@ -111,7 +169,21 @@ static void log_fallback(unsigned bit, const char *what, const char *reason)
     vr_log_emit(&w, VR_LEVEL_INFO);
 }
 
-/* Registry (callers hold reg_lock for writing). */
+/* A cuMemAlloc served natively although it was a candidate. */
+static void alloc_fallback(unsigned bit, const char *reason)
+{
+    vr_stat_inc(VR_C_vmm_fallbacks);
+    log_fallback(bit, "cuMemAlloc", reason);
+}
+
+/* ---- registry (callers hold reg_lock) ---------------------------------- */
+
+static size_t span(const struct vr_alloc_info *r)
+{
+    return r->vmm ? r->reserved : r->size;
+}
+
+/* Index of the first record with base > addr. */
 static size_t upper_bound(CUdeviceptr addr)
 {
     size_t lo = 0, hi = nrecs;
@@ -123,6 +195,15 @@ static size_t upper_bound(CUdeviceptr addr)
             hi = mid;
     }
     return lo;
+}
+
+/* The record whose [base, base + span) holds addr, or NULL. */
+static struct vr_alloc_info *holder(CUdeviceptr addr)
+{
+    size_t at = upper_bound(addr);
+    if (at > 0 && addr - recs[at - 1].base < span(&recs[at - 1]))
+        return &recs[at - 1];
+    return NULL;
 }
 
 static int insert_locked(struct vr_alloc_info *rec)
@@ -144,46 +225,63 @@ static int insert_locked(struct vr_alloc_info *rec)
     return 0;
 }
 
+static uint64_t padding_of(const struct vr_alloc_info *r)
+{
+    return (r->vmm || r->eligible) ? r->padded - r->size : 0;
+}
+
 int vr_alloc_find(CUdeviceptr addr, struct vr_alloc_info *out)
 {
     int rc = -ENOENT;
     pthread_rwlock_rdlock(&reg_lock);
-    size_t at = upper_bound(addr);
-    if (at > 0 && addr - recs[at - 1].base < recs[at - 1].size) {
-        *out = recs[at - 1];
+    const struct vr_alloc_info *r = holder(addr);
+    if (r && addr - r->base < r->size) {
+        *out = *r;
         rc = 0;
     }
     pthread_rwlock_unlock(&reg_lock);
     return rc;
 }
 
-int vr_alloc_detach(CUdeviceptr base, struct vr_alloc_info *out)
+/* Like vr_alloc_find, but addr may lie anywhere in a VMM reservation. */
+static int find_span(CUdeviceptr addr, struct vr_alloc_info *out)
 {
     int rc = -ENOENT;
-    pthread_rwlock_wrlock(&reg_lock);
-    size_t at = upper_bound(base);
-    if (at > 0 && base - recs[at - 1].base < recs[at - 1].size) {
-        if (recs[at - 1].base != base) {
-            rc = -EINVAL;
-        } else {
-            *out = recs[at - 1];
-            memmove(&recs[at - 1], &recs[at], (nrecs - at) * sizeof *recs);
-            nrecs--;
-            if (out->vmm || out->eligible)
-                padding_used -= out->padded - out->size;
-            rc = 0;
-        }
+    pthread_rwlock_rdlock(&reg_lock);
+    const struct vr_alloc_info *r = holder(addr);
+    if (r) {
+        *out = *r;
+        rc = 0;
     }
     pthread_rwlock_unlock(&reg_lock);
     return rc;
 }
 
-void vr_alloc_reattach(const struct vr_alloc_info *rec)
+/* Removes the allocation starting at `base`, so no new slice can pick it up. */
+static int detach(CUdeviceptr base, struct vr_alloc_info *out)
+{
+    int rc = -ENOENT;
+    pthread_rwlock_wrlock(&reg_lock);
+    struct vr_alloc_info *r = holder(base);
+    if (r && r->base == base) {
+        *out = *r;
+        size_t at = (size_t)(r - recs);
+        memmove(&recs[at], &recs[at + 1], (nrecs - at - 1) * sizeof *recs);
+        nrecs--;
+        uint64_t pad = padding_of(out);
+        padding_used -= pad <= padding_used ? pad : padding_used;
+        rc = 0;
+    }
+    pthread_rwlock_unlock(&reg_lock);
+    return rc;
+}
+
+static void reattach(const struct vr_alloc_info *rec)
 {
     struct vr_alloc_info copy = *rec;
     pthread_rwlock_wrlock(&reg_lock);
-    if (insert_locked(&copy) == 0 && (copy.vmm || copy.eligible))
-        padding_used += copy.padded - copy.size;
+    if (insert_locked(&copy) == 0)
+        padding_used += padding_of(&copy);
     pthread_rwlock_unlock(&reg_lock);
 }
 
@@ -193,7 +291,7 @@ static bool take_padding(uint64_t pad)
 {
     bool ok;
     pthread_rwlock_wrlock(&reg_lock);
-    ok = padding_used + pad <= cfg.max_padding;
+    ok = padding_used + pad >= padding_used && padding_used + pad <= cfg.max_padding;
     if (ok)
         padding_used += pad;
     pthread_rwlock_unlock(&reg_lock);
@@ -203,20 +301,22 @@ static bool take_padding(uint64_t pad)
 static void give_padding(uint64_t pad)
 {
     pthread_rwlock_wrlock(&reg_lock);
-    padding_used -= pad;
+    padding_used -= pad <= padding_used ? pad : padding_used;
     pthread_rwlock_unlock(&reg_lock);
 }
 
-static size_t access_for(CUdevice dev, CUmemAccessDesc *desc, size_t cap)
+/* ---- access ------------------------------------------------------------- */
+
+size_t vr_alloc_access_for(int dev, CUmemAccessDesc *desc, size_t cap)
 {
     size_t n = 0;
-    if (cap == 0)
+    if (cap == 0 || !valid_device(dev))
         return 0;
     desc[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     desc[n].location.id = dev;
     desc[n].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     n++;
-    uint64_t peers = atomic_load(&peer_mask);
+    uint64_t peers = atomic_load(&peer_access[dev]);
     for (int d = 0; d < VR_MAX_DEVICES && n < cap; d++) {
         if (d == dev || !(peers & (UINT64_C(1) << d)))
             continue;
@@ -228,22 +328,166 @@ static size_t access_for(CUdevice dev, CUmemAccessDesc *desc, size_t cap)
     return n;
 }
 
-size_t vr_alloc_access_for(int device, CUmemAccessDesc *desc, size_t cap)
-{
-    (void)device;
-    return vr_alloc_access(desc, cap);
-}
-
 size_t vr_alloc_access(CUmemAccessDesc *desc, size_t cap)
 {
     CUdevice dev;
-    return current_device(&dev) == 0 ? access_for(dev, desc, cap) : 0;
+    return current_device(&dev) == 0 ? vr_alloc_access_for(dev, desc, cap) : 0;
 }
 
-/* Returns 0 and fills rec, or the step that failed with its driver error. */
-enum { FB_NO_VMM = 1, FB_PADDING = 2, FB_RESERVE = 4, FB_CREATE = 8, FB_MAP = 16, FB_ACCESS = 32,
-       FB_TRACK = 64 };
+/* ---- parked memory -------------------------------------------------------- */
 
+/* Physical memory a parked entry still holds (a VA alone is not memory). */
+static size_t held(const struct parked *p)
+{
+    return (p->steps & (STEP_UNMAP | STEP_RELEASE)) ? p->rec.padded : 0;
+}
+
+static void park(const struct parked *p)
+{
+    pthread_mutex_lock(&park_lock);
+    if (nparked == capparked) {
+        size_t cap = capparked ? capparked * 2 : 16;
+        struct parked *grown = realloc(parked, cap * sizeof *parked);
+        if (grown) {
+            parked = grown;
+            capparked = cap;
+        }
+    }
+    if (nparked < capparked) /* else lost for good: it stays counted */
+        parked[nparked++] = *p;
+    atomic_store(&parked_hint, nparked);
+    pthread_mutex_unlock(&park_lock);
+}
+
+static void step_failed(unsigned bit, const char *step, CUresult r, const struct parked *p)
+{
+    char reason[192];
+    snprintf(reason, sizeof reason, "%s: %s; %zu bytes kept, released later", step,
+             vr_cu_name(r), p->rec.padded);
+    log_fallback(bit, "cuMemFree", reason);
+}
+
+/* Does what is left of a release, in an order that never unmaps under a
+ * kernel: synchronize (only when allowed to block), unmap, release the
+ * handle, free the VA (only once unmapped). Returns the steps still left. */
+static unsigned release_steps(struct parked *p, bool may_sync)
+{
+    const struct vr_alloc_info *rec = &p->rec;
+    CUresult r;
+    if (p->steps & STEP_SYNC) {
+        if (!may_sync)
+            return p->steps;
+        r = vr_real.cuCtxPushCurrent_v2(p->ctx);
+        if (r == CUDA_SUCCESS) {
+            CUcontext popped;
+            r = vr_real.cuCtxSynchronize();
+            vr_real.cuCtxPopCurrent_v2(&popped);
+        }
+        /* A context that is gone runs no kernel any more. */
+        if (r == CUDA_SUCCESS || r == CUDA_ERROR_INVALID_CONTEXT ||
+            r == CUDA_ERROR_CONTEXT_IS_DESTROYED)
+            p->steps &= ~(unsigned)STEP_SYNC;
+        else
+            return p->steps;
+    }
+    if (p->steps & STEP_UNMAP) {
+        r = vr_real.cuMemUnmap(rec->base, rec->padded);
+        if (r == CUDA_SUCCESS)
+            p->steps &= ~(unsigned)STEP_UNMAP;
+        else
+            step_failed(FB_UNMAP, "cuMemUnmap", r, p);
+    }
+    if (p->steps & STEP_RELEASE) {
+        r = vr_real.cuMemRelease(rec->handle);
+        if (r == CUDA_SUCCESS)
+            p->steps &= ~(unsigned)STEP_RELEASE;
+        else
+            step_failed(FB_RELEASE, "cuMemRelease", r, p);
+    }
+    if ((p->steps & STEP_ADDRESS_FREE) && !(p->steps & STEP_UNMAP)) {
+        r = vr_real.cuMemAddressFree(rec->base, rec->reserved);
+        if (r == CUDA_SUCCESS)
+            p->steps &= ~(unsigned)STEP_ADDRESS_FREE;
+        else
+            step_failed(FB_ADDRESS_FREE, "cuMemAddressFree", r, p);
+    }
+    return p->steps;
+}
+
+/* Releases what it can or parks the rest; never fails the caller.
+ * `counted`: the bytes of p already in vmm_leaked_bytes. */
+static void release_or_park(struct parked *p, bool may_sync, size_t counted)
+{
+    release_steps(p, may_sync);
+    size_t now = p->steps ? held(p) : 0;
+    vr_stat_add(VR_C_vmm_leaked_bytes, (int64_t)now - (int64_t)counted);
+    if (p->steps)
+        park(p);
+}
+
+/* Retries every parked release. Entries are taken out of the list first, so
+ * no lock is held across a driver call and two threads never retry the same
+ * one. */
+static void drain(bool may_sync)
+{
+    if (atomic_load_explicit(&parked_hint, memory_order_relaxed) == 0)
+        return;
+    pthread_mutex_lock(&park_lock);
+    struct parked *mine = parked;
+    size_t n = nparked;
+    parked = NULL;
+    nparked = capparked = 0;
+    atomic_store(&parked_hint, 0);
+    pthread_mutex_unlock(&park_lock);
+    for (size_t i = 0; i < n; i++)
+        release_or_park(&mine[i], may_sync, held(&mine[i]));
+    free(mine);
+}
+
+void vr_alloc_drain(void)
+{
+    drain(true);
+}
+
+/* ---- free memory ---------------------------------------------------------- */
+
+/* Whether `dev` keeps at least VAREMAP_MAX_PADDING free after `bytes` more.
+ * The estimate follows the allocations the shim sees; the driver is asked
+ * every MEM_REFRESH_EVERY candidates and whenever `bytes` is large next to
+ * the estimate. */
+static bool memory_allows(CUdevice dev, size_t bytes)
+{
+    long long est = atomic_load(&mem_free[dev]);
+    unsigned since = atomic_fetch_add(&mem_since[dev], 1);
+    if (est < 0 || since >= MEM_REFRESH_EVERY ||
+        (unsigned long long)est / MEM_REFRESH_SHARE <= bytes) {
+        size_t fr = 0, total = 0;
+        if (!vr_real.cuMemGetInfo_v2 || vr_real.cuMemGetInfo_v2(&fr, &total) != CUDA_SUCCESS)
+            return true; /* cannot tell: the padding budget still bounds the waste */
+        est = fr > (size_t)LLONG_MAX ? LLONG_MAX : (long long)fr;
+        atomic_store(&mem_free[dev], est);
+        atomic_store(&mem_since[dev], 0);
+    }
+    return (unsigned long long)est >= bytes &&
+           (unsigned long long)est - bytes >= cfg.max_padding;
+}
+
+static void memory_used(int dev, long long delta)
+{
+    if (!valid_device(dev))
+        return;
+    long long est = atomic_load(&mem_free[dev]);
+    while (est >= 0) {
+        long long next = est - delta < 0 ? 0 : est - delta;
+        if (atomic_compare_exchange_weak(&mem_free[dev], &est, next))
+            break;
+    }
+}
+
+/* ---- allocation ----------------------------------------------------------- */
+
+/* Returns 0 and fills rec, or the driver error of the step that failed
+ * (*step, *bit say which). Whatever could not be undone is parked. */
 static int vmm_create(CUdevice dev, size_t size, size_t padded, struct vr_alloc_info *rec,
                       const char **step, unsigned *bit)
 {
@@ -251,93 +495,129 @@ static int vmm_create(CUdevice dev, size_t size, size_t padded, struct vr_alloc_
     CUdeviceptr va = 0;
     CUmemGenericAllocationHandle h = 0;
     CUmemAccessDesc access[VR_MAX_DEVICES];
-    size_t gran = device_granularity(dev);
+    size_t gran = vr_alloc_granularity_for(dev);
+    size_t reserved = padded + gran; /* the guard gap: see alloc.h */
+    struct parked undo = { .rec = { .padded = padded, .reserved = reserved, .size = size } };
     CUresult r;
 
+    if (reserved < padded)
+        return -EOVERFLOW;
     device_prop(&prop, dev);
     *step = "cuMemAddressReserve";
     *bit = FB_RESERVE;
-    r = vr_real.cuMemAddressReserve(&va, padded, gran, 0, 0);
+    r = vr_real.cuMemAddressReserve(&va, reserved, gran, 0, 0);
     if (r != CUDA_SUCCESS)
         return vr_err_cu(r);
+    undo.rec.base = va;
+    undo.steps = STEP_ADDRESS_FREE;
     *step = "cuMemCreate";
     *bit = FB_CREATE;
     r = vr_real.cuMemCreate(&h, padded, &prop, 0);
     if (r != CUDA_SUCCESS)
-        goto free_va;
+        goto undo;
+    undo.rec.handle = h;
+    undo.steps |= STEP_RELEASE;
     *step = "cuMemMap";
     *bit = FB_MAP;
     r = vr_real.cuMemMap(va, padded, 0, h, 0);
     if (r != CUDA_SUCCESS)
-        goto release;
+        goto undo;
+    undo.steps |= STEP_UNMAP;
     *step = "cuMemSetAccess";
     *bit = FB_ACCESS;
-    r = vr_real.cuMemSetAccess(va, padded, access, access_for(dev, access, VR_MAX_DEVICES));
+    r = vr_real.cuMemSetAccess(va, padded, access, vr_alloc_access_for(dev, access, VR_MAX_DEVICES));
     if (r != CUDA_SUCCESS)
-        goto unmap;
-    rec->base = va;
-    rec->size = size;
-    rec->padded = padded;
-    rec->vmm = true;
-    rec->eligible = true;
-    rec->handle = h;
+        goto undo;
+    *rec = (struct vr_alloc_info){ .base = va, .size = size, .padded = padded,
+                                   .reserved = reserved, .device = dev, .vmm = true,
+                                   .eligible = true, .handle = h };
     return 0;
-unmap:
-    vr_real.cuMemUnmap(va, padded);
-release:
-    vr_real.cuMemRelease(h);
-free_va:
-    vr_real.cuMemAddressFree(va, padded);
+undo:
+    release_or_park(&undo, false, 0);
     return vr_err_cu(r);
+}
+
+/* A peer enabled while the access list was being built: grant again. */
+static void reaccess_if_changed(const struct vr_alloc_info *rec, unsigned gen)
+{
+    if (vr_alloc_peer_generation() == gen)
+        return;
+    CUmemAccessDesc access[VR_MAX_DEVICES];
+    vr_real.cuMemSetAccess(rec->base, rec->padded, access,
+                           vr_alloc_access_for(rec->device, access, VR_MAX_DEVICES));
+}
+
+/* Tries VMM backing; 0 with *dptr set, or nonzero to go native. */
+static int try_vmm(CUdevice dev, size_t size, size_t padded, CUdeviceptr *dptr)
+{
+    struct vr_alloc_info rec;
+    const char *step = "";
+    unsigned bit = 0;
+    unsigned gen = vr_alloc_peer_generation();
+    int rc = vmm_create(dev, size, padded, &rec, &step, &bit);
+    if (rc != 0) {
+        char reason[160];
+        snprintf(reason, sizeof reason, "%s: %s", step, vr_cu_name(vr_err_to_cu(rc)));
+        alloc_fallback(bit, reason);
+        if (vr_err_to_cu(rc) == CUDA_ERROR_OUT_OF_MEMORY)
+            atomic_store(&mem_free[dev], -1); /* ask again next time */
+        return rc;
+    }
+    pthread_rwlock_wrlock(&reg_lock);
+    rc = insert_locked(&rec);
+    pthread_rwlock_unlock(&reg_lock);
+    if (rc != 0) {
+        struct parked undo = { .rec = rec,
+                               .steps = STEP_UNMAP | STEP_RELEASE | STEP_ADDRESS_FREE };
+        release_or_park(&undo, false, 0);
+        alloc_fallback(FB_TRACK, "registry out of memory");
+        return rc;
+    }
+    reaccess_if_changed(&rec, gen);
+    vr_stat_add(VR_C_vmm_bytes, (int64_t)padded);
+    vr_stat_add(VR_C_padding_bytes, (int64_t)(padded - size));
+    memory_used(dev, (long long)padded);
+    *dptr = rec.base;
+    return 0;
 }
 
 int vr_alloc_create(CUdeviceptr *dptr, size_t size)
 {
-    struct vr_alloc_info rec = {0};
-    CUdevice dev;
-    bool want_vmm = cfg.mode == VR_MODE_PROFILED || cfg.mode == VR_MODE_OBSERVE;
-    size_t gran = 0;
+    struct vr_alloc_info rec = { .device = -1 };
+    CUdevice dev = -1;
+    bool profiled = cfg.mode == VR_MODE_PROFILED;
 
     /* Only profiling reads the registry: dedup needs no record at all. */
-    if (!dptr || !want_vmm)
+    if (!dptr || !(profiled || cfg.mode == VR_MODE_OBSERVE))
         return vr_err_cu(vr_real.cuMemAlloc_v2(dptr, size));
-    if (want_vmm && size > 0 && size >= cfg.vmm_min_bytes && current_device(&dev) == 0) {
-        gran = device_granularity(dev);
-        if (gran == 0) {
-            if (cfg.mode == VR_MODE_PROFILED)
-                log_fallback(FB_NO_VMM, "cuMemAlloc", "device has no VMM support");
-        } else {
-            size_t padded = (size + gran - 1) / gran * gran;
-            if (padded < size || !take_padding(padded - size)) {
-                if (cfg.mode == VR_MODE_PROFILED)
-                    log_fallback(FB_PADDING, "cuMemAlloc", "VAREMAP_MAX_PADDING exhausted");
-            } else if (cfg.mode == VR_MODE_OBSERVE) {
-                rec.eligible = true;
-                rec.padded = padded;
-            } else {
-                const char *step = "";
-                unsigned bit = 0;
-                int rc = vmm_create(dev, size, padded, &rec, &step, &bit);
-                if (rc == 0) {
-                    pthread_rwlock_wrlock(&reg_lock);
-                    rc = insert_locked(&rec);
-                    pthread_rwlock_unlock(&reg_lock);
-                    if (rc == 0) {
-                        vr_stat_add(VR_C_vmm_bytes, (int64_t)padded);
-                        vr_stat_add(VR_C_padding_bytes, (int64_t)(padded - size));
-                        *dptr = rec.base;
-                        return 0;
-                    }
-                    vr_alloc_release(&rec);
-                    log_fallback(FB_TRACK, "cuMemAlloc", "registry out of memory");
-                } else {
-                    char reason[160];
-                    snprintf(reason, sizeof reason, "%s: %s", step, vr_cu_name(vr_err_to_cu(rc)));
-                    log_fallback(bit, "cuMemAlloc", reason);
-                }
-                give_padding(padded - size);
-                memset(&rec, 0, sizeof rec);
-            }
+    drain(false);
+    if (current_device(&dev) == 0)
+        rec.device = dev;
+    size_t gran = rec.device >= 0 && size > 0 && size >= cfg.vmm_min_bytes
+                      ? vr_alloc_granularity_for(dev) : 0;
+    if (rec.device >= 0 && size > 0 && size >= cfg.vmm_min_bytes && gran == 0 && profiled)
+        alloc_fallback(FB_NO_VMM, "device has no VMM support");
+    if (gran != 0) {
+        size_t padded = (size + gran - 1) / gran * gran;
+        size_t pad = padded - size;
+        /* Too much padding for its size: served natively, by design. */
+        bool fits = padded >= size && (double)pad <= cfg.max_padding_ratio * (double)size;
+        if (fits && profiled && !memory_allows(dev, padded)) {
+            alloc_fallback(FB_LOW_MEMORY, "free memory below VAREMAP_MAX_PADDING");
+            fits = false;
+        }
+        if (fits && !take_padding(pad)) {
+            if (profiled)
+                alloc_fallback(FB_PADDING, "VAREMAP_MAX_PADDING exhausted");
+            fits = false;
+        }
+        if (fits && profiled) {
+            if (try_vmm(dev, size, padded, dptr) == 0)
+                return 0;
+            give_padding(pad);
+        } else if (fits) {
+            rec.eligible = true; /* observe: what profiled would have done */
+            rec.padded = padded;
         }
     }
 
@@ -346,10 +626,13 @@ int vr_alloc_create(CUdeviceptr *dptr, size_t size)
     if (r != CUDA_SUCCESS) {
         if (rec.eligible)
             give_padding(rec.padded - size);
+        if (r == CUDA_ERROR_OUT_OF_MEMORY && rec.device >= 0)
+            atomic_store(&mem_free[rec.device], -1);
         return vr_err_cu(r);
     }
     rec.base = p;
     rec.size = size;
+    rec.reserved = size;
     if (!rec.eligible)
         rec.padded = size;
     pthread_rwlock_wrlock(&reg_lock);
@@ -357,54 +640,203 @@ int vr_alloc_create(CUdeviceptr *dptr, size_t size)
     pthread_rwlock_unlock(&reg_lock);
     if (rc != 0 && rec.eligible)
         give_padding(rec.padded - size);
+    memory_used(rec.device, (long long)size);
     /* An untracked native allocation still works; it is just never a candidate. */
     *dptr = p;
     return 0;
 }
 
-int vr_alloc_release(const struct vr_alloc_info *rec)
+/* ---- free ------------------------------------------------------------------ */
+
+/* The program's memory is gone once the registry lost it: from here on the
+ * program's call succeeds, whatever the shim's own calls say. */
+static void forget_and_release(const struct vr_alloc_info *rec, CUcontext ctx, bool synced)
 {
-    if (!rec->vmm)
-        return vr_err_cu(vr_real.cuMemFree_v2(rec->base));
-    CUresult r = vr_real.cuMemUnmap(rec->base, rec->padded);
-    CUresult r2 = vr_real.cuMemRelease(rec->handle);
-    CUresult r3 = vr_real.cuMemAddressFree(rec->base, rec->padded);
     vr_stat_add(VR_C_vmm_bytes, -(int64_t)rec->padded);
     vr_stat_add(VR_C_padding_bytes, -(int64_t)(rec->padded - rec->size));
-    if (r == CUDA_SUCCESS)
-        r = r2;
-    if (r == CUDA_SUCCESS)
-        r = r3;
-    return vr_err_cu(r);
+    memory_used(rec->device, -(long long)rec->padded);
+    vr_exec_forget_alloc(rec->id, synced);
+    struct parked p = { .rec = *rec, .ctx = ctx,
+                        .steps = STEP_UNMAP | STEP_RELEASE | STEP_ADDRESS_FREE };
+    if (!synced)
+        p.steps |= STEP_SYNC;
+    release_or_park(&p, false, 0);
 }
 
-void vr_alloc_peer_enabled(CUcontext peer)
+/* A VMM-backed allocation, already detached: the native free waits for the
+ * device; so does this one, before any slice or mapping of this memory goes
+ * away under running work. */
+static int free_vmm(const struct vr_alloc_info *rec, CUcontext ctx)
 {
-    CUdevice dev = -1;
-    if (vr_real.cuCtxPushCurrent_v2(peer) != CUDA_SUCCESS)
-        return;
-    CUresult r = vr_real.cuCtxGetDevice(&dev);
+    CUresult r = vr_real.cuCtxSynchronize();
+    if (r != CUDA_SUCCESS && programs_error(r)) {
+        reattach(rec); /* the native free would have failed the same way */
+        return vr_err_cu(r);
+    }
+    if (r != CUDA_SUCCESS) {
+        char reason[160];
+        snprintf(reason, sizeof reason, "cuCtxSynchronize: %s; memory kept mapped, released later",
+                 vr_cu_name(r));
+        log_fallback(FB_SYNC, "cuMemFree", reason);
+    }
+    forget_and_release(rec, ctx, r == CUDA_SUCCESS);
+    return 0;
+}
+
+int vr_alloc_free(CUdeviceptr dptr)
+{
+    struct vr_alloc_info rec;
+    CUcontext ctx = NULL;
+    int rc;
+
+    /* Unknown or interior: the driver's own answer. */
+    if (dptr == 0 || vr_alloc_find(dptr, &rec) != 0 || rec.base != dptr) {
+        rc = vr_err_cu(vr_real.cuMemFree_v2(dptr));
+    } else if ((rc = need_context(&ctx)) != 0) {
+        /* the driver's answer, and nothing freed */
+    } else if (detach(dptr, &rec) != 0) {
+        rc = vr_err_cu(vr_real.cuMemFree_v2(dptr)); /* freed by another thread meanwhile */
+    } else if (!rec.vmm) {
+        CUresult r = vr_real.cuMemFree_v2(dptr);
+        if (r != CUDA_SUCCESS)
+            reattach(&rec);
+        else
+            memory_used(rec.device, -(long long)rec.size);
+        rc = vr_err_cu(r);
+    } else {
+        rc = free_vmm(&rec, ctx);
+    }
+    drain(true); /* a free may block on the device, as the native one does */
+    return rc;
+}
+
+/* The driver never saw varemap's VMM allocations as cuMemAlloc memory, so a
+ * stream-ordered free of one is done here: after the stream's work, then as
+ * cuMemFree. Anything else is the driver's. */
+int vr_alloc_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread)
+{
+    struct vr_alloc_info rec;
+    CUcontext ctx = NULL;
+    int rc;
+    if (vr_alloc_find(dptr, &rec) != 0 || !rec.vmm || rec.base != dptr) {
+        rc = vr_err_cu(per_thread ? vr_real.cuMemFreeAsync_ptsz(dptr, stream)
+                                  : vr_real.cuMemFreeAsync(dptr, stream));
+        drain(false);
+        return rc;
+    }
+    if ((rc = need_context(&ctx)) != 0)
+        return rc;
+    CUresult r = per_thread && vr_real.cuStreamSynchronize_ptsz
+                     ? vr_real.cuStreamSynchronize_ptsz(stream)
+                     : vr_real.cuStreamSynchronize(stream);
+    if (r != CUDA_SUCCESS && programs_error(r))
+        return vr_err_cu(r);
+    if (detach(dptr, &rec) != 0)
+        return vr_err_cu(CUDA_ERROR_INVALID_VALUE); /* freed by another thread meanwhile */
+    if (r != CUDA_SUCCESS) {
+        char reason[160];
+        snprintf(reason, sizeof reason,
+                 "cuStreamSynchronize: %s; memory kept mapped, released later", vr_cu_name(r));
+        log_fallback(FB_SYNC, "cuMemFreeAsync", reason);
+    }
+    forget_and_release(&rec, ctx, r == CUDA_SUCCESS);
+    drain(false);
+    return 0;
+}
+
+/* ---- queries ---------------------------------------------------------------- */
+
+int vr_alloc_address_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    struct vr_alloc_info rec;
+    CUcontext ctx = NULL;
+    if (find_span(dptr, &rec) != 0 || !rec.vmm)
+        return vr_err_cu(vr_real.cuMemGetAddressRange_v2(pbase, psize, dptr));
+    int rc = need_context(&ctx);
+    if (rc != 0)
+        return rc;
+    /* Padding and guard gap are the shim's, not memory the program got. */
+    if (dptr - rec.base >= rec.size)
+        return vr_err_cu(CUDA_ERROR_NOT_FOUND);
+    if (pbase)
+        *pbase = rec.base;
+    if (psize)
+        *psize = rec.size;
+    return 0;
+}
+
+/* Native cuMemAlloc memory has no allocation handle. */
+int vr_alloc_retain_handle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    struct vr_alloc_info rec;
+    if (!handle || find_span((CUdeviceptr)(uintptr_t)addr, &rec) != 0 || !rec.vmm)
+        return vr_err_cu(vr_real.cuMemRetainAllocationHandle(handle, addr));
+    return vr_err_cu(CUDA_ERROR_INVALID_VALUE);
+}
+
+/* Native memory is not a VMM mapping: the driver's own argument checks
+ * first (by asking it), then the answer it gives for unmapped memory. */
+int vr_alloc_get_access(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
+{
+    struct vr_alloc_info rec;
+    if (find_span(ptr, &rec) != 0 || !rec.vmm)
+        return vr_err_cu(vr_real.cuMemGetAccess(flags, location, ptr));
+    unsigned long long ignored;
+    CUresult r = vr_real.cuMemGetAccess(flags ? &ignored : NULL, location, ptr);
+    return vr_err_cu(r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE);
+}
+
+/* ---- peers -------------------------------------------------------------------- */
+
+static int context_device(CUcontext ctx, CUdevice *dev)
+{
+    CUresult r = vr_real.cuCtxPushCurrent_v2(ctx);
+    if (r != CUDA_SUCCESS)
+        return vr_err_cu(r);
+    int rc = current_device(dev);
     CUcontext popped;
     vr_real.cuCtxPopCurrent_v2(&popped);
-    if (r != CUDA_SUCCESS || dev < 0 || dev >= VR_MAX_DEVICES)
-        return;
-    atomic_fetch_or(&peer_mask, UINT64_C(1) << dev);
-    atomic_fetch_add(&peer_generation, 1);
+    return rc;
+}
 
-    /* Existing VMM allocations: copy the list out so no driver call runs under the lock. */
+/* Called in the accessor's context with the owner's context as the peer:
+ * the accessor's device may now touch the owner device's memory. */
+int vr_alloc_enable_peer(CUcontext peer, unsigned int flags)
+{
+    CUresult r = vr_real.cuCtxEnablePeerAccess(peer, flags);
+    if (r != CUDA_SUCCESS || cfg.mode != VR_MODE_PROFILED)
+        return vr_err_cu(r);
+    CUdevice accessor, owner;
+    if (current_device(&accessor) != 0 || context_device(peer, &owner) != 0 ||
+        accessor == owner)
+        return 0;
+    uint64_t bit = UINT64_C(1) << accessor;
+    if (atomic_fetch_or(&peer_access[owner], bit) & bit)
+        return 0; /* another context of the same device did already */
+    atomic_fetch_add_explicit(&peer_generation, 1, memory_order_release);
+
+    /* The owner's VMM allocations: copied out so no driver call runs under
+     * the lock. One freed meanwhile only makes cuMemSetAccess fail. */
     pthread_rwlock_rdlock(&reg_lock);
     size_t n = 0;
-    struct { CUdeviceptr base; size_t padded; } *todo = malloc((nrecs + 1) * sizeof *todo);
+    struct todo {
+        CUdeviceptr base;
+        size_t padded;
+    } *todo = malloc((nrecs + 1) * sizeof *todo);
     for (size_t i = 0; todo && i < nrecs; i++)
-        if (recs[i].vmm) {
-            todo[n].base = recs[i].base;
-            todo[n].padded = recs[i].padded;
-            n++;
-        }
+        if (recs[i].vmm && recs[i].device == owner)
+            todo[n++] = (struct todo){ recs[i].base, recs[i].padded };
     pthread_rwlock_unlock(&reg_lock);
     CUmemAccessDesc access[VR_MAX_DEVICES];
-    size_t na = vr_alloc_access(access, VR_MAX_DEVICES);
+    size_t na = vr_alloc_access_for(owner, access, VR_MAX_DEVICES);
     for (size_t i = 0; i < n; i++)
         vr_real.cuMemSetAccess(todo[i].base, todo[i].padded, access, na);
     free(todo);
+    return 0;
+}
+
+void vr_alloc_after_fork(void)
+{
+    reg_lock = (pthread_rwlock_t)PTHREAD_RWLOCK_INITIALIZER;
+    park_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 }

@@ -1,13 +1,56 @@
 /* alloc: the registry of device allocations and varemap's VMM backing.
  *
- * Every cuMemAlloc the shim sees is recorded (base, size, unique id). In mode
- * profiled, allocations of at least VAREMAP_VMM_MIN_BYTES are served by
- * reserve + create + map + set-access so their physical handle can be mapped a
- * second time; any VMM failure falls back to the native call. Ids are never
- * reused, so "the same allocation" survives a freed address being handed out
- * again. Lookups copy a record out: callers never hold a pointer into the
- * registry. The registry lock is a leaf: no driver call that can block on the
- * GPU is made while it is held.
+ * Every cuMemAlloc the shim sees (modes profiled and observe) is recorded
+ * (base, size, device, unique id). In mode profiled an allocation is served
+ * by reserve + create + map + set-access, so its physical handle can be
+ * mapped a second time, when all of these hold:
+ *   - its size is at least VAREMAP_VMM_MIN_BYTES and its device supports VMM;
+ *   - its granularity padding is at most VAREMAP_MAX_PADDING_RATIO of its
+ *     size, and the padding of all live VMM allocations stays within
+ *     VAREMAP_MAX_PADDING;
+ *   - the device's free memory after it stays at least VAREMAP_MAX_PADDING
+ *     (near a full device padding would make allocations fail that succeed
+ *     without the shim). Free memory is estimated from the allocations the
+ *     shim sees and asked of the driver (cuMemGetInfo) only now and then:
+ *     every 64th candidate, or when the allocation is large next to the
+ *     last known free memory.
+ * Any VMM failure, out of memory included, falls back to the native call.
+ * Ids are never reused, so "the same allocation" survives a freed address
+ * being handed out again. Lookups copy a record out: callers never hold a
+ * pointer into the registry.
+ *
+ * Layout of a VMM-backed allocation (device D = the current context's
+ * device at cuMemAlloc; the handle is made on D with D's granularity):
+ *
+ *   base            base+size     base+padded         base+reserved
+ *   | program's bytes | padding     | guard gap (unmapped) |
+ *   |<------ mapped, one handle --->|<-- one granularity -->|
+ *
+ * The guard gap is reserved but never mapped, so one-past-the-end
+ * (base+size, even when size == padded) lies inside this allocation's own
+ * reservation and never inside another allocation: a [begin, end) pointer
+ * pair names exactly one allocation. Addresses in the padding or the gap
+ * are not the program's: cuMemGetAddressRange says CUDA_ERROR_NOT_FOUND,
+ * as it would for memory the driver never handed out.
+ *
+ * Access follows native cuMemAlloc semantics per (owner, accessor) pair:
+ * memory owned by device D is accessible from D, and from every device E
+ * whose context enabled peer access to a context of D
+ * (cuCtxEnablePeerAccess(ctx of D) called in a context of E).
+ *
+ * Freeing: cuMemFree needs a current context (else the driver's
+ * CUDA_ERROR_INVALID_CONTEXT and nothing is freed), synchronizes it like
+ * the native free, unbinds the allocation from every slice
+ * (vr_exec_forget_alloc), then unmaps, releases and frees the VA. When one
+ * of the shim's own calls fails the program's free still succeeds: the
+ * memory is parked (counted in vmm_leaked_bytes, one `fallback` event per
+ * reason) and its release retried at later alloc and free hooks and at
+ * exit. A failed synchronize keeps the mapping alive until a later
+ * synchronize succeeds: a kernel may still be using it.
+ *
+ * Locks: the registry lock and the parked-list lock are leaves, never held
+ * together and never across a driver call that can block on the GPU or a
+ * loader call.
  */
 #ifndef VR_ALLOC_H
 #define VR_ALLOC_H
@@ -24,49 +67,55 @@ struct vr_alloc_info {
     CUdeviceptr base;   /* what the program sees */
     size_t size;        /* what the program asked for */
     size_t padded;      /* mapped bytes (granularity multiple) for VMM, else size */
+    size_t reserved;    /* VMM: reserved VA, padded + one granularity of guard gap; else size */
+    int device;         /* the current context's device at cuMemAlloc; -1 when unknown */
     bool vmm;           /* backed by varemap's own cuMemCreate */
     bool eligible;      /* would have been VMM-backed (what mode observe assumes) */
     CUmemGenericAllocationHandle handle; /* VMM only */
-    int device;         /* the device whose memory it is */
 };
 
 void vr_alloc_configure(const struct vr_config *cfg);
 
-/* The cuMemAlloc hook: VMM-backed when eligible, else native. */
-int vr_alloc_create(CUdeviceptr *dptr, size_t size);
+/* The hooks' bodies. Each returns 0 or a negative code (err.h); driver
+ * results come back unchanged. */
+int vr_alloc_create(CUdeviceptr *dptr, size_t size);                       /* cuMemAlloc */
+int vr_alloc_free(CUdeviceptr dptr);                                       /* cuMemFree */
+int vr_alloc_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread); /* cuMemFreeAsync */
+int vr_alloc_address_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr);
+/* cuMemRetainAllocationHandle / cuMemGetAccess: on shim-backed cuMemAlloc
+ * memory they fail as they do on native memory. */
+int vr_alloc_retain_handle(CUmemGenericAllocationHandle *handle, void *addr);
+int vr_alloc_get_access(unsigned long long *flags, const CUmemLocation *location,
+                        CUdeviceptr ptr);
+int vr_alloc_enable_peer(CUcontext peer, unsigned int flags);              /* cuCtxEnablePeerAccess */
+
+/* At exit: a last try at releasing parked memory. */
+void vr_alloc_drain(void);
 
 /* Looks up the allocation containing addr ([base, base+size)).
  * Returns 0 or -ENOENT. */
 int vr_alloc_find(CUdeviceptr addr, struct vr_alloc_info *out);
 
-/* Removes `base` from the registry before it is released, so no new slice
- * can pick it up. Returns 0 with the record, -ENOENT when unknown, or
- * -EINVAL when base is inside but not at the start of an allocation. */
-int vr_alloc_detach(CUdeviceptr base, struct vr_alloc_info *out);
-
-/* Returns the memory of a detached record (VMM: unmap, release, free VA;
- * native: cuMemFree). */
-int vr_alloc_release(const struct vr_alloc_info *rec);
-
-/* Re-registers a record that was detached but could not be released. */
-void vr_alloc_reattach(const struct vr_alloc_info *rec);
-
-/* Access descriptors for the current device and every enabled peer.
- * Returns how many were written (at most cap). */
-size_t vr_alloc_access(CUmemAccessDesc *desc, size_t cap);
-/* The same for memory owned by `device`. */
+/* Access descriptors for memory owned by `device`: the device itself and
+ * every device that enabled peer access to it. Returns how many were
+ * written (at most cap; 0 for an unknown device). */
 size_t vr_alloc_access_for(int device, CUmemAccessDesc *desc, size_t cap);
 
-/* cuCtxEnablePeerAccess succeeded for peer: remember its device and give it
- * access to every VMM-backed allocation. */
-void vr_alloc_peer_enabled(CUcontext peer);
+/* The same for the current context's device. */
+size_t vr_alloc_access(CUmemAccessDesc *desc, size_t cap);
 
-/* Bumped by every vr_alloc_peer_enabled: mappings made before a newer
- * generation must be given access again. */
+/* Bumped by every peer access the shim learns of: mappings made before a
+ * newer generation must be given access again (vr_alloc_access_for). */
 unsigned vr_alloc_peer_generation(void);
 
-/* Granularity of the current device, or 0 when VMM is unsupported. */
+/* Recommended granularity of `device` / the current device, or 0 when VMM
+ * is unsupported or the device unknown. */
+size_t vr_alloc_granularity_for(int device);
 size_t vr_alloc_granularity(void);
 bool vr_alloc_vmm_supported(void);
+
+/* In a forked child: the registry's locks start free (only the forking
+ * thread exists there). */
+void vr_alloc_after_fork(void);
 
 #endif

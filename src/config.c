@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -31,6 +32,7 @@ struct load {
     pid_t pid;
     char config_path[VR_PATH_MAX]; /* VAREMAP_CONFIG; "" = no file */
     int warnings;
+    int warnings_before_file;
 };
 
 struct setting {
@@ -170,12 +172,15 @@ static int parse_level(struct load *ld, const char *text)
 
 /* %p -> pid so that every process of a multi-process job gets its own log;
  * any other '%' sequence is refused rather than guessed at, so a typo such
- * as "%P" is reported instead of silently sharing one file. */
-static int expand_path(const char *text, pid_t pid, char *out, size_t cap)
+ * as "%P" is reported instead of silently sharing one file. No snprintf:
+ * a forked child calls this before it may use anything but AS-safe calls. */
+int vr_expand_path(const char *pattern, pid_t pid, char *out, size_t cap)
 {
     size_t n = 0;
 
-    for (const char *s = text; *s; s++) {
+    if (cap == 0)
+        return -EINVAL;
+    for (const char *s = pattern; *s; s++) {
         char pidbuf[24];
         const char *piece = s;
         size_t len = 1;
@@ -185,8 +190,14 @@ static int expand_path(const char *text, pid_t pid, char *out, size_t cap)
             if (*s == '%') {
                 piece = s;
             } else if (*s == 'p') {
-                len = (size_t)snprintf(pidbuf, sizeof(pidbuf), "%ld", (long)pid);
-                piece = pidbuf;
+                unsigned long v = (unsigned long)pid;
+                size_t i = sizeof(pidbuf);
+                do {
+                    pidbuf[--i] = (char)('0' + v % 10);
+                    v /= 10;
+                } while (v);
+                piece = pidbuf + i;
+                len = sizeof(pidbuf) - i;
             } else {
                 return -EINVAL;
             }
@@ -200,14 +211,33 @@ static int expand_path(const char *text, pid_t pid, char *out, size_t cap)
     return 0;
 }
 
+bool vr_path_has_pid(const char *pattern)
+{
+    for (const char *s = pattern; *s; s++) {
+        if (*s != '%')
+            continue;
+        if (s[1] == 'p')
+            return true;
+        if (s[1] == '\0')
+            return false;
+        s++; /* "%%" is a literal percent sign */
+    }
+    return false;
+}
+
 static int parse_log(struct load *ld, const char *text)
 {
     char path[VR_PATH_MAX];
-    int rc = expand_path(text, ld->pid, path, sizeof(path));
+    size_t len = strlen(text);
+    int rc;
 
+    if (len >= sizeof(ld->cfg->log_pattern))
+        return -EINVAL;
+    rc = vr_expand_path(text, ld->pid, path, sizeof(path));
     if (rc < 0)
         return rc;
     memcpy(ld->cfg->log_path, path, strlen(path) + 1);
+    memcpy(ld->cfg->log_pattern, text, len + 1);
     return 0;
 }
 
@@ -241,6 +271,29 @@ static int parse_max_padding(struct load *ld, const char *text)
     if (rc < 0)
         return rc;
     ld->cfg->max_padding = v;
+    return 0;
+}
+
+/* A plain decimal fraction ("0.125", ".5", "1"): no sign, exponent or
+ * locale-dependent radix, so "1e-1" and "0,5" are refused, not guessed. */
+static int parse_ratio(struct load *ld, const char *text)
+{
+    const char *s = text;
+    uint64_t num = 0, den = 1;
+    bool digits = false;
+
+    for (; *s >= '0' && *s <= '9'; s++, digits = true)
+        if ((num = num * 10 + (uint64_t)(*s - '0')) > 1)
+            return -EINVAL;
+    if (*s == '.')
+        for (s++; *s >= '0' && *s <= '9'; s++, digits = true)
+            if (den < UINT64_C(1000000000000000)) { /* further digits are below double's precision */
+                num = num * 10 + (uint64_t)(*s - '0');
+                den *= 10;
+            }
+    if (!digits || *s != '\0' || num == 0 || num > den)
+        return -EINVAL;
+    ld->cfg->max_padding_ratio = (double)num / (double)den;
     return 0;
 }
 
@@ -314,6 +367,18 @@ static void show_max_padding(const struct load *ld, char *buf, size_t cap)
     show_size(ld->cfg->max_padding, buf, cap);
 }
 
+/* Fixed point by hand: "%g" would print the locale's radix character. */
+static void show_ratio(const struct load *ld, char *buf, size_t cap)
+{
+    uint64_t micro = (uint64_t)(ld->cfg->max_padding_ratio * 1e6 + 0.5);
+    char frac[8];
+    int n = snprintf(frac, sizeof frac, "%06" PRIu64, micro % 1000000);
+
+    while (n > 1 && frac[n - 1] == '0')
+        frac[--n] = '\0';
+    snprintf(buf, cap, "%" PRIu64 ".%s", micro / 1000000, frac);
+}
+
 static void show_stats(const struct load *ld, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%d", ld->cfg->stats ? 1 : 0);
@@ -338,6 +403,8 @@ static const struct setting settings[] = {
       parse_vmm_min, show_vmm_min, false, false },
     { "VAREMAP_MAX_PADDING", "1G", "a byte count with an optional K, M or G suffix",
       parse_max_padding, show_max_padding, false, false },
+    { "VAREMAP_MAX_PADDING_RATIO", "0.125", "a fraction greater than 0 and at most 1, such as 0.125",
+      parse_ratio, show_ratio, false, false },
     { "VAREMAP_STATS", "0", "0 or 1 (also false/true, no/yes, off/on)",
       parse_stats, show_stats, false, false },
     { "VAREMAP_CONFIG", NULL, "a file path shorter than 4096 bytes",
@@ -452,33 +519,86 @@ static void file_line(struct load *ld, char *line, size_t len, unsigned lineno)
     apply(ld, s, value);
 }
 
+/* Opens the file without blocking (a FIFO with no writer would otherwise
+ * hang the program's first CUDA call) and accepts only a regular file of
+ * sane size: /dev/zero would never end and a device may act on a read.
+ * Returns the descriptor, or -1 after one warning. */
+static int open_config(struct load *ld)
+{
+    struct stat st;
+    int fd;
+
+    do {
+        fd = open(ld->config_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        char why[128];
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
+        vr_warn("cannot read config %s: %s", ld->config_path, strerror_r(err, why, sizeof(why)));
+        ld->warnings++;
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size > VR_CONFIG_MAX_BYTES) {
+        close(fd);
+        if (!S_ISREG(st.st_mode))
+            vr_warn("config %s is not a regular file; ignored", ld->config_path);
+        else
+            vr_warn("config %s is larger than %d KiB; ignored", ld->config_path,
+                    VR_CONFIG_MAX_BYTES / 1024);
+        ld->warnings++;
+        return -1;
+    }
+    return fd;
+}
+
+/* A file that is not text (or not ours) would warn on nearly every line. */
+static bool too_many_errors(struct load *ld, unsigned lineno)
+{
+    if (ld->warnings - ld->warnings_before_file < VR_CONFIG_MAX_ERRORS)
+        return false;
+    vr_warn("%s:%u: too many errors; the rest of the file is ignored", ld->config_path, lineno);
+    ld->warnings++;
+    return true;
+}
+
 static void read_file(struct load *ld)
 {
     char chunk[READ_CHUNK];
     char line[LINE_MAX_BYTES + 1];
-    size_t len = 0;
+    size_t len = 0, total = 0;
     bool too_long = false;
     unsigned lineno = 1;
-    int fd;
+    int fd = open_config(ld);
 
-    do {
-        fd = open(ld->config_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    } while (fd < 0 && errno == EINTR);
     if (fd < 0)
-        goto fail;
-
+        return;
+    ld->warnings_before_file = ld->warnings;
     for (;;) {
         ssize_t got = read(fd, chunk, sizeof(chunk));
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0) {
-            int err = errno;
+            char why[128];
+            vr_warn("cannot read config %s: %s", ld->config_path,
+                    strerror_r(errno, why, sizeof(why)));
+            ld->warnings++;
+            /* Lines already applied stay applied: the load never undoes a
+             * good value, it only reports. */
             close(fd);
-            errno = err;
-            goto fail;
+            return;
         }
         if (got == 0)
             break;
+        total += (size_t)got;
+        if (total > VR_CONFIG_MAX_BYTES) { /* it grew after fstat */
+            vr_warn("config %s is larger than %d KiB; the rest is ignored", ld->config_path,
+                    VR_CONFIG_MAX_BYTES / 1024);
+            ld->warnings++;
+            close(fd);
+            return;
+        }
         for (ssize_t i = 0; i < got; i++) {
             if (chunk[i] != '\n') {
                 if (len < LINE_MAX_BYTES)
@@ -493,6 +613,10 @@ static void read_file(struct load *ld)
                 file_line(ld, line, len, lineno);
             len = 0;
             too_long = false;
+            if (too_many_errors(ld, lineno)) {
+                close(fd);
+                return;
+            }
             lineno++;
         }
     }
@@ -501,16 +625,6 @@ static void read_file(struct load *ld)
         file_warn(ld, lineno, "line too long; ignored", NULL);
     else if (len > 0)
         file_line(ld, line, len, lineno);
-    return;
-
-fail:
-    /* Lines already applied before a read error stay applied: the load
-     * never undoes a good value, it only reports. */
-    {
-        char why[128];
-        vr_warn("cannot read config %s: %s", ld->config_path, strerror_r(errno, why, sizeof(why)));
-    }
-    ld->warnings++;
 }
 
 /* secure_getenv: a set-user-ID program must not let its caller choose which

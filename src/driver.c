@@ -6,12 +6,15 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "log.h"
 
 struct vr_driver vr_real;
 
-static void *cuda_handle;
+/* Published last, with release: whoever acquires it non-NULL sees vr_real
+ * and the range complete. */
+static void *_Atomic cuda_handle;
 static uintptr_t cuda_lo, cuda_hi;
 
 /* Read by the dlsym stub (dlsym_stub.S) without any call. */
@@ -42,10 +45,11 @@ void *vr_real_dlsym_fn(void *handle, const char *name)
     return fn ? fn(handle, name) : NULL;
 }
 
-static int find_segments(struct dl_phdr_info *info, size_t size, void *base)
+static int find_segments(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
-    if ((void *)info->dlpi_addr != base)
+    struct vr_driver_image *img = data;
+    if (info->dlpi_addr != img->lo)
         return 0;
     uintptr_t lo = UINTPTR_MAX, hi = 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
@@ -58,38 +62,55 @@ static int find_segments(struct dl_phdr_info *info, size_t size, void *base)
         if (start + ph->p_memsz > hi)
             hi = start + ph->p_memsz;
     }
-    cuda_lo = lo;
-    cuda_hi = hi;
+    img->lo = lo;
+    img->hi = hi;
     return 1;
 }
 
-int vr_driver_load(void)
+int vr_driver_resolve(struct vr_driver_image *img)
 {
-    cuda_handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (!cuda_handle)
-        cuda_handle = dlopen("libcuda.so.1", RTLD_NOW);
-    if (!cuda_handle)
+    memset(img, 0, sizeof *img);
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!h)
+        h = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!h)
         return -ENOENT;
 #define VR_HOOK(name, base, off, params, args) \
-    *(void **)&vr_real.name = vr_real_dlsym_fn(cuda_handle, #name);
+    *(void **)&img->fns.name = vr_real_dlsym_fn(h, #name);
 #define VR_REAL(name, params) VR_HOOK(name, name, FWD, params, ())
 #include "hooks.def"
     Dl_info info;
-    void *probe = vr_real_dlsym_fn(cuda_handle, "cuInit");
+    void *probe = vr_real_dlsym_fn(h, "cuInit");
     if (probe && dladdr(probe, &info) && info.dli_fbase) {
-        /* dlpi_addr is the load bias; for a shared object it equals the base. */
-        dl_iterate_phdr(find_segments, info.dli_fbase);
+        /* dlpi_addr is the load bias; for a shared object it equals the
+         * base. `lo` carries the base in, the range comes out. */
+        img->lo = (uintptr_t)info.dli_fbase;
+        if (dl_iterate_phdr(find_segments, img) == 0)
+            img->lo = 0;
     }
+    if (img->hi <= img->lo)
+        img->lo = img->hi = 0; /* no range: nothing is libcuda's */
+    img->handle = h;
     return 0;
+}
+
+void vr_driver_publish(const struct vr_driver_image *img)
+{
+    vr_real = img->fns;
+    cuda_lo = img->lo;
+    cuda_hi = img->hi;
+    atomic_store_explicit(&cuda_handle, img->handle, memory_order_release);
 }
 
 bool vr_driver_loaded(void)
 {
-    return cuda_handle != NULL;
+    return atomic_load_explicit(&cuda_handle, memory_order_acquire) != NULL;
 }
 
 bool vr_driver_owns(const void *addr)
 {
+    if (!atomic_load_explicit(&cuda_handle, memory_order_acquire))
+        return false;
     uintptr_t a = (uintptr_t)addr;
     return a >= cuda_lo && a < cuda_hi;
 }

@@ -1,15 +1,23 @@
 /* driver: the real driver, found at run time.
  *
- * vr_real holds one typed pointer per entry of hooks.def, resolved once by
- * vr_driver_load() from libcuda.so.1 (already loaded by the program, else
- * loaded now) through the real dlsym. A pointer is NULL when the driver
- * lacks that entry point. The shim calls the driver only through vr_real,
- * never through its own exported names.
+ * vr_real holds one typed pointer per entry of hooks.def. A pointer is NULL
+ * when the driver lacks that entry point. The shim calls the driver only
+ * through vr_real, never through its own exported names.
+ *
+ * Finding the driver is split in two so that no loader call ever happens
+ * under a lock: vr_driver_resolve() makes the loader calls (dlopen of
+ * libcuda.so.1, already loaded by the program or loaded now; the real
+ * dlsym; dl_iterate_phdr for its address range) into a caller-owned image
+ * and writes no global, so concurrent callers may each resolve (dlopen is
+ * refcounted). vr_driver_publish() then copies one image into vr_real and
+ * the range, and only after everything is set publishes the handle with a
+ * release store; vr_driver_loaded()/vr_driver_owns() acquire it.
  */
 #ifndef VR_DRIVER_H
 #define VR_DRIVER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <cuda.h>
 
 struct vr_driver {
@@ -20,8 +28,18 @@ struct vr_driver {
 
 extern struct vr_driver vr_real;
 
-/* Returns 0, or -ENOENT when libcuda.so.1 cannot be loaded. */
-int vr_driver_load(void);
+struct vr_driver_image {
+    void *handle;          /* NULL: libcuda.so.1 could not be loaded */
+    uintptr_t lo, hi;      /* libcuda's mapped segments */
+    struct vr_driver fns;
+};
+
+/* Returns 0, or -ENOENT (and an empty image) when libcuda.so.1 cannot be
+ * loaded. Loader calls only: the caller must hold no lock. */
+int vr_driver_resolve(struct vr_driver_image *img);
+
+/* Makes img the driver (at most once per process). */
+void vr_driver_publish(const struct vr_driver_image *img);
 
 /* True when addr lies inside libcuda's mapped segments (known after load). */
 bool vr_driver_owns(const void *addr);

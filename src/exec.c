@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "cost.h"
 #include "driver.h"
 #include "err.h"
 #include "lock.h"
@@ -125,6 +126,8 @@ static struct vr_exec *unlink_exec(CUgraphExec h)
     return e;
 }
 
+/* Returns a cleared record, locked: a thread still holding the recycled
+ * record's old serial waits until it is set up, then sees the new serial. */
 static struct vr_exec *new_record(void)
 {
     vr_mutex_lock(&pool_lock);
@@ -132,15 +135,16 @@ static struct vr_exec *new_record(void)
     if (e)
         pool = e->next;
     vr_mutex_unlock(&pool_lock);
-    if (!e)
-        return calloc(1, sizeof *e);
-    /* Recycled: lock it so a stale holder of the old serial waits, then
-     * sees the new one. */
+    if (!e) {
+        e = calloc(1, sizeof *e);
+        if (e)
+            vr_mutex_lock(&e->lock);
+        return e;
+    }
     vr_mutex_lock(&e->lock);
     uint64_t serial = e->serial + 1;
     memset((char *)e + sizeof e->lock, 0, sizeof *e - sizeof e->lock);
     e->serial = serial;
-    vr_mutex_unlock(&e->lock);
     return e;
 }
 
@@ -386,6 +390,7 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph)
         vr_warn("cannot read graph %p (%d): exec %p passes through", (void *)graph, rc,
                 (void *)handle);
         free_contents(e);
+        vr_mutex_unlock(&e->lock);
         recycle(e);
         return;
     }
@@ -409,6 +414,7 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph)
     e->next = buckets[b];
     buckets[b] = e;
     vr_write_unlock(&table_lock);
+    vr_mutex_unlock(&e->lock);
 
     if (vr_log_enabled(VR_LEVEL_INFO)) {
         char buf[256];
@@ -544,7 +550,10 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
         goto skip;
     }
     vr_layout_point(l, (uint8_t *)send, e->kp);
+    uint64_t t0 = vr_now_ns();
     r = vr_forward_args(e->handle, node, entry, params, e->kp);
+    if (r == CUDA_SUCCESS)
+        vr_cost_note(VR_COST_SETPARAMS, t0);
     note_forward(e, n, same ? "arguments" : "shape");
     if (r == CUDA_SUCCESS) {
         memcpy(n->intended, e->scratch, l->bytes);

@@ -8,11 +8,14 @@
  * wrappers, so every way a program can reach the driver leads through here.
  */
 #include <dlfcn.h>
+#include <stddef.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -20,20 +23,29 @@
 #include "driver.h"
 #include "err.h"
 #include "exec.h"
+#include "layout.h"
 #include "log.h"
 #include "stats.h"
 
 #define VR_EXPORT __attribute__((visibility("default")))
 
 static struct vr_config cfg;
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static _Thread_local int in_shim; /* initial-exec (meson: -ftls-model) */
 static pid_t start_pid;
 static atomic_bool started;
 static bool initialized;
 /* Set once, at the end of init: mode off, the wrappers' shortest path. */
 static atomic_bool passthrough;
-static atomic_bool ready;
+
+/* INIT_NONE (0): nothing published; threads may be resolving the driver,
+ * each for itself. A pid: a thread of that process is setting the shim up
+ * from its resolution (the pid tells a forked child that the publisher
+ * stayed behind in the parent). INIT_READY, stored with release once
+ * config, driver table, address range, log and modules are all set: a
+ * wrapper that acquires it sees all of them. See init_once() for why nobody
+ * waits in the loader. */
+enum { INIT_NONE = 0, INIT_READY = -1 };
+static atomic_int init_state;
 
 /* ---- the table of wrappers ------------------------------------------ */
 
@@ -44,14 +56,15 @@ struct hook {
     const char *name;
     const char *base;
     void *wrapper;
-    void **real;
+    size_t real;    /* offset of the real function in struct vr_driver */
 };
 
 #define VR_HOOK(name, base, off, params, args) VR_EXPORT CUresult CUDAAPI name params;
 #include "hooks.def"
 
 static const struct hook hooks[] = {
-#define VR_HOOK(name, base, off, params, args) {#name, #base, __extension__(void *)name, (void **)&vr_real.name},
+#define VR_HOOK(name, base, off, params, args) \
+    {#name, #base, __extension__(void *)name, offsetof(struct vr_driver, name)},
 #include "hooks.def"
 };
 #define VR_NHOOKS (sizeof hooks / sizeof hooks[0])
@@ -62,6 +75,13 @@ static const struct hook *hook_named(const char *name)
         if (strcmp(hooks[i].name, name) == 0)
             return &hooks[i];
     return NULL;
+}
+
+static void *real_of(const struct vr_driver *d, const struct hook *h)
+{
+    void *fn;
+    memcpy(&fn, (const char *)d + h->real, sizeof fn);
+    return fn;
 }
 
 /* ---- start and end ---------------------------------------------------- */
@@ -94,6 +114,7 @@ static void finish(void)
     int saved = in_shim;
     in_shim = 1;
     vr_exec_drain(true);
+    vr_alloc_drain(); /* before the counters are read: parked memory may go now */
     struct varemap_stats s;
     vr_stats_snapshot(&s);
     if (vr_log_enabled(VR_LEVEL_INFO)) {
@@ -122,24 +143,97 @@ static const char *env_value(const char *name)
     return getenv(name);
 }
 
-static void init(void)
+/* The child of a fork has only the forking thread. */
+static void vr_after_fork_child(void)
+{
+    vr_log_after_fork();
+    vr_layout_after_fork();
+    vr_alloc_after_fork();
+    vr_exec_after_fork();
+}
+
+/* Sets the shim up from a resolved driver. Makes no loader call and takes
+ * no lock a hook's caller could hold (a thread may be spinning for it in
+ * init_once). */
+static void publish(const struct vr_driver_image *img, bool resolved)
 {
     in_shim = 1;
     start_pid = getpid();
     vr_config_load(&cfg, env_value, start_pid);
     vr_msg_level(cfg.log_level < VR_LEVEL_WARN ? cfg.log_level : VR_LEVEL_WARN);
     vr_log_open(cfg.log_path, cfg.log_level);
-    if (vr_driver_load() != 0)
+    if (!resolved)
         vr_warn("cannot load libcuda.so.1: every call fails as the driver would be missing");
+    vr_driver_publish(img);
     vr_alloc_configure(&cfg);
     vr_exec_configure(&cfg);
     /* Every SetParams is forwarded in mode off: counted once, as seen. */
     vr_stats_forward_all(cfg.mode == VR_MODE_OFF);
     initialized = true;
-    atexit(finish);
     atomic_store_explicit(&passthrough, cfg.mode == VR_MODE_OFF, memory_order_release);
-    atomic_store_explicit(&ready, true, memory_order_release);
+    atomic_store_explicit(&init_state, INIT_READY, memory_order_release);
+    /* After READY: atexit and pthread_atfork take libc locks that a thread
+     * spinning above (a fork handler calling a hook, say) may hold. */
+    static atomic_bool registered;
+    if (!atomic_exchange(&registered, true)) {
+        atexit(finish);
+        pthread_atfork(NULL, NULL, vr_after_fork_child);
+    }
     in_shim = 0;
+}
+
+/* Called by a hook until the shim is ready; returns when it is.
+ *
+ * Why not pthread_once: init calls dlopen and dlsym, which take the
+ * loader's lock. If thread A is inside dlopen (running a library
+ * constructor) and thread B's first hook holds a once-lock while it waits
+ * for A's loader lock, A's next hook waits for B's once-lock and the two
+ * wait for each other forever. So the loader part and the waiting part
+ * never overlap:
+ *  1. every thread that finds the shim not ready resolves the driver for
+ *     itself (vr_driver_resolve: loader calls only, no shim lock, no
+ *     global written; dlopen is refcounted and the loader lets a thread that
+ *     already holds its lock in, so this finishes whatever the thread
+ *     holds);
+ *  2. the first to finish resolving (NONE -> its pid) publishes its
+ *     image; the others drop theirs (their extra libcuda reference is
+ *     harmless: the shim keeps libcuda loaded for good anyway);
+ *  3. a thread that finds another publishing spins until READY. The
+ *     publisher has finished its loader calls and waits for nothing a
+ *     spinner can hold, so the spin ends; a spinner in a forked child whose
+ *     publisher stayed in the parent starts over.
+ * A thread therefore only ever waits in the loader (like any dlsym call)
+ * and never on another thread's progress through the shim. */
+static void init_once(void)
+{
+    for (;;) {
+        struct vr_driver_image img;
+        bool resolved = vr_driver_resolve(&img) == 0;
+        int me = (int)getpid();
+        int state = INIT_NONE;
+        if (atomic_compare_exchange_strong_explicit(&init_state, &state, me, memory_order_acq_rel,
+                                                    memory_order_acquire)) {
+            publish(&img, resolved);
+            return;
+        }
+        for (unsigned spins = 0; state != INIT_READY; spins++) {
+            if (state != me) {
+                /* A fork copied a publisher that is not here: start over
+                 * (the pid makes this immune to a new publisher's claim). */
+                atomic_compare_exchange_strong(&init_state, &state, INIT_NONE);
+                break;
+            }
+            if (spins % 64 == 63) {
+                struct timespec ts = {0, 50000};
+                nanosleep(&ts, NULL);
+            } else {
+                sched_yield();
+            }
+            state = atomic_load_explicit(&init_state, memory_order_acquire);
+        }
+        if (state == INIT_READY)
+            return;
+    }
 }
 
 /* Only records the pid: the real work waits for the first hook. */
@@ -163,8 +257,8 @@ __attribute__((constructor)) static void record_pid(void)
     {                                                                           \
         if (in_shim)                                                            \
             return vr_real.name ? vr_real.name args : CUDA_ERROR_NOT_INITIALIZED; \
-        if (!atomic_load_explicit(&ready, memory_order_acquire))                \
-            pthread_once(&init_once, init);                                     \
+        if (atomic_load_explicit(&init_state, memory_order_acquire) != INIT_READY) \
+            init_once();                                                        \
         if (!vr_real.name)                                                      \
             return CUDA_ERROR_NOT_INITIALIZED;                                  \
         in_shim = 1;                                                            \
@@ -188,89 +282,43 @@ static CUresult vr_on_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     if (!atomic_load_explicit(&started, memory_order_relaxed))
         emit_start(true);
-    CUdeviceptr p;
-    int rc = vr_alloc_create(dptr ? &p : NULL, bytesize);
-    if (rc == 0 && dptr)
-        *dptr = p;
-    return vr_err_to_cu(rc);
-}
-
-/* A VMM-backed allocation: the native free waits for the device; so does
- * this one, before any slice or mapping of this memory goes away under
- * running work. */
-static CUresult free_vmm(struct vr_alloc_info *rec)
-{
-    CUresult r = vr_real.cuCtxSynchronize();
-    if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_CONTEXT) {
-        vr_alloc_reattach(rec);
-        return r;
-    }
-    vr_exec_forget_alloc(rec->id, r == CUDA_SUCCESS);
-    return vr_err_to_cu(vr_alloc_release(rec));
+    return vr_err_to_cu(vr_alloc_create(dptr, bytesize));
 }
 
 static CUresult vr_on_cuMemFree_v2(CUdeviceptr dptr)
 {
-    struct vr_alloc_info rec;
-    if (dptr == 0 || vr_alloc_detach(dptr, &rec) != 0)
-        return vr_real.cuMemFree_v2(dptr); /* unknown or interior: the driver's own answer */
-    if (!rec.vmm) {
-        CUresult r = vr_real.cuMemFree_v2(dptr);
-        if (r != CUDA_SUCCESS)
-            vr_alloc_reattach(&rec);
-        return r;
-    }
-    return free_vmm(&rec);
-}
-
-/* The driver never saw varemap's VMM allocations as cuMemAlloc memory, so a
- * stream-ordered free of one is done here: after the stream's work, then as
- * cuMemFree. Anything else is the driver's. */
-static CUresult free_async(CUdeviceptr dptr, CUstream stream, bool per_thread)
-{
-    struct vr_alloc_info rec;
-    if (vr_alloc_find(dptr, &rec) != 0 || !rec.vmm || rec.base != dptr)
-        return per_thread ? vr_real.cuMemFreeAsync_ptsz(dptr, stream)
-                          : vr_real.cuMemFreeAsync(dptr, stream);
-    CUresult r = per_thread && vr_real.cuStreamSynchronize_ptsz
-                     ? vr_real.cuStreamSynchronize_ptsz(stream)
-                     : vr_real.cuStreamSynchronize(stream);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (vr_alloc_detach(dptr, &rec) != 0)
-        return CUDA_ERROR_INVALID_VALUE; /* freed by another thread meanwhile */
-    return free_vmm(&rec);
+    return vr_err_to_cu(vr_alloc_free(dptr));
 }
 
 static CUresult vr_on_cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
 {
-    return free_async(dptr, stream, false);
+    return vr_err_to_cu(vr_alloc_free_async(dptr, stream, false));
 }
 
 static CUresult vr_on_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
 {
-    return free_async(dptr, stream, true);
+    return vr_err_to_cu(vr_alloc_free_async(dptr, stream, true));
 }
 
 static CUresult vr_on_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
-    struct vr_alloc_info rec;
-    if (vr_alloc_find(dptr, &rec) != 0 || !rec.vmm)
-        return vr_real.cuMemGetAddressRange_v2(pbase, psize, dptr);
-    /* The padded mapping is ours; the program asked for `size` bytes. */
-    if (pbase)
-        *pbase = rec.base;
-    if (psize)
-        *psize = rec.size;
-    return CUDA_SUCCESS;
+    return vr_err_to_cu(vr_alloc_address_range(pbase, psize, dptr));
+}
+
+static CUresult vr_on_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    return vr_err_to_cu(vr_alloc_retain_handle(handle, addr));
+}
+
+static CUresult vr_on_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location,
+                                     CUdeviceptr ptr)
+{
+    return vr_err_to_cu(vr_alloc_get_access(flags, location, ptr));
 }
 
 static CUresult vr_on_cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags)
 {
-    CUresult r = vr_real.cuCtxEnablePeerAccess(peer, flags);
-    if (r == CUDA_SUCCESS && cfg.mode == VR_MODE_PROFILED)
-        vr_alloc_peer_enabled(peer);
-    return r;
+    return vr_err_to_cu(vr_alloc_enable_peer(peer, flags));
 }
 
 /* ---- graphs ----------------------------------------------------------- */
@@ -336,19 +384,114 @@ static CUresult vr_on_cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph,
     return vr_err_to_cu(vr_exec_update(exec, graph, info));
 }
 
+/* The v1 entry reports its result in two out-parameters instead of a
+ * struct: forwarded as is, then the exec learns of the update. */
+static CUresult vr_on_cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphNode *error_node,
+                                        CUgraphExecUpdateResult *result)
+{
+    CUresult r = vr_real.cuGraphExecUpdate(exec, graph, error_node, result);
+    if (r == CUDA_SUCCESS)
+        vr_exec_updated(exec, graph);
+    return r;
+}
+
 static CUresult vr_on_cuGraphExecDestroy(CUgraphExec exec)
 {
     return vr_err_to_cu(vr_exec_destroy(exec));
 }
 
+/* ---- modules ---------------------------------------------------------- */
+
+/* After an unload the driver may hand the same function handle to another
+ * function with other arguments: the cached layouts must go (layout.h says
+ * why twice). */
+static CUresult vr_on_cuModuleUnload(CUmodule mod)
+{
+    vr_layout_evict_module(mod);
+    CUresult r = vr_real.cuModuleUnload(mod);
+    vr_layout_evict_module(mod);
+    return r;
+}
+
+static CUresult vr_on_cuLibraryUnload(CUlibrary lib)
+{
+    vr_layout_evict_library(lib);
+    CUresult r = vr_real.cuLibraryUnload(lib);
+    vr_layout_evict_library(lib);
+    return r;
+}
+
 /* ---- routing ---------------------------------------------------------- */
+
+/* An entry point whose calls must all pass through the shim for profiled
+ * mode to be right: a launch it cannot see cannot be ordered against a
+ * rebind, a SetParams it cannot see leaves its shadows stale. */
+static bool exec_critical(const char *base)
+{
+    return strncmp(base, "cuGraphLaunch", 13) == 0 ||
+           (strncmp(base, "cuGraphExec", 11) == 0 && strstr(base, "SetParams") != NULL);
+}
+
+static void handed_out_unrouted(const char *symbol, bool named)
+{
+    if (!named) {
+        vr_stat_inc(VR_C_unrouted_procs);
+        char buf[256];
+        struct vr_jw w;
+        vr_jw_begin(&w, buf, sizeof buf, "fallback");
+        vr_jw_str(&w, "what", "cuGetProcAddress");
+        vr_jw_str(&w, "reason", symbol);
+        vr_log_emit(&w, VR_LEVEL_INFO);
+    }
+    if (exec_critical(symbol)) {
+        char why[160];
+        snprintf(why, sizeof why, "%s handed out unrouted: its calls bypass the shim", symbol);
+        vr_exec_degrade(why);
+    }
+}
+
+/* cuGetProcAddress asked for itself: the program resolves everything else
+ * through the answer, so it is always our resolver, whatever the driver
+ * returned. The variant is the one the driver chose when it can be told,
+ * else the one the requested version implies (the five-argument _v2 from
+ * 12.0, PFN_cuGetProcAddress_v12000). */
+static void route_self(void **pfn, int version)
+{
+    const struct hook *v1 = hook_named("cuGetProcAddress");
+    const struct hook *v2 = hook_named("cuGetProcAddress_v2");
+    const struct vr_driver *d = &vr_real;
+    Dl_info info;
+    const struct hook *pick = NULL;
+    if (dladdr(*pfn, &info) && info.dli_saddr == *pfn && info.dli_sname) {
+        if (strcmp(info.dli_sname, v1->name) == 0)
+            pick = v1;
+        else if (strcmp(info.dli_sname, v2->name) == 0)
+            pick = v2;
+    }
+    if (!pick && *pfn == real_of(d, v1))
+        pick = v1;
+    if (!pick && *pfn == real_of(d, v2))
+        pick = v2;
+    if (!pick)
+        pick = version >= 12000 ? v2 : v1;
+    if (!real_of(d, pick)) {
+        /* Our wrapper would have nothing to call. */
+        handed_out_unrouted("cuGetProcAddress", false);
+        return;
+    }
+    *pfn = pick->wrapper;
+}
 
 /* The driver chose a variant for (symbol, version, flags); answer with the
  * wrapper of exactly that variant, found by its exported name. */
-static void route_proc(const char *symbol, void **pfn)
+static void route_proc(const char *symbol, void **pfn, int version)
 {
     if (!symbol || !pfn || !*pfn)
         return;
+    if (strcmp(symbol, "cuGetProcAddress") == 0) {
+        route_self(pfn, version);
+        return;
+    }
     Dl_info info;
     bool named = dladdr(*pfn, &info) && info.dli_saddr == *pfn && info.dli_sname;
     if (named) {
@@ -362,34 +505,29 @@ static void route_proc(const char *symbol, void **pfn)
      * ours under another name. Compare with the real addresses of the
      * variants of the requested name. */
     bool known = false;
+    const struct vr_driver *d = &vr_real;
     for (size_t i = 0; i < VR_NHOOKS; i++) {
         if (strcmp(hooks[i].base, symbol) != 0)
             continue;
         known = true;
-        if (*hooks[i].real == *pfn) {
+        if (real_of(d, &hooks[i]) == *pfn) {
             *pfn = hooks[i].wrapper;
             return;
         }
     }
     /* A named export we do not hook (cuMemAlloc's 32-bit v1 for an old
-     * version, say) is deliberately the driver's; only an unnamed answer for
-     * a name we hook is a miss worth counting. */
-    if (known && !named) {
-        vr_stat_inc(VR_C_unrouted_procs);
-        char buf[256];
-        struct vr_jw w;
-        vr_jw_begin(&w, buf, sizeof buf, "fallback");
-        vr_jw_str(&w, "what", "cuGetProcAddress");
-        vr_jw_str(&w, "reason", symbol);
-        vr_log_emit(&w, VR_LEVEL_INFO);
-    }
+     * version, say) is deliberately the driver's, unless it launches or
+     * sets parameters (a variant newer than this shim); only an unnamed
+     * answer for a name we hook is a miss worth counting. */
+    if (known)
+        handed_out_unrouted(symbol, named);
 }
 
 static CUresult vr_on_cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
     CUresult r = vr_real.cuGetProcAddress(symbol, pfn, version, flags);
     if (r == CUDA_SUCCESS)
-        route_proc(symbol, pfn);
+        route_proc(symbol, pfn, version);
     return r;
 }
 
@@ -398,7 +536,7 @@ static CUresult vr_on_cuGetProcAddress_v2(const char *symbol, void **pfn, int ve
 {
     CUresult r = vr_real.cuGetProcAddress_v2(symbol, pfn, version, flags, status);
     if (r == CUDA_SUCCESS)
-        route_proc(symbol, pfn);
+        route_proc(symbol, pfn, version);
     return r;
 }
 

@@ -8,17 +8,28 @@
 #include "driver.h"
 #include "err.h"
 
-/* Kernels are far fewer than calls: a small open-addressing map that only
- * grows, guarded by a rwlock so lookups from many threads do not serialize. */
+/* Kernels are far fewer than calls: a small open-addressing map guarded by
+ * a rwlock so lookups from many threads do not serialize. Unloads are rare:
+ * eviction deletes in place (backward shift) under the write lock. */
 struct entry {
-    const void *key;
+    const void *key;          /* a CUfunction or a CUkernel */
     struct vr_layout *layout;
-    int rc; /* cached failure: ask the driver once */
+    const void *owner;        /* its CUmodule / CUlibrary; NULL: unknown */
+    int rc;                   /* cached failure: ask the driver once */
+    bool kernel;              /* key is a CUkernel */
 };
 
 static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct entry *table;
 static size_t cap, used;
+/* Bumped by every eviction: a layout read from the driver while an unload
+ * ran may describe the handle's previous function, so it is not cached. */
+static uint64_t generation;
+
+/* Evicted layouts, kept reachable until exit (the lifetime rule in
+ * layout.h). Guarded by the write side of `lock`. */
+static struct vr_layout **retired;
+static size_t nretired, retired_cap;
 
 #define VR_MAX_PARAMS 4096
 
@@ -137,7 +148,7 @@ static struct entry *find_locked(const void *key)
     }
 }
 
-static int insert_locked(const void *key, struct vr_layout *l, int rc)
+static int insert_locked(const struct entry *en)
 {
     if ((used + 1) * 2 > cap) {
         size_t ncap = cap ? cap * 2 : 64;
@@ -156,14 +167,91 @@ static int insert_locked(const void *key, struct vr_layout *l, int rc)
         table = nt;
         cap = ncap;
     }
-    size_t j = slot_of(key, cap - 1);
+    size_t j = slot_of(en->key, cap - 1);
     while (table[j].key)
         j = (j + 1) & (cap - 1);
-    table[j].key = key;
-    table[j].layout = l;
-    table[j].rc = rc;
+    table[j] = *en;
     used++;
     return 0;
+}
+
+/* A layout that may have been handed out: never freed (layout.h). When the
+ * list cannot grow the layout is simply kept unreferenced, which is as
+ * safe. */
+static void retire_locked(struct vr_layout *l)
+{
+    if (!l)
+        return;
+    if (nretired == retired_cap) {
+        size_t ncap = retired_cap ? retired_cap * 2 : 16;
+        struct vr_layout **nr = realloc(retired, ncap * sizeof *nr);
+        if (!nr)
+            return;
+        retired = nr;
+        retired_cap = ncap;
+    }
+    retired[nretired++] = l;
+}
+
+/* Deletes slot i, shifting back the entries of its probe run that would
+ * otherwise become unreachable. */
+static void remove_locked(size_t i)
+{
+    size_t mask = cap - 1;
+    for (size_t j = (i + 1) & mask; table[j].key; j = (j + 1) & mask) {
+        size_t home = slot_of(table[j].key, mask);
+        bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+        if (stays)
+            continue;
+        table[i] = table[j];
+        i = j;
+    }
+    table[i] = (struct entry){0};
+    used--;
+}
+
+static void evict(bool kernels, const void *owner, bool all_functions)
+{
+    pthread_rwlock_wrlock(&lock);
+    generation++;
+    for (size_t i = 0; i < cap;) {
+        const struct entry *en = &table[i];
+        bool drop = en->key && (en->kernel == kernels
+                                    ? !en->owner || en->owner == owner
+                                    : all_functions && !en->kernel);
+        if (!drop) {
+            i++;
+            continue;
+        }
+        retire_locked(en->layout);
+        remove_locked(i); /* slot i may now hold a shifted entry: look again */
+    }
+    pthread_rwlock_unlock(&lock);
+}
+
+void vr_layout_evict_module(CUmodule mod)
+{
+    evict(false, mod, false);
+}
+
+void vr_layout_evict_library(CUlibrary lib)
+{
+    evict(true, lib, true);
+}
+
+/* The module or library the function belongs to, when the driver says. */
+static const void *owner_of(CUfunction func, CUkernel kern)
+{
+    if (func) {
+        CUmodule mod = NULL;
+        if (vr_real.cuFuncGetModule && vr_real.cuFuncGetModule(&mod, func) == CUDA_SUCCESS)
+            return mod;
+        return NULL;
+    }
+    CUlibrary lib = NULL;
+    if (vr_real.cuKernelGetLibrary && vr_real.cuKernelGetLibrary(&lib, kern) == CUDA_SUCCESS)
+        return lib;
+    return NULL;
 }
 
 int vr_layout_get(CUfunction func, CUkernel kern, const struct vr_layout **out)
@@ -174,23 +262,26 @@ int vr_layout_get(CUfunction func, CUkernel kern, const struct vr_layout **out)
     pthread_rwlock_rdlock(&lock);
     struct entry *e = find_locked(key);
     struct entry hit = e ? *e : (struct entry){0};
+    uint64_t gen = generation;
     pthread_rwlock_unlock(&lock);
     if (!e) {
-        /* Read outside the lock: the driver call may be slow. */
-        struct vr_layout *l = NULL;
-        int rc = read_layout(func, kern, &l);
+        /* Read outside the lock: the driver calls may be slow. */
+        struct entry fresh = {.key = key, .kernel = func == NULL};
+        fresh.rc = read_layout(func, kern, &fresh.layout);
+        fresh.owner = owner_of(func, kern);
         pthread_rwlock_wrlock(&lock);
         e = find_locked(key);
         if (e) {
-            vr_layout_free(l); /* another thread won */
-        } else if (insert_locked(key, l, rc) != 0) {
-            pthread_rwlock_unlock(&lock);
-            vr_layout_free(l);
-            return -ENOMEM;
+            vr_layout_free(fresh.layout); /* another thread won; ours was never seen */
+            hit = *e;
+        } else if (gen != generation || insert_locked(&fresh) != 0) {
+            /* An unload ran meanwhile (or no memory): answer without caching,
+             * and keep the layout alive as if evicted. */
+            retire_locked(fresh.layout);
+            hit = fresh;
         } else {
-            e = find_locked(key);
+            hit = fresh;
         }
-        hit = *e;
         pthread_rwlock_unlock(&lock);
     }
     if (hit.rc != 0)
@@ -217,4 +308,9 @@ void vr_layout_point(const struct vr_layout *l, uint8_t *buf, void **params)
 {
     for (uint32_t i = 0; i < l->nparams; i++)
         params[i] = buf + l->offset[i];
+}
+
+void vr_layout_after_fork(void)
+{
+    lock = (pthread_rwlock_t)PTHREAD_RWLOCK_INITIALIZER;
 }

@@ -1,11 +1,19 @@
 /* layout: where a kernel's arguments lie in its parameter buffer.
  *
  * Read from the driver once per function (cuFuncGetParamInfo, or
- * cuKernelGetParamInfo for a CUkernel) and cached for the life of the
- * process; a returned layout is immutable and never freed, so callers may
- * keep the pointer. `words` lists the byte offsets of the 8-byte-aligned
- * words inside every argument of at least 8 bytes: the positions scanned for
- * pointers.
+ * cuKernelGetParamInfo for a CUkernel) and cached until the function's
+ * module or library is unloaded: the driver may hand the same handle to
+ * another function afterwards, so vr_layout_evict_module/_library drop the
+ * cached layouts and the next lookup reads the layout again. `words` lists
+ * the byte offsets of the 8-byte-aligned words inside every argument of at
+ * least 8 bytes: the positions scanned for pointers.
+ *
+ * Lifetime rule: a layout returned by vr_layout_get is immutable and is
+ * never freed while the process runs. Eviction only unlinks it from the
+ * cache and moves it to a retired list that stays reachable until exit, so
+ * an exec may keep its `const struct vr_layout *` for as long as it likes,
+ * even past the unload of the function's module. (Retired layouts are a few
+ * dozen bytes per function per unload.)
  */
 #ifndef VR_LAYOUT_H
 #define VR_LAYOUT_H
@@ -29,6 +37,16 @@ struct vr_layout {
  * or a negative code when the driver cannot describe it (the node is then
  * opaque). */
 int vr_layout_get(CUfunction func, CUkernel kern, const struct vr_layout **out);
+
+/* The module `mod` (library `lib`) is being unloaded: forget the layouts of
+ * its functions (kernels), and of those whose owner the driver could not
+ * name. A library's functions (cuKernelGetFunction) belong to modules the
+ * shim cannot tie to it, so a library unload forgets every CUfunction
+ * layout. The hook calls it before forwarding the unload (no lookup after
+ * the unload can find the old layout) and again after it (a lookup made
+ * meanwhile by a thread still using the module cached it again). */
+void vr_layout_evict_module(CUmodule mod);
+void vr_layout_evict_library(CUlibrary lib);
 
 /* Builds a layout from (offset, size) pairs: the pure part, for tests. */
 int vr_layout_build(const uint32_t *offset, const uint32_t *size, uint32_t nparams,
@@ -77,5 +95,8 @@ static inline bool vr_layout_equal(const struct vr_layout *l, void *const *kerne
 
 /* Points params[i] at the arguments inside buf. */
 void vr_layout_point(const struct vr_layout *l, uint8_t *buf, void **params);
+
+/* In a forked child: the cache's lock starts free. */
+void vr_layout_after_fork(void);
 
 #endif

@@ -5,6 +5,19 @@
  * (on the stack for hot-path events) and written with one write(2), so
  * lines from many threads never interleave. A line that does not fit its
  * buffer is dropped and counted, never cut into invalid JSON.
+ *
+ * The log is a regular file only (a FIFO, device or directory: one warning,
+ * no log). Before each line the descriptor is checked to still be the file
+ * the log opened; one the program closed or reused for its own file is
+ * left alone and the path is opened again, so the program's files never
+ * receive log lines.
+ *
+ * Fork: the child handler vr_log_after_fork gives the child a log of its
+ * own when VAREMAP_LOG has %p; otherwise parent and child share the one
+ * file, appending whole lines, each line naming its pid.
+ *
+ * stderr messages share an error budget: after VR_MSG_BUDGET lines, one
+ * "varemap: warning: further warnings suppressed" and then silence.
  */
 #ifndef VR_LOG_H
 #define VR_LOG_H
@@ -16,11 +29,25 @@
 
 #include "config.h"
 
-/* Opens (O_APPEND|O_CREAT|O_CLOEXEC) the log at `path`; "" means no log.
- * On failure prints one warning naming the path and the reason, and the
- * shim runs without a log. Returns 0 or -errno. */
+#define VR_MSG_BUDGET 10
+
+/* Opens (O_APPEND|O_CREAT|O_CLOEXEC|O_NONBLOCK) the log at `path` as it is,
+ * "" means no log. On failure (or a path that is not a regular file) prints
+ * one warning naming the path and the reason, and the shim runs without a
+ * log. Returns 0 or -errno (-EINVAL: not a regular file). A forked child
+ * keeps appending to the same file. */
 int vr_log_open(const char *path, enum vr_level level);
+
+/* vr_log_open(cfg->log_path, cfg->log_level), and remembers
+ * cfg->log_pattern: when it has %p, a forked child opens its own file. */
+int vr_log_start(const struct vr_config *cfg);
+
+/* Only once no thread emits any more (exit). */
 void vr_log_close(void);
+
+/* For pthread_atfork's child handler: a fresh lock, and with a %p pattern
+ * the child's own log file (the parent's descriptor copy is closed). */
+void vr_log_after_fork(void);
 
 /* True when a log is open and `level` passes the configured level. */
 bool vr_log_enabled(enum vr_level level);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "cost.h"
 #include "log.h"
 
 struct vr_profile {
@@ -93,6 +94,21 @@ struct candidate {
 };
 
 static const char *const V_SELECTED = "selected";
+static const char *const V_NOT_WORTH_IT = "not_worth_it";
+
+static bool costs_measured(void)
+{
+    for (int c = 0; c < VR_COST_COUNT; c++)
+        if (!vr_cost_measured((enum vr_cost)c))
+            return false;
+    return true;
+}
+
+/* What moving one slice to another buffer costs the host. */
+static uint64_t remap_ns(void)
+{
+    return vr_cost_get(VR_COST_UNMAP) + vr_cost_get(VR_COST_MAP) + vr_cost_get(VR_COST_ACCESS);
+}
 
 static void log_decision(const struct vr_profile *p, CUgraphExec exec,
                          const struct candidate *cand, size_t ncand, bool active,
@@ -116,10 +132,18 @@ static void log_decision(const struct vr_profile *p, CUgraphExec exec,
         vr_jw_u64(&w, "size", cand[i].size);
         vr_jw_u64(&w, "anchors", cand[i].anchors);
         vr_jw_str(&w, "verdict", cand[i].verdict);
+        if (cand[i].verdict == V_NOT_WORTH_IT) {
+            vr_jw_u64(&w, "saved_ns_per_change", cand[i].anchors * vr_cost_get(VR_COST_SETPARAMS));
+            vr_jw_u64(&w, "remap_ns", remap_ns());
+        }
         vr_jw_object_end(&w);
     }
     vr_jw_array_end(&w);
     vr_jw_u64(&w, "reserved_bytes", reserved);
+    vr_jw_object_begin(&w, "costs_ns");
+    for (int c = 0; c < VR_COST_COUNT; c++)
+        vr_jw_u64(&w, vr_cost_name((enum vr_cost)c), vr_cost_get((enum vr_cost)c));
+    vr_jw_object_end(&w);
     /* Why a buffer is missing from the candidates: its pointer moved. */
     vr_jw_array_begin(&w, "unstable");
     uint64_t listed[64];
@@ -212,6 +236,13 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
         cand[k].size = a->size;
         if (!(observe ? a->eligible : a->vmm)) {
             cand[k].verdict = "not_vmm_backed";
+            continue;
+        }
+        /* A slice pays when the buffer changes: one remap instead of one
+         * update per anchor. Fewer anchors than that: dedup serves it. Only
+         * judged on this process's own measurements, never on the priors. */
+        if (costs_measured() && cand[k].anchors * vr_cost_get(VR_COST_SETPARAMS) < remap_ns()) {
+            cand[k].verdict = V_NOT_WORTH_IT;
             continue;
         }
         cand[k].verdict = V_SELECTED;

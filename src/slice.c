@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "cost.h"
 #include "driver.h"
 #include "err.h"
 #include "stats.h"
@@ -75,9 +76,11 @@ static int unmap_slot(struct slot *sl)
 {
     if (!sl->cur.id)
         return 0;
+    uint64_t t0 = vr_now_ns();
     CUresult r = vr_real.cuMemUnmap(sl->va, sl->cur.padded);
     if (r != CUDA_SUCCESS)
         return vr_err_cu(r);
+    vr_cost_note(VR_COST_UNMAP, t0);
     memset(&sl->cur, 0, sizeof sl->cur);
     vr_stat_add(VR_C_slices_bound, -1);
     return 0;
@@ -160,11 +163,16 @@ static void rebuild(struct vr_slices *s)
 static int map_slot(struct slot *sl, const struct vr_slice_bind *b)
 {
     CUmemAccessDesc access[64];
+    uint64_t t0 = vr_now_ns();
     CUresult r = vr_real.cuMemMap(sl->va, b->padded, 0, b->handle, 0);
     if (r != CUDA_SUCCESS)
         return vr_err_cu(r);
+    vr_cost_note(VR_COST_MAP, t0);
+    t0 = vr_now_ns();
     r = vr_real.cuMemSetAccess(sl->va, b->padded, access,
                                vr_alloc_access_for(b->device, access, 64));
+    if (r == CUDA_SUCCESS)
+        vr_cost_note(VR_COST_ACCESS, t0);
     if (r != CUDA_SUCCESS) {
         /* Unmapping a mapping nobody can access yet cannot race a kernel; if
          * even that fails the slot keeps it and a later remap retries. */

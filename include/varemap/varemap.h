@@ -5,7 +5,10 @@
  * without the shim the lookup returns NULL. Counters are process-wide and
  * monotonic except execs_active (execs currently in the active state),
  * slices_bound (slices currently bound), vmm_bytes and padding_bytes
- * (bytes currently backed by varemap's own VMM allocations).
+ * (bytes currently backed by varemap's own VMM allocations), vmm_leaked_bytes
+ * and variants. Fields are only ever appended, and VAREMAP_STATS_VERSION
+ * changes with them: the shim writes the whole struct, so a program must be
+ * built with a header at least as new as the shim it runs under.
  */
 #ifndef VAREMAP_VAREMAP_H
 #define VAREMAP_VAREMAP_H
@@ -16,7 +19,7 @@
 extern "C" {
 #endif
 
-#define VAREMAP_STATS_VERSION 1
+#define VAREMAP_STATS_VERSION 2
 
 struct varemap_stats {
     uint64_t setparams_seen;      /* SetParams calls that reached the shim */
@@ -33,6 +36,10 @@ struct varemap_stats {
     uint64_t padding_bytes;       /* granularity padding in vmm_bytes */
     uint64_t vmm_fallbacks;       /* cuMemAlloc calls that fell back to native */
     uint64_t unrouted_procs;      /* cuGetProcAddress results we could not route */
+    uint64_t vmm_leaked_bytes;    /* VMM memory the program freed that the shim could not yet
+                                     return to the driver (an internal unmap/release failed;
+                                     retried later) */
+    uint64_t variants;            /* executable-graph variants the shim now keeps */
 };
 
 /* Copies the current counters into *out. Returns 0, or -22 (EINVAL) when out

@@ -42,3 +42,15 @@ extern "C" __global__ void vr_copy_u8(unsigned char *dst, const unsigned char *s
 {
     VR_GRID_STRIDE(i, n) dst[i] = src[i];
 }
+
+/* One thread sums the whole range in order (no grid stride: the result is
+ * one value, and a fixed order keeps it bit-identical to the host version). */
+extern "C" __global__ void vr_sum_range_f32(float *out, const float *begin, const float *end)
+{
+    if (blockIdx.x || blockIdx.y || blockIdx.z || threadIdx.x || threadIdx.y || threadIdx.z)
+        return;
+    float s = 0.0f;
+    for (const float *p = begin; p < end; p++)
+        s = __fadd_rn(s, *p);
+    out[0] = s;
+}

@@ -17,6 +17,12 @@
 #define SIMCUDA_SIM_H
 
 #include <cuda.h>
+
+/* cuda.h maps the old name to _v2; simcuda exports both (as the driver does). */
+#undef cuGraphExecUpdate
+CUresult CUDAAPI cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph,
+                                   CUgraphNode *hErrorNode_out,
+                                   CUgraphExecUpdateResult *updateResult_out);
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -62,6 +68,8 @@ struct sim_knobs {
      * unexported internal entry, as real drivers may, so an interposer cannot
      * name what it got. */
     bool proc_internal;
+    int devices;             /* SIMCUDA_DEVICES, 1..SIM_MAX_DEVICES */
+    size_t mem_bytes;        /* SIMCUDA_MEM_BYTES: each device's total memory */
 };
 extern struct sim_knobs sim_knob;
 
@@ -69,7 +77,8 @@ extern struct sim_knobs sim_knob;
 void *sim_internal_entry(const char *symbol);
 extern atomic_bool sim_initialized;
 
-#define SIM_TOTAL_MEM ((size_t)80 << 30)
+#define SIM_TOTAL_MEM ((size_t)80 << 30) /* default SIMCUDA_MEM_BYTES */
+#define SIM_MAX_DEVICES 64
 #define SIM_MAX_THREADS_PER_BLOCK 1024u
 #define SIM_MAX_SHARED_PER_BLOCK 49152u
 
@@ -81,6 +90,9 @@ extern atomic_bool sim_initialized;
 
 void sim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t sim_now_ns(void);
+
+/* Objects alive now (SIMCUDA_STATS "live"): events and execs not destroyed. */
+extern _Atomic long sim_live_events, sim_live_execs;
 
 /* ---- handle registry: a made-up or stale handle is an error ----------- */
 
@@ -94,6 +106,7 @@ enum sim_type {
     SIM_T_NODE,
     SIM_T_EXEC,
     SIM_T_PHYS,
+    SIM_T_KERNEL,
 };
 
 void sim_reg_add(const void *p, int type);
@@ -105,13 +118,27 @@ bool sim_reg_has(const void *p, int type);
 struct sim_stream;
 
 struct sim_ctx {
+    int dev;
     unsigned flags;
     bool primary;
     int primary_refs;        /* under g_ctx_mu */
     atomic_bool alive;
     struct sim_stream *legacy;
     uint64_t id;
+    /* cuCtxEnablePeerAccess: the peer contexts (under the core's lock) and
+     * the devices they are on (bit d: device d), read by kernels at run
+     * time. */
+    struct sim_ctx **peers;
+    size_t npeers, peers_cap;
+    _Atomic uint64_t peer_devs;
 };
+
+/* May a kernel running in c touch memory of device dev? */
+static inline bool sim_ctx_can_access(const struct sim_ctx *c, int dev)
+{
+    return dev < 0 || c->dev == dev ||
+           (atomic_load_explicit(&c->peer_devs, memory_order_acquire) >> dev & 1);
+}
 
 /* Current context of the calling thread (NULL if none). */
 struct sim_ctx *sim_ctx_current(void);
@@ -155,9 +182,13 @@ struct sim_dep {
 
 typedef void (*sim_kernel_fn)(const unsigned char *args);
 
+struct sim_kernel_impl;
+
 struct sim_kcall {
     sim_kernel_fn fn;
     const unsigned char *args;
+    const struct sim_kernel_impl *impl;
+    size_t argsize;
 };
 
 enum sim_op_kind {
@@ -183,6 +214,7 @@ struct sim_op {
         struct {
             size_t ncalls;
             struct sim_kcall *calls; /* points into this op's allocation */
+            struct sim_ctx *ctx;     /* the context the kernels run in */
         } k;
         struct {
             void *dst;
@@ -244,14 +276,18 @@ CUresult sim_capture_check_legacy(struct sim_stream *s);
 
 struct sim_module;
 
+/* A CUfunction record, or (target set) a library's CUkernel record. */
 struct sim_func {
     struct sim_module *mod;
+    struct sim_func *target;     /* CUkernel: its function */
+    struct sim_func *next_free;  /* on the free list of unloaded records */
     char *name;
     size_t nparams;
     size_t *offsets;
     size_t *sizes;
     size_t argsize;          /* end of the last parameter */
     sim_kernel_fn fn;        /* NULL: no host implementation */
+    const struct sim_kernel_impl *impl;
 };
 
 /* A valid, launchable function handle (registered, with a host kernel). */
@@ -270,6 +306,9 @@ struct sim_kernel_impl {
     size_t nparams;
     size_t offsets[4];
     size_t sizes[4];
+    /* a [begin, end) pair of pointer parameters (indices), or -1: the end
+     * word is checked as the end of the range, not as an address */
+    int range_begin, range_end;
 };
 const struct sim_kernel_impl *sim_kernel_find(const char *name);
 
@@ -287,6 +326,13 @@ struct sim_ptx_entry {
 /* Is [p, p+n) inside one native allocation or contiguous accessible VMM
  * mappings? (copies and memsets are validated like the driver's). */
 bool sim_mem_valid(uintptr_t p, size_t n, bool write);
+/* Before a kernel runs in ctx: every 8-byte-aligned argument word that lies
+ * in an allocation or mapping must be accessible from ctx's device, or the
+ * process aborts with a message (a GPU fault kills the context). */
+void sim_mem_check_kernel(struct sim_ctx *ctx, const struct sim_kcall *call);
+/* Live memory objects: mappings, physical handles whose memory is not yet
+ * returned, reservations, native allocations. */
+void sim_mem_live(long *mappings, long *handles, long *reservations, long *allocations);
 /* Release a native allocation queued by cuMemFreeAsync (stream worker). */
 void sim_mem_free_now(uintptr_t base);
 

@@ -40,9 +40,10 @@ static const struct sim_proc g_procs[SIM_N_ENTRIES] = {
 };
 
 _Atomic uint64_t sim_calls[SIM_N_ENTRIES];
+_Atomic long sim_live_events, sim_live_execs;
 atomic_bool sim_knobs_any;
 atomic_bool sim_initialized;
-struct sim_knobs sim_knob = {0, (size_t)2 << 20, true, false};
+struct sim_knobs sim_knob = {0, (size_t)2 << 20, true, false, 1, SIM_TOTAL_MEM};
 
 static _Atomic uint64_t g_fail_nth[SIM_N_ENTRIES]; /* 0: never, UINT64_MAX: every call */
 static _Atomic uint64_t g_cost_ns[SIM_N_ENTRIES];
@@ -191,6 +192,21 @@ static void knobs_load(void)
     if ((s = getenv("SIMCUDA_STATS")) && *s)
         g_stats_path = strdup(s);
     sim_knob.proc_internal = (s = getenv("SIMCUDA_PROC_INTERNAL")) && strcmp(s, "1") == 0;
+    /* The device count is fixed once initialized (contexts exist per device). */
+    if (!atomic_load(&sim_initialized)) {
+        sim_knob.devices = 1;
+        if ((s = getenv("SIMCUDA_DEVICES")) && *s) {
+            char *e;
+            long v = strtol(s, &e, 10);
+            if (*e || v < 1 || v > SIM_MAX_DEVICES)
+                sim_warn("SIMCUDA_DEVICES='%s' is not 1..%d; using 1", s, SIM_MAX_DEVICES);
+            else
+                sim_knob.devices = (int)v;
+        }
+        sim_knob.mem_bytes = SIM_TOTAL_MEM;
+        if ((s = getenv("SIMCUDA_MEM_BYTES")) && *s)
+            sim_knob.mem_bytes = parse_size("SIMCUDA_MEM_BYTES", s, SIM_TOTAL_MEM);
+    }
     g_knobs_pid = getpid();
 }
 
@@ -216,7 +232,14 @@ __attribute__((destructor)) static void sim_dtor(void)
         uint64_t n = atomic_load_explicit(&sim_calls[i], memory_order_relaxed);
         fprintf(f, "%s\"%s\": %llu", i ? ", " : "", g_procs[i].sym, (unsigned long long)n);
     }
-    fputs("}}\n", f);
+    /* What the process left alive at exit, so a test can see leaks. */
+    long maps, handles, resv, allocs;
+    sim_mem_live(&maps, &handles, &resv, &allocs);
+    fprintf(f,
+            "}, \"live\": {\"mappings\": %ld, \"handles\": %ld, \"reservations\": %ld, "
+            "\"allocations\": %ld, \"events\": %ld, \"execs\": %ld}}\n",
+            maps, handles, resv, allocs, atomic_load(&sim_live_events),
+            atomic_load(&sim_live_execs));
     fclose(f);
 }
 
@@ -324,16 +347,18 @@ bool sim_reg_has(const void *p, int type)
 
 static pthread_once_t g_init_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t g_ctx_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct sim_ctx *g_primary;
+static struct sim_ctx *g_primaries[SIM_MAX_DEVICES];
+static bool g_init_ok;
 static struct sim_ctx **g_ctxs; /* every context ever created (never freed) */
 static size_t g_nctxs, g_ctxs_cap;
 static atomic_uint_fast64_t g_ctx_ids;
 
-static struct sim_ctx *ctx_new(bool primary, unsigned flags)
+static struct sim_ctx *ctx_new(int dev, bool primary, unsigned flags)
 {
     struct sim_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
+    c->dev = dev;
     c->primary = primary;
     c->flags = flags;
     c->id = atomic_fetch_add(&g_ctx_ids, 1) + 1;
@@ -361,7 +386,9 @@ static pthread_once_t g_knobs_once = PTHREAD_ONCE_INIT;
 
 static void init_once(void)
 {
-    g_primary = ctx_new(true, 0);
+    g_init_ok = true;
+    for (int d = 0; d < sim_knob.devices; d++)
+        g_init_ok = g_init_ok && (g_primaries[d] = ctx_new(d, true, 0)) != NULL;
 }
 
 CUresult cuInit(unsigned int Flags)
@@ -373,7 +400,7 @@ CUresult cuInit(unsigned int Flags)
     if (Flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_once(&g_init_once, init_once);
-    if (!g_primary)
+    if (!g_init_ok)
         return CUDA_ERROR_OUT_OF_MEMORY;
     atomic_store_explicit(&sim_initialized, true, memory_order_release);
     return CUDA_SUCCESS;
@@ -390,7 +417,7 @@ CUresult cuDriverGetVersion(int *driverVersion)
 
 #define SIM_CHECK_DEV(d)                                                       \
     do {                                                                       \
-        if ((d) != 0)                                                          \
+        if ((d) < 0 || (d) >= sim_knob.devices)                                \
             return CUDA_ERROR_INVALID_DEVICE;                                  \
     } while (0)
 
@@ -400,9 +427,9 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal)
     SIM_CHECK_INIT();
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
-    if (ordinal != 0)
+    if (ordinal < 0 || ordinal >= sim_knob.devices)
         return CUDA_ERROR_INVALID_DEVICE;
-    *device = 0;
+    *device = ordinal;
     return CUDA_SUCCESS;
 }
 
@@ -412,7 +439,7 @@ CUresult cuDeviceGetCount(int *count)
     SIM_CHECK_INIT();
     if (!count)
         return CUDA_ERROR_INVALID_VALUE;
-    *count = 1;
+    *count = sim_knob.devices;
     return CUDA_SUCCESS;
 }
 
@@ -423,7 +450,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
     if (!name || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
     SIM_CHECK_DEV(dev);
-    snprintf(name, (size_t)len, "%s", "simcuda simulated GPU");
+    snprintf(name, (size_t)len, "simcuda simulated GPU %d", (int)dev);
     return CUDA_SUCCESS;
 }
 
@@ -434,7 +461,7 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     if (!bytes)
         return CUDA_ERROR_INVALID_VALUE;
     SIM_CHECK_DEV(dev);
-    *bytes = SIM_TOTAL_MEM;
+    *bytes = sim_knob.mem_bytes;
     return CUDA_SUCCESS;
 }
 
@@ -480,7 +507,7 @@ CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDe
         return CUDA_ERROR_INVALID_VALUE;
     SIM_CHECK_DEV(dev);
     SIM_CHECK_DEV(peerDev);
-    *canAccessPeer = 0; /* a device is not its own peer */
+    *canAccessPeer = dev != peerDev; /* every pair; a device is not its own peer */
     return CUDA_SUCCESS;
 }
 
@@ -522,11 +549,12 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
     SIM_CHECK_DEV(dev);
+    struct sim_ctx *pc = g_primaries[dev];
     pthread_mutex_lock(&g_ctx_mu);
-    g_primary->primary_refs++;
-    atomic_store(&g_primary->alive, true);
+    pc->primary_refs++;
+    atomic_store(&pc->alive, true);
     pthread_mutex_unlock(&g_ctx_mu);
-    *pctx = (CUcontext)g_primary;
+    *pctx = (CUcontext)pc;
     return CUDA_SUCCESS;
 }
 
@@ -535,20 +563,21 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     SIM_ENTER(cuDevicePrimaryCtxRelease_v2);
     SIM_CHECK_INIT();
     SIM_CHECK_DEV(dev);
+    struct sim_ctx *pc = g_primaries[dev];
     pthread_mutex_lock(&g_ctx_mu);
-    if (g_primary->primary_refs == 0) {
+    if (pc->primary_refs == 0) {
         pthread_mutex_unlock(&g_ctx_mu);
         return CUDA_ERROR_INVALID_CONTEXT;
     }
-    bool last = --g_primary->primary_refs == 0;
+    bool last = --pc->primary_refs == 0;
     pthread_mutex_unlock(&g_ctx_mu);
     if (last) {
         /* Assumption: the driver finishes the context's work when the last
          * reference goes; simcuda keeps its memory (not modelled). */
-        sim_ctx_sync(g_primary);
+        sim_ctx_sync(pc);
         pthread_mutex_lock(&g_ctx_mu);
-        if (g_primary->primary_refs == 0)
-            atomic_store(&g_primary->alive, false);
+        if (pc->primary_refs == 0)
+            atomic_store(&pc->alive, false);
         pthread_mutex_unlock(&g_ctx_mu);
     }
     return CUDA_SUCCESS;
@@ -562,8 +591,8 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *acti
         return CUDA_ERROR_INVALID_VALUE;
     SIM_CHECK_DEV(dev);
     pthread_mutex_lock(&g_ctx_mu);
-    *flags = g_primary->flags;
-    *active = g_primary->primary_refs > 0;
+    *flags = g_primaries[dev]->flags;
+    *active = g_primaries[dev]->primary_refs > 0;
     pthread_mutex_unlock(&g_ctx_mu);
     return CUDA_SUCCESS;
 }
@@ -581,7 +610,7 @@ CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, uns
         return CUDA_ERROR_NOT_SUPPORTED; /* affinity / CIG are not modelled */
     if (t_ctx_depth == SIM_CTX_STACK)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    struct sim_ctx *c = ctx_new(false, flags);
+    struct sim_ctx *c = ctx_new(dev, false, flags);
     if (!c)
         return CUDA_ERROR_OUT_OF_MEMORY;
     atomic_store(&c->alive, true);
@@ -675,7 +704,7 @@ CUresult cuCtxGetDevice(CUdevice *device)
         return r;
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
-    *device = 0;
+    *device = c->dev;
     return CUDA_SUCCESS;
 }
 
@@ -689,7 +718,7 @@ CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
         return r;
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
-    *device = 0;
+    *device = c->dev;
     return CUDA_SUCCESS;
 }
 
@@ -717,6 +746,15 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
+/* Under g_ctx_mu: the devices c may reach through its peer contexts. */
+static void peers_publish(struct sim_ctx *c)
+{
+    uint64_t m = 0;
+    for (size_t i = 0; i < c->npeers; i++)
+        m |= (uint64_t)1 << c->peers[i]->dev;
+    atomic_store_explicit(&c->peer_devs, m, memory_order_release);
+}
+
 CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
 {
     SIM_ENTER(cuCtxEnablePeerAccess);
@@ -725,12 +763,60 @@ CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
     CUresult r = sim_ctx_need(&cur);
     if (r)
         return r;
-    if (ctx_check(peerContext, &peer) != CUDA_SUCCESS || peer == cur)
+    if (ctx_check(peerContext, &peer) != CUDA_SUCCESS || peer == cur ||
+        !atomic_load(&peer->alive))
         return CUDA_ERROR_INVALID_CONTEXT; /* documented: invalid or current context */
     if (Flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    /* Another context on the only device: cuDeviceCanAccessPeer(0, 0) is 0. */
-    return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+    /* cuDeviceCanAccessPeer: every pair of distinct devices, not a device
+     * with itself (so not two contexts of one device). */
+    if (peer->dev == cur->dev)
+        return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+    pthread_mutex_lock(&g_ctx_mu);
+    r = CUDA_SUCCESS;
+    for (size_t i = 0; i < cur->npeers; i++)
+        if (cur->peers[i] == peer)
+            r = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+    if (!r && cur->npeers == cur->peers_cap) {
+        size_t nc = cur->peers_cap ? cur->peers_cap * 2 : 4;
+        struct sim_ctx **v = realloc(cur->peers, nc * sizeof *v);
+        if (!v)
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        else {
+            cur->peers = v;
+            cur->peers_cap = nc;
+        }
+    }
+    if (!r) {
+        cur->peers[cur->npeers++] = peer;
+        peers_publish(cur);
+    }
+    pthread_mutex_unlock(&g_ctx_mu);
+    return r;
+}
+
+CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
+{
+    SIM_ENTER(cuCtxDisablePeerAccess);
+    SIM_CHECK_INIT();
+    struct sim_ctx *cur, *peer;
+    CUresult r = sim_ctx_need(&cur);
+    if (r)
+        return r;
+    if (ctx_check(peerContext, &peer) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&g_ctx_mu);
+    r = CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+    for (size_t i = 0; i < cur->npeers; i++) {
+        if (cur->peers[i] == peer) {
+            cur->peers[i] = cur->peers[--cur->npeers];
+            peers_publish(cur);
+            r = CUDA_SUCCESS;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_ctx_mu);
+    return r;
 }
 
 CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)

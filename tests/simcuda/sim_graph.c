@@ -10,8 +10,10 @@
 
 /* Kernel parameters as a graph node or an exec node holds them. */
 struct knode {
-    CUfunction func;
+    CUfunction func;  /* what runs: the CUfunction, or the CUkernel given as kern */
+    CUkernel kern;    /* the node was given kern (func NULL) */
     sim_kernel_fn fn;
+    const struct sim_kernel_impl *impl;
     size_t nparams;
     unsigned dims[6];
     unsigned shmem;
@@ -23,7 +25,11 @@ struct knode {
     size_t extra_size;
 };
 
+/* A node's memory outlives its graph while an exec instantiated from that
+ * graph lives (refs: the graph + each such exec), so its handle value is
+ * never reused for another node while an exec may still be named by it. */
 struct sim_node {
+    atomic_int refs;
     struct sim_graph *graph;
     uint64_t graph_id;
     uint32_t index;
@@ -41,7 +47,9 @@ struct sim_graph {
 };
 
 struct xnode {
+    struct sim_node *key;   /* the instantiating graph's node (referenced) */
     CUgraphNodeType type;
+    bool disabled;          /* cuGraphNodeSetEnabled */
     struct knode k;
     uint32_t *deps; /* sorted indices */
     size_t ndeps;
@@ -50,9 +58,11 @@ struct xnode {
 struct sim_exec {
     pthread_mutex_t mu;
     uint64_t graph_id;        /* graph instantiated from */
-    uint64_t update_graph_id; /* graph of the last successful cuGraphExecUpdate */
+    struct sim_ctx *ctx;      /* context instantiated in (contexts are never freed) */
     size_t n;
     struct xnode *nodes;
+    uint32_t *slots;          /* open addressing: key -> index + 1 (0: empty) */
+    size_t nslots;            /* power of two, > 2n */
     uint32_t *order;          /* kernel nodes in dependency order */
     size_t norder;
     struct sim_stream *last_s; /* previous launch (referenced) */
@@ -74,12 +84,10 @@ static CUresult knode_set(struct knode *k, const CUDA_KERNEL_NODE_PARAMS *p, boo
 {
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
-    /* NULL func needs kern; simcuda has no CUkernel (library) objects, so
-     * a NULL func is invalid whatever kern holds. */
-    if (!p->func)
-        return CUDA_ERROR_INVALID_VALUE;
+    /* func, or when it is NULL the CUkernel kern (documented) */
+    CUfunction h = p->func ? p->func : (CUfunction)p->kern;
     struct sim_func *f;
-    if (sim_func_get(p->func, &f) != CUDA_SUCCESS)
+    if (!h || sim_func_get(h, &f) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_VALUE;
     if (sim_check_dims(p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY,
                        p->blockDimZ, p->sharedMemBytes) != CUDA_SUCCESS)
@@ -121,8 +129,10 @@ static CUresult knode_set(struct knode *k, const CUDA_KERNEL_NODE_PARAMS *p, boo
     if (graph_node)
         for (size_t i = 0; i < f->nparams; i++)
             k->argptrs[i] = k->args + f->offsets[i];
-    k->func = p->func;
+    k->func = h;
+    k->kern = p->func ? NULL : p->kern;
     k->fn = f->fn;
+    k->impl = f->impl;
     k->dims[0] = p->gridDimX;
     k->dims[1] = p->gridDimY;
     k->dims[2] = p->gridDimZ;
@@ -144,7 +154,9 @@ static bool knode_copy(struct knode *dst, const struct knode *src)
 {
     memset(dst, 0, sizeof *dst);
     dst->func = src->func;
+    dst->kern = src->kern;
     dst->fn = src->fn;
+    dst->impl = src->impl;
     dst->nparams = src->nparams;
     memcpy(dst->dims, src->dims, sizeof dst->dims);
     dst->shmem = src->shmem;
@@ -185,6 +197,12 @@ struct sim_graph *sim_graph_new(void)
     return g;
 }
 
+static void node_unref(struct sim_node *nd)
+{
+    if (atomic_fetch_sub(&nd->refs, 1) == 1)
+        free(nd);
+}
+
 void sim_graph_free(struct sim_graph *g)
 {
     sim_reg_del(g);
@@ -193,7 +211,8 @@ void sim_graph_free(struct sim_graph *g)
         sim_reg_del(nd);
         knode_clear(&nd->k);
         free(nd->deps);
-        free(nd);
+        nd->deps = NULL;
+        node_unref(nd);
     }
     free(g->nodes);
     pthread_mutex_destroy(&g->mu);
@@ -277,6 +296,7 @@ static CUresult add_node(struct sim_graph *g, CUgraphNodeType type, const CUgrap
         g->nodes = v;
         g->cap = nc;
     }
+    atomic_init(&nd->refs, 1);
     nd->graph = g;
     nd->graph_id = g->id;
     nd->index = (uint32_t)g->n;
@@ -316,6 +336,61 @@ CUresult cuGraphDestroy(CUgraph hGraph)
     if (!g)
         return CUDA_ERROR_INVALID_VALUE;
     sim_graph_free(g); /* executable graphs are independent copies */
+    return CUDA_SUCCESS;
+}
+
+/* A copy with new node handles, in the same creation order and edges. */
+CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
+{
+    SIM_ENTER(cuGraphClone);
+    SIM_CHECK_INIT();
+    struct sim_graph *g = graph_get(originalGraph);
+    if (!phGraphClone || !g)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_graph *c = sim_graph_new();
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g->mu);
+    for (size_t i = 0; i < g->n && !r; i++) {
+        struct sim_node *nd = g->nodes[i];
+        CUgraphNode *deps = malloc((nd->ndeps ? nd->ndeps : 1) * sizeof *deps);
+        if (!deps) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        for (size_t d = 0; d < nd->ndeps; d++)
+            deps[d] = (CUgraphNode)c->nodes[nd->deps[d]->index];
+        CUDA_KERNEL_NODE_PARAMS p;
+        memset(&p, 0, sizeof p);
+        if (nd->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+            const struct knode *k = &nd->k;
+            p.func = k->kern ? NULL : k->func;
+            p.kern = k->kern;
+            p.gridDimX = k->dims[0];
+            p.gridDimY = k->dims[1];
+            p.gridDimZ = k->dims[2];
+            p.blockDimX = k->dims[3];
+            p.blockDimY = k->dims[4];
+            p.blockDimZ = k->dims[5];
+            p.sharedMemBytes = k->shmem;
+            if (k->use_extra)
+                p.extra = (void **)k->extra;
+            else
+                p.kernelParams = k->argptrs;
+        }
+        CUgraphNode out;
+        pthread_mutex_lock(&c->mu);
+        r = add_node(c, nd->type, deps, nd->ndeps, &p, &out);
+        pthread_mutex_unlock(&c->mu);
+        free(deps);
+    }
+    pthread_mutex_unlock(&g->mu);
+    if (r) {
+        sim_graph_free(c);
+        return r;
+    }
+    *phGraphClone = (CUgraph)c;
     return CUDA_SUCCESS;
 }
 
@@ -490,7 +565,8 @@ static CUresult kernel_get_params(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS *p)
     pthread_mutex_lock(&nd->graph->mu);
     const struct knode *k = &nd->k;
     memset(p, 0, sizeof *p);
-    p->func = k->func;
+    p->func = k->kern ? NULL : k->func;
+    p->kern = k->kern;
     p->gridDimX = k->dims[0];
     p->gridDimY = k->dims[1];
     p->gridDimZ = k->dims[2];
@@ -570,8 +646,11 @@ static void exec_free(struct sim_exec *x)
     for (size_t i = 0; i < x->n; i++) {
         knode_clear(&x->nodes[i].k);
         free(x->nodes[i].deps);
+        if (x->nodes[i].key)
+            node_unref(x->nodes[i].key);
     }
     free(x->nodes);
+    free(x->slots);
     free(x->order);
     if (x->last_s)
         sim_stream_unref(x->last_s);
@@ -595,6 +674,47 @@ static uint32_t *dep_indices(const struct sim_node *nd)
         v[i] = nd->deps[i]->index;
     qsort(v, nd->ndeps, sizeof *v, cmp_u32);
     return v;
+}
+
+static size_t key_hash(const void *k, size_t mask)
+{
+    uint64_t h = (uint64_t)(uintptr_t)k * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h ^ (h >> 31)) & mask;
+}
+
+/* Build the handle -> index table of x (from its nodes' keys). */
+static bool exec_index(struct sim_exec *x)
+{
+    size_t ns = 16;
+    while (ns <= 2 * x->n)
+        ns *= 2;
+    x->slots = calloc(ns, sizeof *x->slots);
+    if (!x->slots)
+        return false;
+    x->nslots = ns;
+    for (size_t i = 0; i < x->n; i++) {
+        size_t j = key_hash(x->nodes[i].key, ns - 1);
+        while (x->slots[j])
+            j = (j + 1) & (ns - 1);
+        x->slots[j] = (uint32_t)i + 1;
+    }
+    return true;
+}
+
+/* The exec node a handle names: only the instantiating graph's node handles
+ * do (cuda.h), whether or not that graph still exists; the handle is a key
+ * and never dereferenced. NULL if it names none. */
+static struct xnode *exec_node(struct sim_exec *x, CUgraphNode h)
+{
+    if (!h)
+        return NULL;
+    size_t mask = x->nslots - 1;
+    for (size_t j = key_hash(h, mask); x->slots[j]; j = (j + 1) & mask) {
+        struct xnode *xn = &x->nodes[x->slots[j] - 1];
+        if ((CUgraphNode)xn->key == h)
+            return xn;
+    }
+    return NULL;
 }
 
 /* Under g->mu. */
@@ -637,6 +757,12 @@ static CUresult instantiate(struct sim_graph *g, struct sim_exec **out, CUgraphN
             goto fail;
         }
         indeg[i] = (uint32_t)nd->ndeps;
+        atomic_fetch_add(&nd->refs, 1);
+        xn->key = nd;
+    }
+    if (!exec_index(x)) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        goto fail;
     }
     /* Kahn's algorithm over dependents (found by scanning: graphs are small). */
     size_t qh = 0, qt = 0, seen = 0;
@@ -699,7 +825,9 @@ static CUresult instantiate_entry(CUgraphExec *out, CUgraph hg, cuuint64_t flags
     pthread_mutex_unlock(&g->mu);
     if (r)
         return r;
+    x->ctx = c;
     sim_reg_add(x, SIM_T_EXEC);
+    atomic_fetch_add(&sim_live_execs, 1);
     *out = (CUgraphExec)x;
     return CUDA_SUCCESS;
 }
@@ -729,6 +857,7 @@ static CUresult instantiate_params(CUgraphExec *out, CUgraph hg, CUDA_GRAPH_INST
         if (sim_stream_resolve(p->hUploadStream, pt, &s) != CUDA_SUCCESS) {
             struct sim_exec *x = (struct sim_exec *)*out;
             sim_reg_del(x);
+            atomic_fetch_sub(&sim_live_execs, 1);
             exec_free(x);
             *out = NULL;
             res = CUDA_GRAPH_INSTANTIATE_ERROR;
@@ -759,19 +888,18 @@ static struct sim_exec *exec_get(CUgraphExec h)
     return sim_reg_has(h, SIM_T_EXEC) ? (struct sim_exec *)h : NULL;
 }
 
-/* O(1): the node carries its index; it must come from the exec's graph. */
+/* O(1): a hash lookup of the handle among the instantiating graph's nodes. */
 static CUresult exec_set_kernel(CUgraphExec hx, CUgraphNode hn, const CUDA_KERNEL_NODE_PARAMS *p)
 {
     SIM_CHECK_INIT();
     struct sim_exec *x = exec_get(hx);
-    struct sim_node *nd = node_get(hn);
-    if (!x || !nd || !p)
+    if (!x || !hn || !p)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&x->mu);
     CUresult r = CUDA_ERROR_INVALID_VALUE;
-    if ((nd->graph_id == x->graph_id || nd->graph_id == x->update_graph_id) && nd->index < x->n &&
-        x->nodes[nd->index].type == CU_GRAPH_NODE_TYPE_KERNEL)
-        r = knode_set(&x->nodes[nd->index].k, p, false); /* affects future launches only */
+    struct xnode *xn = exec_node(x, hn);
+    if (xn && xn->type == CU_GRAPH_NODE_TYPE_KERNEL)
+        r = knode_set(&xn->k, p, false); /* affects future launches only */
     pthread_mutex_unlock(&x->mu);
     return r;
 }
@@ -808,11 +936,52 @@ CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
         return exec_set_kernel(hGraphExec, hNode, &p);
     }
     struct sim_exec *x = exec_get(hGraphExec);
-    struct sim_node *nd = node_get(hNode);
-    if (!x || !nd || nd->type != nodeParams->type)
+    if (!x)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&x->mu);
+    struct xnode *xn = exec_node(x, hNode);
+    CUgraphNodeType t = xn ? xn->type : CU_GRAPH_NODE_TYPE_KERNEL;
+    pthread_mutex_unlock(&x->mu);
+    if (!xn || t != nodeParams->type)
         return CUDA_ERROR_INVALID_VALUE;
     /* empty nodes have nothing to update; other types are not modelled */
-    return nd->type == CU_GRAPH_NODE_TYPE_EMPTY ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+    return t == CU_GRAPH_NODE_TYPE_EMPTY ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* Kernel nodes only (simcuda has no memset/memcpy nodes); the state
+ * survives SetParams and cuGraphExecUpdate (assumption). */
+CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
+{
+    SIM_ENTER(cuGraphNodeSetEnabled);
+    SIM_CHECK_INIT();
+    struct sim_exec *x = exec_get(hGraphExec);
+    if (!x)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&x->mu);
+    struct xnode *xn = exec_node(x, hNode);
+    bool ok = xn && xn->type == CU_GRAPH_NODE_TYPE_KERNEL;
+    if (ok)
+        xn->disabled = isEnabled == 0;
+    pthread_mutex_unlock(&x->mu);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
+{
+    SIM_ENTER(cuGraphNodeGetEnabled);
+    SIM_CHECK_INIT();
+    struct sim_exec *x = exec_get(hGraphExec);
+    if (!x || !isEnabled)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&x->mu);
+    struct xnode *xn = exec_node(x, hNode);
+    bool ok = xn && xn->type == CU_GRAPH_NODE_TYPE_KERNEL;
+    unsigned v = ok && !xn->disabled;
+    pthread_mutex_unlock(&x->mu);
+    if (!ok)
+        return CUDA_ERROR_INVALID_VALUE;
+    *isEnabled = v;
+    return CUDA_SUCCESS;
 }
 
 static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt)
@@ -835,24 +1004,35 @@ static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt)
     pthread_mutex_lock(&x->mu);
     /* Snapshot every kernel's parameters now: later SetParams calls only
      * affect later launches. */
-    size_t total = 0;
-    for (size_t i = 0; i < x->norder; i++)
-        total += x->nodes[x->order[i]].k.argsize;
-    struct sim_op *op = sim_op_new(SIM_OP_KERNELS, x->norder * sizeof(struct sim_kcall) + total);
+    size_t total = 0, ncalls = 0;
+    for (size_t i = 0; i < x->norder; i++) {
+        const struct xnode *xn = &x->nodes[x->order[i]];
+        if (!xn->disabled) {
+            total += xn->k.argsize;
+            ncalls++;
+        }
+    }
+    struct sim_op *op = sim_op_new(SIM_OP_KERNELS, ncalls * sizeof(struct sim_kcall) + total);
     if (!op) {
         pthread_mutex_unlock(&x->mu);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     struct sim_kcall *calls = (struct sim_kcall *)(op + 1);
-    unsigned char *args = (unsigned char *)(calls + x->norder);
-    for (size_t i = 0; i < x->norder; i++) {
+    unsigned char *args = (unsigned char *)(calls + ncalls);
+    for (size_t i = 0, c = 0; i < x->norder; i++) {
+        if (x->nodes[x->order[i]].disabled)
+            continue; /* an empty node until re-enabled */
         const struct knode *k = &x->nodes[x->order[i]].k;
         memcpy(args, k->args, k->argsize);
-        calls[i].fn = k->fn;
-        calls[i].args = args;
+        calls[c].fn = k->fn;
+        calls[c].args = args;
+        calls[c].impl = k->impl;
+        calls[c].argsize = k->argsize;
         args += k->argsize;
+        c++;
     }
-    op->u.k.ncalls = x->norder;
+    op->u.k.ncalls = ncalls;
+    op->u.k.ctx = x->ctx; /* an exec runs in the context it was instantiated in */
     op->u.k.calls = calls;
     /* Ordered behind the previous launch of this exec, on any stream. */
     struct sim_dep prev = {x->last_s, x->last_seq};
@@ -932,16 +1112,16 @@ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
     if (!x)
         return CUDA_ERROR_INVALID_VALUE;
     sim_reg_del(x);
+    atomic_fetch_sub(&sim_live_execs, 1);
     pthread_mutex_lock(&x->mu); /* no call still inside */
     pthread_mutex_unlock(&x->mu);
     exec_free(x); /* queued launches own their snapshots */
     return CUDA_SUCCESS;
 }
 
-CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
-                              CUgraphExecUpdateResultInfo *resultInfo)
+static CUresult exec_update(CUgraphExec hGraphExec, CUgraph hGraph,
+                            CUgraphExecUpdateResultInfo *resultInfo)
 {
-    SIM_ENTER(cuGraphExecUpdate_v2);
     SIM_CHECK_INIT();
     struct sim_exec *x = exec_get(hGraphExec);
     struct sim_graph *g = graph_get(hGraph);
@@ -1004,9 +1184,9 @@ CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
             knode_clear(&x->nodes[i].k);
             x->nodes[i].k = nk;
         }
-        /* Assumption: afterwards nodes of hGraph identify the exec's nodes
-         * too (as well as those of the graph it was instantiated from). */
-        x->update_graph_id = g->id;
+        /* Node identity stays the instantiating graph's handles (cuda.h:
+         * exec calls name nodes of the graph the exec was instantiated
+         * from); hGraph's nodes name nothing in the exec. */
     } else {
         r = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
     }
@@ -1015,5 +1195,26 @@ CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
     resultInfo->result = r == CUDA_ERROR_OUT_OF_MEMORY ? CU_GRAPH_EXEC_UPDATE_ERROR : res;
     resultInfo->errorNode = err;
     resultInfo->errorFromNode = err_from;
+    return r;
+}
+
+CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
+                              CUgraphExecUpdateResultInfo *resultInfo)
+{
+    SIM_ENTER(cuGraphExecUpdate_v2);
+    return exec_update(hGraphExec, hGraph, resultInfo);
+}
+
+/* The CUDA 10.2 entry point (cuda.h now maps the name to _v2). */
+CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode *hErrorNode_out,
+                           CUgraphExecUpdateResult *updateResult_out)
+{
+    SIM_ENTER(cuGraphExecUpdate);
+    if (!hErrorNode_out || !updateResult_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUgraphExecUpdateResultInfo info;
+    CUresult r = exec_update(hGraphExec, hGraph, &info);
+    *hErrorNode_out = info.errorNode;
+    *updateResult_out = info.result;
     return r;
 }

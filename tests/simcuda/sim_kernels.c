@@ -91,14 +91,28 @@ static void k_copy_u8(const unsigned char *a)
         dst[i] = src[i];
 }
 
+/* vr_sum_range_f32(float *out, const float *begin, const float *end):
+ * one thread, in order (as the device version). */
+static void k_sum_range_f32(const unsigned char *a)
+{
+    float *out = PTR(float, a, 0);
+    const float *p = PTR(const float, a, 8);
+    const float *end = PTR(const float, a, 16);
+    float s = 0.0f;
+    for (; p < end; p++)
+        s = s + *p;
+    out[0] = s;
+}
+
 /* Expected layouts: what nvcc's PTX declares for these signatures. */
 static const struct sim_kernel_impl g_kernels[] = {
-    {"vr_fill_f32", k_fill_f32, 3, {0, 8, 16, 0}, {8, 4, 8, 0}},
-    {"vr_scale_f32", k_scale_f32, 4, {0, 8, 16, 24}, {8, 8, 4, 8}},
-    {"vr_axpy_f32", k_axpy_f32, 4, {0, 8, 16, 24}, {8, 8, 4, 8}},
-    {"vr_add_f32", k_add_f32, 4, {0, 8, 16, 24}, {8, 8, 8, 8}},
-    {"vr_affine_struct", k_affine_struct, 1, {0, 0, 0, 0}, {32, 0, 0, 0}},
-    {"vr_copy_u8", k_copy_u8, 3, {0, 8, 16, 0}, {8, 8, 8, 0}},
+    {"vr_fill_f32", k_fill_f32, 3, {0, 8, 16, 0}, {8, 4, 8, 0}, -1, -1},
+    {"vr_scale_f32", k_scale_f32, 4, {0, 8, 16, 24}, {8, 8, 4, 8}, -1, -1},
+    {"vr_axpy_f32", k_axpy_f32, 4, {0, 8, 16, 24}, {8, 8, 4, 8}, -1, -1},
+    {"vr_add_f32", k_add_f32, 4, {0, 8, 16, 24}, {8, 8, 8, 8}, -1, -1},
+    {"vr_affine_struct", k_affine_struct, 1, {0, 0, 0, 0}, {32, 0, 0, 0}, -1, -1},
+    {"vr_copy_u8", k_copy_u8, 3, {0, 8, 16, 0}, {8, 8, 8, 0}, -1, -1},
+    {"vr_sum_range_f32", k_sum_range_f32, 3, {0, 8, 16, 0}, {8, 8, 8, 0}, 1, 2},
 };
 
 const struct sim_kernel_impl *sim_kernel_find(const char *name)

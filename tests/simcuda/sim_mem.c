@@ -5,22 +5,29 @@
  */
 #include "sim.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #define SIM_PAGE ((size_t)4096)
+/* what a native allocation costs its device: its size rounded up to this */
+#define SIM_NATIVE_UNIT ((size_t)512)
 
 struct nat {
     uintptr_t base;
     size_t size;   /* requested */
     size_t maplen; /* page rounded */
+    size_t charged; /* counted against its device (SIM_NATIVE_UNIT rounded) */
+    int dev;       /* owning device; -1: managed (any device may access) */
+    int acct;      /* the device whose memory it uses */
     bool async;    /* from cuMemAllocAsync: cuMemFree does not synchronize */
     bool freeing;  /* cuMemFreeAsync queued */
 };
 
 struct sim_phys {
+    int dev;   /* prop.location.id */
     int fd;
     size_t size;
     CUmemAllocationProp prop;
@@ -32,7 +39,8 @@ struct vmap {
     uintptr_t base;
     size_t size;
     struct sim_phys *phys;
-    CUmemAccess_flags access;
+    CUmemAccess_flags access;  /* the widest of acc[] (the host protection) */
+    uint8_t acc[SIM_MAX_DEVICES]; /* cuMemSetAccess per device */
 };
 
 struct resv {
@@ -47,7 +55,8 @@ static struct nat *g_nat;        /* sorted by base */
 static size_t g_nnat, g_nat_cap;
 static struct resv *g_resv;      /* sorted by base */
 static size_t g_nresv, g_resv_cap;
-static size_t g_native_bytes, g_phys_bytes;
+static size_t g_native_bytes[SIM_MAX_DEVICES], g_phys_bytes[SIM_MAX_DEVICES];
+static long g_nphys; /* physical allocations not yet destroyed */
 
 static size_t round_up(size_t v, size_t a)
 {
@@ -116,9 +125,10 @@ static struct vmap *map_find(uintptr_t p, struct resv **rout)
     return &r->maps[i];
 }
 
-static bool fits_total(size_t add)
+static bool fits_total(int dev, size_t add)
 {
-    return add <= SIM_TOTAL_MEM && g_native_bytes + g_phys_bytes <= SIM_TOTAL_MEM - add;
+    size_t total = sim_knob.mem_bytes;
+    return add <= total && g_native_bytes[dev] + g_phys_bytes[dev] <= total - add;
 }
 
 static void phys_maybe_destroy(struct sim_phys *ph)
@@ -126,7 +136,8 @@ static void phys_maybe_destroy(struct sim_phys *ph)
     if (ph->handle_refs > 0 || ph->maps > 0)
         return;
     close(ph->fd);
-    g_phys_bytes -= ph->size;
+    g_phys_bytes[ph->dev] -= ph->size;
+    g_nphys--;
     free(ph);
 }
 
@@ -167,15 +178,17 @@ bool sim_mem_valid(uintptr_t p, size_t n, bool write)
 
 /* ---- native allocations ------------------------------------------------------- */
 
-static CUresult native_alloc(CUdeviceptr *dptr, size_t bytesize, bool async)
+/* dev: the owning device (-1: managed, charged to acct). */
+static CUresult native_alloc(CUdeviceptr *dptr, size_t bytesize, bool async, int dev, int acct)
 {
     if (!dptr || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (bytesize > SIM_TOTAL_MEM)
+    if (bytesize > sim_knob.mem_bytes)
         return CUDA_ERROR_OUT_OF_MEMORY;
     size_t len = round_up(bytesize, SIM_PAGE);
+    size_t charged = round_up(bytesize, SIM_NATIVE_UNIT);
     pthread_mutex_lock(&g_mem_mu);
-    if (!fits_total(len)) {
+    if (!fits_total(acct, charged)) {
         pthread_mutex_unlock(&g_mem_mu);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -192,9 +205,9 @@ static CUresult native_alloc(CUdeviceptr *dptr, size_t bytesize, bool async)
     SIM_FLOOR(g_nat, g_nnat, b, i);
     size_t at = (size_t)(i + 1);
     memmove(&g_nat[at + 1], &g_nat[at], (g_nnat - at) * sizeof *g_nat);
-    g_nat[at] = (struct nat){b, bytesize, len, async, false};
+    g_nat[at] = (struct nat){b, bytesize, len, charged, dev, acct, async, false};
     g_nnat++;
-    g_native_bytes += len;
+    g_native_bytes[acct] += charged;
     pthread_mutex_unlock(&g_mem_mu);
     *dptr = (CUdeviceptr)b;
     return CUDA_SUCCESS;
@@ -207,7 +220,7 @@ static void native_release(struct nat *a)
     size_t at = (size_t)(a - g_nat);
     memmove(&g_nat[at], &g_nat[at + 1], (g_nnat - at - 1) * sizeof *g_nat);
     g_nnat--;
-    g_native_bytes -= n.maplen;
+    g_native_bytes[n.acct] -= n.charged;
     munmap((void *)n.base, n.maplen); /* use after free crashes */
 }
 
@@ -228,7 +241,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     CUresult r = sim_ctx_need(&c);
     if (r)
         return r;
-    return native_alloc(dptr, bytesize, false);
+    return native_alloc(dptr, bytesize, false, c->dev, c->dev);
 }
 
 /* Managed memory is host memory here like everything else: a native
@@ -243,7 +256,7 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
         return r;
     if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
         return CUDA_ERROR_INVALID_VALUE;
-    return native_alloc(dptr, bytesize, false);
+    return native_alloc(dptr, bytesize, false, -1, c->dev);
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr)
@@ -319,10 +332,11 @@ CUresult cuMemGetInfo_v2(size_t *free_out, size_t *total_out)
     if (!free_out || !total_out)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_mem_mu);
-    size_t used = g_native_bytes + g_phys_bytes;
+    size_t used = g_native_bytes[c->dev] + g_phys_bytes[c->dev];
     pthread_mutex_unlock(&g_mem_mu);
-    *total_out = SIM_TOTAL_MEM;
-    *free_out = used >= SIM_TOTAL_MEM ? 0 : SIM_TOTAL_MEM - used;
+    size_t total = sim_knob.mem_bytes;
+    *total_out = total;
+    *free_out = used >= total ? 0 : total - used;
     return CUDA_SUCCESS;
 }
 
@@ -599,7 +613,8 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream h, bool pt)
     struct sim_stream *s;
     if ((r = stream_for_work(h, pt, &s)) != CUDA_SUCCESS)
         return r;
-    return native_alloc(dptr, size, true);
+    int dev = s->ctx ? s->ctx->dev : c->dev; /* the stream's device's pool */
+    return native_alloc(dptr, size, true, dev, dev);
 }
 
 static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
@@ -664,7 +679,7 @@ static CUresult check_prop(const CUmemAllocationProp *p)
         return CUDA_ERROR_INVALID_VALUE;
     if (p->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return CUDA_ERROR_INVALID_VALUE; /* simcuda models device memory only */
-    if (p->location.id != 0)
+    if (p->location.id < 0 || p->location.id >= sim_knob.devices)
         return CUDA_ERROR_INVALID_DEVICE;
     if (p->requestedHandleTypes & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
         return CUDA_ERROR_NOT_SUPPORTED;
@@ -776,7 +791,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     if (!ph)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&g_mem_mu);
-    if (!fits_total(size)) {
+    if (!fits_total(prop->location.id, size)) {
         pthread_mutex_unlock(&g_mem_mu);
         free(ph);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -791,8 +806,10 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     }
     ph->size = size;
     ph->prop = *prop;
+    ph->dev = prop->location.id;
     ph->handle_refs = 1;
-    g_phys_bytes += size;
+    g_phys_bytes[ph->dev] += size;
+    g_nphys++;
     sim_reg_add(ph, SIM_T_PHYS);
     pthread_mutex_unlock(&g_mem_mu);
     *handle = (CUmemGenericAllocationHandle)(uintptr_t)ph;
@@ -854,7 +871,11 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
         r->maps = grow(r->maps, &r->cap, sizeof *r->maps);
     size_t at = (size_t)(i + 1);
     memmove(&r->maps[at + 1], &r->maps[at], (r->nmaps - at) * sizeof *r->maps);
-    r->maps[at] = (struct vmap){p, size, ph, CU_MEM_ACCESS_FLAGS_PROT_NONE};
+    memset(&r->maps[at], 0, sizeof r->maps[at]);
+    r->maps[at].base = p;
+    r->maps[at].size = size;
+    r->maps[at].phys = ph;
+    r->maps[at].access = CU_MEM_ACCESS_FLAGS_PROT_NONE;
     r->nmaps++;
     ph->maps++;
     res = CUDA_SUCCESS;
@@ -917,21 +938,16 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
     SIM_CHECK_INIT();
     if (!desc || count == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    CUmemAccess_flags acc = CU_MEM_ACCESS_FLAGS_PROT_NONE;
     for (size_t i = 0; i < count; i++) {
         if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE)
             return CUDA_ERROR_INVALID_VALUE;
-        if (desc[i].location.id != 0)
+        if (desc[i].location.id < 0 || desc[i].location.id >= sim_knob.devices)
             return CUDA_ERROR_INVALID_DEVICE;
         if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
             desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
             desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
             return CUDA_ERROR_INVALID_VALUE;
-        acc = desc[i].flags;
     }
-    int prot = acc == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
-               : acc == CU_MEM_ACCESS_FLAGS_PROT_READ    ? PROT_READ
-                                                         : PROT_NONE;
     uintptr_t p = (uintptr_t)ptr;
     size_t first, last;
     pthread_mutex_lock(&g_mem_mu);
@@ -942,12 +958,27 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
         pthread_mutex_unlock(&g_mem_mu);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (mprotect((void *)p, size, prot) != 0) {
-        pthread_mutex_unlock(&g_mem_mu);
-        return CUDA_ERROR_UNKNOWN;
+    /* Each mapping keeps one flag per device (later descriptors win); the
+     * host protection is the widest, the kernels' check is per device. */
+    for (size_t j = first; j < last; j++) {
+        uint8_t acc[SIM_MAX_DEVICES];
+        memcpy(acc, r->maps[j].acc, sizeof acc);
+        for (size_t i = 0; i < count; i++)
+            acc[desc[i].location.id] = (uint8_t)desc[i].flags;
+        CUmemAccess_flags wide = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+        for (int d = 0; d < sim_knob.devices; d++)
+            if (acc[d] > wide)
+                wide = acc[d];
+        int prot = wide == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
+                   : wide == CU_MEM_ACCESS_FLAGS_PROT_READ    ? PROT_READ
+                                                              : PROT_NONE;
+        if (mprotect((void *)r->maps[j].base, r->maps[j].size, prot) != 0) {
+            pthread_mutex_unlock(&g_mem_mu);
+            return CUDA_ERROR_UNKNOWN;
+        }
+        memcpy(r->maps[j].acc, acc, sizeof acc);
+        r->maps[j].access = wide;
     }
-    for (size_t j = first; j < last; j++)
-        r->maps[j].access = acc;
     pthread_mutex_unlock(&g_mem_mu);
     return CUDA_SUCCESS;
 }
@@ -960,12 +991,13 @@ CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location
         return CUDA_ERROR_INVALID_VALUE;
     if (location->type != CU_MEM_LOCATION_TYPE_DEVICE)
         return CUDA_ERROR_INVALID_VALUE;
-    if (location->id != 0)
+    if (location->id < 0 || location->id >= sim_knob.devices)
         return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&g_mem_mu);
+    /* native memory is not a mapping: fails as cuMemRetainAllocationHandle */
     struct vmap *m = map_find((uintptr_t)ptr, NULL);
     if (m)
-        *flags = (unsigned long long)m->access;
+        *flags = (unsigned long long)m->acc[location->id];
     pthread_mutex_unlock(&g_mem_mu);
     return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
@@ -1004,4 +1036,81 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
         *prop = ph->prop;
     pthread_mutex_unlock(&g_mem_mu);
     return ph ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+void sim_mem_live(long *mappings, long *handles, long *reservations, long *allocations)
+{
+    pthread_mutex_lock(&g_mem_mu);
+    long m = 0;
+    for (size_t i = 0; i < g_nresv; i++)
+        m += (long)g_resv[i].nmaps;
+    *mappings = m;
+    *handles = g_nphys;
+    *reservations = (long)g_nresv;
+    *allocations = (long)g_nnat;
+    pthread_mutex_unlock(&g_mem_mu);
+}
+
+/* ---- kernel access checks ------------------------------------------------------------ */
+
+static _Noreturn void fault(const struct sim_ctx *ctx, const struct sim_kcall *call,
+                            uintptr_t addr, int owner, const char *why)
+{
+    fprintf(stderr,
+            "simcuda: fatal: kernel %s running on device %d touched %#lx (memory of device %d) "
+            "%s: an illegal memory access; the context is lost, aborting\n",
+            call->impl ? call->impl->name : "?", ctx->dev, (unsigned long)addr, owner, why);
+    fflush(stderr);
+    abort();
+}
+
+/* Under g_mem_mu: every allocation or mapping overlapping [lo, hi) must be
+ * accessible from ctx's device. */
+static void check_range(struct sim_ctx *ctx, const struct sim_kcall *call, uintptr_t lo,
+                        uintptr_t hi)
+{
+    long i;
+    SIM_FLOOR(g_nat, g_nnat, hi - 1, i);
+    for (; i >= 0 && g_nat[i].base + g_nat[i].size > lo; i--)
+        if (!sim_ctx_can_access(ctx, g_nat[i].dev))
+            fault(ctx, call, lo > g_nat[i].base ? lo : g_nat[i].base, g_nat[i].dev,
+                  "without peer access (cuCtxEnablePeerAccess)");
+    SIM_FLOOR(g_resv, g_nresv, hi - 1, i);
+    for (; i >= 0 && g_resv[i].base + g_resv[i].size > lo; i--) {
+        struct resv *r = &g_resv[i];
+        long j = map_floor(r, hi - 1);
+        for (; j >= 0 && r->maps[j].base + r->maps[j].size > lo; j--) {
+            const struct vmap *m = &r->maps[j];
+            if (m->acc[ctx->dev] != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+                fault(ctx, call, lo > m->base ? lo : m->base, m->phys->dev,
+                      "without read/write access for its device (cuMemSetAccess)");
+        }
+    }
+}
+
+void sim_mem_check_kernel(struct sim_ctx *ctx, const struct sim_kcall *call)
+{
+    if (!ctx)
+        return;
+    const struct sim_kernel_impl *k = call->impl;
+    size_t skip = SIZE_MAX;
+    pthread_mutex_lock(&g_mem_mu);
+    if (k && k->range_begin >= 0) {
+        /* [begin, end): the range, and the end word only as its end */
+        uintptr_t b, e;
+        memcpy(&b, call->args + k->offsets[k->range_begin], sizeof b);
+        memcpy(&e, call->args + k->offsets[k->range_end], sizeof e);
+        if (e > b)
+            check_range(ctx, call, b, e);
+        skip = k->offsets[k->range_end];
+    }
+    for (size_t off = 0; off + 8 <= call->argsize; off += 8) {
+        if (off == skip)
+            continue;
+        uintptr_t w;
+        memcpy(&w, call->args + off, sizeof w);
+        if (w && w != UINTPTR_MAX)
+            check_range(ctx, call, w, w + 1);
+    }
+    pthread_mutex_unlock(&g_mem_mu);
 }

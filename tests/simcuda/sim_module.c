@@ -13,8 +13,38 @@
 
 struct sim_module {
     size_t nfuncs;
-    struct sim_func *funcs;
+    struct sim_func **funcs;
+    struct sim_func **kerns; /* libraries: the CUkernel of each entry */
+    bool library;
 };
+
+/* Function records are never freed: an unload pushes them on a free list
+ * that a later load pops (LIFO), so a new function may get the handle value
+ * of an unloaded one, as a real driver may. */
+static pthread_mutex_t g_func_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct sim_func *g_free_funcs;
+
+static struct sim_func *func_rec_get(void)
+{
+    pthread_mutex_lock(&g_func_mu);
+    struct sim_func *f = g_free_funcs;
+    if (f)
+        g_free_funcs = f->next_free;
+    pthread_mutex_unlock(&g_func_mu);
+    if (!f)
+        f = malloc(sizeof *f);
+    if (f)
+        memset(f, 0, sizeof *f);
+    return f;
+}
+
+static void func_rec_put(struct sim_func *f)
+{
+    pthread_mutex_lock(&g_func_mu);
+    f->next_free = g_free_funcs;
+    g_free_funcs = f;
+    pthread_mutex_unlock(&g_func_mu);
+}
 
 /* ---- PTX parsing ------------------------------------------------------------ */
 
@@ -277,13 +307,32 @@ static bool layout_matches(const struct sim_ptx_entry *e, const struct sim_kerne
     return true;
 }
 
-static CUresult module_load(CUmodule *out, const void *image)
+static void module_free(struct sim_module *m)
 {
-    SIM_CHECK_INIT();
-    struct sim_ctx *c;
-    CUresult r = sim_ctx_need(&c);
-    if (r)
-        return r;
+    /* pushed last to first, so a reload pops them in the same order */
+    for (size_t i = m->nfuncs; i-- > 0;) {
+        if (m->kerns && m->kerns[i]) {
+            sim_reg_del(m->kerns[i]);
+            func_rec_put(m->kerns[i]);
+        }
+    }
+    for (size_t i = m->nfuncs; i-- > 0;) {
+        struct sim_func *f = m->funcs[i];
+        if (!f)
+            continue;
+        sim_reg_del(f);
+        free(f->name);
+        free(f->offsets);
+        free(f->sizes);
+        func_rec_put(f);
+    }
+    free(m->funcs);
+    free(m->kerns);
+    free(m);
+}
+
+static CUresult module_load(CUmodule *out, const void *image, bool library)
+{
     if (!out || !image)
         return CUDA_ERROR_INVALID_VALUE;
     const unsigned char *b = image;
@@ -296,40 +345,79 @@ static CUresult module_load(CUmodule *out, const void *image)
         return CUDA_ERROR_INVALID_IMAGE;
     struct sim_ptx_entry *ents;
     size_t n;
+    CUresult r;
     if ((r = ptx_parse(text, &ents, &n)) != CUDA_SUCCESS)
         return r;
     struct sim_module *m = calloc(1, sizeof *m);
-    struct sim_func *f = n ? calloc(n, sizeof *f) : NULL;
-    if (!m || (n && !f)) {
-        free(m);
-        free(f);
-        free_entries(ents, n);
+    if (m) {
+        m->library = library;
+        m->funcs = calloc(n ? n : 1, sizeof *m->funcs);
+        m->kerns = library ? calloc(n ? n : 1, sizeof *m->kerns) : NULL;
+    }
+    bool ok = m && m->funcs && (!library || m->kerns);
+    for (size_t i = 0; ok && i < n; i++) {
+        struct sim_func *f = func_rec_get();
+        if (!f) {
+            ok = false;
+            break;
+        }
+        f->mod = m;
+        f->name = ents[i].name;
+        f->nparams = ents[i].nparams;
+        f->offsets = ents[i].offsets;
+        f->sizes = ents[i].sizes;
+        f->argsize = ents[i].argsize;
+        const struct sim_kernel_impl *k = sim_kernel_find(f->name);
+        /* a same-named kernel with another signature has no host version */
+        f->impl = k && layout_matches(&ents[i], k) ? k : NULL;
+        f->fn = f->impl ? k->fn : NULL;
+        ents[i].name = NULL;
+        ents[i].offsets = ents[i].sizes = NULL;
+        m->funcs[i] = f;
+        m->nfuncs = i + 1;
+        if (library) {
+            struct sim_func *kr = func_rec_get();
+            if (!kr) {
+                ok = false;
+                break;
+            }
+            kr->mod = m;
+            kr->target = f;
+            m->kerns[i] = kr;
+        }
+    }
+    free_entries(ents, n); /* what moved into the functions is NULL here */
+    if (!ok) {
+        if (m && m->funcs)
+            module_free(m);
+        else if (m)
+            free(m);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     for (size_t i = 0; i < n; i++) {
-        f[i].mod = m;
-        f[i].name = ents[i].name;
-        f[i].nparams = ents[i].nparams;
-        f[i].offsets = ents[i].offsets;
-        f[i].sizes = ents[i].sizes;
-        f[i].argsize = ents[i].argsize;
-        const struct sim_kernel_impl *k = sim_kernel_find(f[i].name);
-        /* a same-named kernel with another signature has no host version */
-        f[i].fn = k && layout_matches(&ents[i], k) ? k->fn : NULL;
-        sim_reg_add(&f[i], SIM_T_FUNC);
+        sim_reg_add(m->funcs[i], SIM_T_FUNC);
+        if (library)
+            sim_reg_add(m->kerns[i], SIM_T_KERNEL);
     }
-    free(ents); /* the strings and arrays now belong to the functions */
-    m->nfuncs = n;
-    m->funcs = f;
     sim_reg_add(m, SIM_T_MODULE);
     *out = (CUmodule)m;
     return CUDA_SUCCESS;
 }
 
+static CUresult ctx_module_load(CUmodule *out, const void *image)
+{
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    return module_load(out, image, false);
+}
+
 CUresult cuModuleLoadData(CUmodule *module, const void *image)
 {
     SIM_ENTER(cuModuleLoadData);
-    return module_load(module, image);
+    return ctx_module_load(module, image);
 }
 
 CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
@@ -338,7 +426,7 @@ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int nu
     SIM_ENTER(cuModuleLoadDataEx);
     if (numOptions && (!options || !optionValues))
         return CUDA_ERROR_INVALID_VALUE;
-    return module_load(module, image); /* JIT options have no effect here */
+    return ctx_module_load(module, image); /* JIT options have no effect here */
 }
 
 CUresult cuModuleLoad(CUmodule *module, const char *fname)
@@ -372,7 +460,7 @@ CUresult cuModuleLoad(CUmodule *module, const char *fname)
     if (!buf)
         return CUDA_ERROR_OUT_OF_MEMORY;
     buf[n] = 0;
-    CUresult r = module_load(module, buf);
+    CUresult r = ctx_module_load(module, buf);
     free(buf);
     return r;
 }
@@ -382,18 +470,11 @@ CUresult cuModuleUnload(CUmodule hmod)
     SIM_ENTER(cuModuleUnload);
     SIM_CHECK_INIT();
     struct sim_module *m = (struct sim_module *)hmod;
-    if (!sim_reg_has(m, SIM_T_MODULE))
-        return CUDA_ERROR_INVALID_HANDLE;
+    if (!sim_reg_has(m, SIM_T_MODULE) || m->library)
+        return CUDA_ERROR_INVALID_HANDLE; /* a library's module goes with the library */
     sim_reg_del(m);
     /* Queued launches and executable graphs hold copies of what they need. */
-    for (size_t i = 0; i < m->nfuncs; i++) {
-        sim_reg_del(&m->funcs[i]);
-        free(m->funcs[i].name);
-        free(m->funcs[i].offsets);
-        free(m->funcs[i].sizes);
-    }
-    free(m->funcs);
-    free(m);
+    module_free(m);
     return CUDA_SUCCESS;
 }
 
@@ -407,22 +488,132 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
     if (!sim_reg_has(m, SIM_T_MODULE))
         return CUDA_ERROR_INVALID_HANDLE;
     for (size_t i = 0; i < m->nfuncs; i++) {
-        if (strcmp(m->funcs[i].name, name) != 0)
+        if (strcmp(m->funcs[i]->name, name) != 0)
             continue;
-        if (!m->funcs[i].fn)
+        if (!m->funcs[i]->fn)
             return CUDA_ERROR_NOT_FOUND; /* no host implementation in simcuda */
-        *hfunc = (CUfunction)&m->funcs[i];
+        *hfunc = (CUfunction)m->funcs[i];
         return CUDA_SUCCESS;
     }
     return CUDA_ERROR_NOT_FOUND;
 }
 
+/* A CUkernel may stand for a CUfunction (cuLaunchKernel, kernel nodes). */
 CUresult sim_func_get(CUfunction h, struct sim_func **out)
 {
     struct sim_func *f = (struct sim_func *)h;
-    if (!sim_reg_has(f, SIM_T_FUNC) || !f->fn)
+    if (sim_reg_has(f, SIM_T_KERNEL))
+        f = f->target;
+    else if (!sim_reg_has(f, SIM_T_FUNC))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!f->fn)
         return CUDA_ERROR_INVALID_HANDLE;
     *out = f;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
+{
+    SIM_ENTER(cuFuncGetModule);
+    SIM_CHECK_INIT();
+    if (!hmod)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_func *f = (struct sim_func *)hfunc;
+    if (!sim_reg_has(f, SIM_T_FUNC))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *hmod = (CUmodule)f->mod;
+    return CUDA_SUCCESS;
+}
+
+/* ---- libraries (context-independent modules) ------------------------------------- */
+
+/* Assumption: a library is loaded once for all contexts; its CUkernel's
+ * CUfunction is the same handle in every context. */
+CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                           void **jitOptionsValues, unsigned int numJitOptions,
+                           CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                           unsigned int numLibraryOptions)
+{
+    SIM_ENTER(cuLibraryLoadData);
+    SIM_CHECK_INIT();
+    if ((numJitOptions && (!jitOptions || !jitOptionsValues)) ||
+        (numLibraryOptions && (!libraryOptions || !libraryOptionValues)))
+        return CUDA_ERROR_INVALID_VALUE;
+    return module_load((CUmodule *)library, code, true);
+}
+
+static struct sim_module *library_get(CUlibrary h)
+{
+    struct sim_module *m = (struct sim_module *)h;
+    return sim_reg_has(m, SIM_T_MODULE) && m->library ? m : NULL;
+}
+
+CUresult cuLibraryUnload(CUlibrary library)
+{
+    SIM_ENTER(cuLibraryUnload);
+    SIM_CHECK_INIT();
+    struct sim_module *m = library_get(library);
+    if (!m)
+        return CUDA_ERROR_INVALID_HANDLE;
+    sim_reg_del(m);
+    module_free(m);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+{
+    SIM_ENTER(cuLibraryGetKernel);
+    SIM_CHECK_INIT();
+    if (!pKernel || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_module *m = library_get(library);
+    if (!m)
+        return CUDA_ERROR_INVALID_HANDLE;
+    for (size_t i = 0; i < m->nfuncs; i++) {
+        if (strcmp(m->funcs[i]->name, name) != 0)
+            continue;
+        if (!m->funcs[i]->fn)
+            return CUDA_ERROR_NOT_FOUND; /* no host implementation in simcuda */
+        *pKernel = (CUkernel)m->kerns[i];
+        return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+static struct sim_func *kernel_get(CUkernel h)
+{
+    struct sim_func *k = (struct sim_func *)h;
+    return sim_reg_has(k, SIM_T_KERNEL) ? k : NULL;
+}
+
+CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
+{
+    SIM_ENTER(cuKernelGetFunction);
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    if (!pFunc)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_func *k = kernel_get(kernel);
+    if (!k)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *pFunc = (CUfunction)k->target;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset,
+                              size_t *paramSize)
+{
+    SIM_ENTER(cuKernelGetParamInfo);
+    SIM_CHECK_INIT();
+    struct sim_func *k = kernel_get(kernel);
+    if (!k || !paramOffset || paramIndex >= k->target->nparams)
+        return CUDA_ERROR_INVALID_VALUE;
+    *paramOffset = k->target->offsets[paramIndex];
+    if (paramSize)
+        *paramSize = k->target->sizes[paramIndex];
     return CUDA_SUCCESS;
 }
 
@@ -547,8 +738,11 @@ static CUresult launch(CUfunction hf, unsigned gx, unsigned gy, unsigned gz, uns
     }
     call->fn = f->fn;
     call->args = args;
+    call->impl = f->impl;
+    call->argsize = f->argsize;
     op->u.k.ncalls = 1;
     op->u.k.calls = call;
+    op->u.k.ctx = s->ctx; /* the stream's context: its device runs the kernel */
     sim_stream_submit(s, op, NULL, 0);
     return CUDA_SUCCESS;
 }

@@ -84,6 +84,7 @@ static void run_op(struct sim_op *op)
         for (size_t i = 0; i < op->u.k.ncalls; i++) {
             if (sim_knob.kernel_delay_us)
                 sleep_us(sim_knob.kernel_delay_us);
+            sim_mem_check_kernel(op->u.k.ctx, &op->u.k.calls[i]);
             op->u.k.calls[i].fn(op->u.k.calls[i].args);
         }
         break;
@@ -837,6 +838,7 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
     e->flags = Flags;
     pthread_mutex_init(&e->mu, NULL);
     sim_reg_add(e, SIM_T_EVENT);
+    atomic_fetch_add(&sim_live_events, 1);
     *phEvent = (CUevent)e;
     return CUDA_SUCCESS;
 }
@@ -980,6 +982,7 @@ CUresult cuEventDestroy_v2(CUevent hEvent)
     if (r)
         return r;
     sim_reg_del(e);
+    atomic_fetch_sub(&sim_live_events, 1);
     event_unref(e); /* a pending record keeps it alive until it completes */
     return CUDA_SUCCESS;
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -451,6 +452,34 @@ Test(config, log_path_trailing_percent_and_too_long, .init = cr_redirect_stderr)
     cr_assert_eq(strlen(cfg.log_path), (size_t)VR_PATH_MAX - 1);
 }
 
+Test(config, log_pattern_keeps_the_text_as_written)
+{
+    struct vr_config cfg;
+
+    setvar("VAREMAP_LOG", "/tmp/v-%p-%%.jsonl");
+    cr_assert_eq(load(&cfg), 0);
+    cr_assert_str_eq(cfg.log_path, "/tmp/v-4242-%.jsonl");
+    cr_assert_str_eq(cfg.log_pattern, "/tmp/v-%p-%%.jsonl");
+    cr_assert(vr_path_has_pid(cfg.log_pattern));
+    cr_assert_not(vr_path_has_pid("/tmp/%%p"));
+    cr_assert_not(vr_path_has_pid("/tmp/x%"));
+    cr_assert(vr_path_has_pid("%%%p"));
+    cr_assert_not(vr_path_has_pid(""));
+}
+
+Test(config, expand_path_bounds)
+{
+    char out[8];
+
+    cr_assert_eq(vr_expand_path("a%pb", 12345, out, sizeof(out)), 0);
+    cr_assert_str_eq(out, "a12345b");
+    cr_assert_eq(vr_expand_path("ab%pb", 12345, out, sizeof(out)), -EINVAL);
+    cr_assert_eq(vr_expand_path("%p", 0, out, sizeof(out)), 0);
+    cr_assert_str_eq(out, "0");
+    cr_assert_eq(vr_expand_path("", 1, out, 0), -EINVAL);
+    cr_assert_eq(vr_expand_path("%q", 1, out, sizeof(out)), -EINVAL);
+}
+
 Test(config, empty_log_is_unset, .init = cr_redirect_stderr)
 {
     char path[64];
@@ -668,7 +697,140 @@ Test(config, directory_as_file_warns, .init = cr_redirect_stderr)
     setvar("VAREMAP_CONFIG", "/tmp");
     cr_assert_eq(load(&cfg), 1);
     assert_defaults(&cfg);
-    cr_assert_stderr_eq_str("varemap: warning: cannot read config /tmp: Is a directory\n");
+    cr_assert_stderr_eq_str("varemap: warning: config /tmp is not a regular file; ignored\n");
+}
+
+/* ---- files that are not config files ---- */
+
+Test(config, dev_zero_is_refused_at_once, .init = cr_redirect_stderr, .timeout = 10)
+{
+    struct vr_config cfg;
+
+    setvar("VAREMAP_CONFIG", "/dev/zero");
+    setvar("VAREMAP_MODE", "dedup");
+    cr_assert_eq(load(&cfg), 1);
+    cr_assert_eq(cfg.mode, VR_MODE_DEDUP); /* the environment still applies */
+    cr_assert_stderr_eq_str("varemap: warning: config /dev/zero is not a regular file; ignored\n");
+}
+
+Test(config, fifo_does_not_block, .init = cr_redirect_stderr, .timeout = 10)
+{
+    char dir[64], fifo[96], expect[512];
+    struct vr_config cfg;
+    int writer, reader;
+
+    snprintf(dir, sizeof(dir), "/tmp/varemap-test-dir-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    setvar("VAREMAP_CONFIG", fifo);
+    /* No writer: a blocking open would wait forever. */
+    cr_assert_eq(load(&cfg), 1);
+    assert_defaults(&cfg);
+    /* A writer that never writes: a blocking read would wait forever. */
+    reader = open(fifo, O_RDONLY | O_NONBLOCK);
+    cr_assert_geq(reader, 0);
+    writer = open(fifo, O_WRONLY);
+    cr_assert_geq(writer, 0);
+    cr_assert_eq(load(&cfg), 1);
+    close(writer);
+    close(reader);
+    unlink(fifo);
+    rmdir(dir);
+    snprintf(expect, sizeof(expect),
+             "varemap: warning: config %s is not a regular file; ignored\n"
+             "varemap: warning: config %s is not a regular file; ignored\n",
+             fifo, fifo);
+    cr_assert_stderr_eq_str(expect);
+}
+
+Test(config, binary_file_warns_a_few_times_only, .init = cr_redirect_stderr)
+{
+    static char junk[60 * 1024];
+    char path[64];
+    struct vr_config cfg;
+    unsigned x = 12345;
+    FILE *f;
+    char line[1024];
+    int lines = 0, n;
+
+    for (size_t i = 0; i < sizeof(junk); i++) {
+        x = x * 1103515245u + 12345u;
+        junk[i] = (char)(x >> 16);
+        if (i % 40 == 39)
+            junk[i] = '\n'; /* short lines: one warning each before the fix */
+    }
+    write_conf(path, sizeof(path), "");
+    f = fopen(path, "w");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(junk, 1, sizeof(junk), f), sizeof(junk));
+    fclose(f);
+    setvar("VAREMAP_CONFIG", path);
+    setvar("VAREMAP_MODE", "observe");
+    n = load(&cfg);
+    cr_assert_eq(n, VR_CONFIG_MAX_ERRORS + 1, "%d", n);
+    cr_assert_eq(cfg.mode, VR_MODE_OBSERVE);
+    unlink(path);
+
+    fflush(stderr);
+    f = cr_get_redirected_stderr();
+    const char *last = NULL;
+    static char prev[1024];
+    while (fgets(line, sizeof(line), f)) {
+        cr_assert_eq(strncmp(line, "varemap: warning: ", 18), 0, "%s", line);
+        lines++;
+        strcpy(prev, line);
+        last = prev;
+    }
+    cr_assert_eq(lines, VR_CONFIG_MAX_ERRORS + 1);
+    cr_assert_not_null(strstr(last, ": too many errors; the rest of the file is ignored\n"),
+                       "%s", last);
+}
+
+Test(config, oversized_file_is_refused, .init = cr_redirect_stderr)
+{
+    static char text[VR_CONFIG_MAX_BYTES + 16];
+    char path[64], expect[256];
+    struct vr_config cfg;
+    size_t n = 0;
+
+    /* Valid lines all the way: the size alone decides. */
+    while (n + 13 <= VR_CONFIG_MAX_BYTES)
+        n += (size_t)sprintf(text + n, "mode = dedup\n");
+    while (n < VR_CONFIG_MAX_BYTES)
+        text[n++] = '\n';
+    write_conf(path, sizeof(path), text);
+    setvar("VAREMAP_CONFIG", path);
+    cr_assert_eq(load(&cfg), 0, "exactly the limit is accepted");
+    cr_assert_eq(cfg.mode, VR_MODE_DEDUP);
+    unlink(path);
+
+    text[n++] = '\n';
+    write_conf(path, sizeof(path), text);
+    nenv = 0;
+    setvar("VAREMAP_CONFIG", path);
+    cr_assert_eq(load(&cfg), 1);
+    assert_defaults(&cfg);
+    unlink(path);
+    snprintf(expect, sizeof(expect), "varemap: warning: config %s is larger than 64 KiB; ignored\n",
+             path);
+    cr_assert_stderr_eq_str(expect);
+}
+
+Test(config, good_lines_after_a_few_bad_ones_still_apply, .init = cr_redirect_stderr)
+{
+    char path[64];
+    struct vr_config cfg;
+    char text[512] = "";
+
+    for (int i = 0; i < VR_CONFIG_MAX_ERRORS - 1; i++)
+        strcat(text, "nonsense\n");
+    strcat(text, "mode = off\n");
+    write_conf(path, sizeof(path), text);
+    setvar("VAREMAP_CONFIG", path);
+    cr_assert_eq(load(&cfg), VR_CONFIG_MAX_ERRORS - 1);
+    cr_assert_eq(cfg.mode, VR_MODE_OFF);
+    unlink(path);
 }
 
 Test(config, empty_config_variable_warns, .init = cr_redirect_stderr)
@@ -774,4 +936,58 @@ Test(config, shipped_conf_file_loads_defaults, .init = cr_redirect_stderr)
     cr_assert_eq(load(&cfg), 0);
     assert_defaults(&cfg);
     cr_assert_stderr_eq_str("");
+}
+
+/* ---- max padding ratio ---- */
+
+Test(config, padding_ratio_default_and_good_values, .init = cr_redirect_stderr)
+{
+    static const struct {
+        const char *text;
+        double want;
+    } good[] = { { "0.125", 0.125 }, { "1", 1.0 }, { "1.000", 1.0 }, { ".5", 0.5 },
+                 { "0.0001", 0.0001 }, { "00.25", 0.25 } };
+    struct vr_config cfg;
+
+    cr_assert_eq(load(&cfg), 0);
+    cr_assert_eq(cfg.max_padding_ratio, 0.125);
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        nenv = 0;
+        setvar("VAREMAP_MAX_PADDING_RATIO", good[i].text);
+        cr_assert_eq(load(&cfg), 0, "'%s'", good[i].text);
+        cr_assert_eq(cfg.max_padding_ratio, good[i].want, "'%s'", good[i].text);
+    }
+    cr_assert_stderr_eq_str("");
+}
+
+Test(config, padding_ratio_bad_values_warn_and_keep_default, .init = cr_redirect_stderr)
+{
+    static const char *bad[] = { "0", "0.0", "1.5", "2", "-0.5", "", ".", "1e-1", "0,5",
+                                 "0.5x", " 0.5", "12.5%" };
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct vr_config cfg;
+        nenv = 0;
+        setvar("VAREMAP_MAX_PADDING_RATIO", bad[i]);
+        cr_assert_eq(load(&cfg), 1, "'%s'", bad[i]);
+        cr_assert_eq(cfg.max_padding_ratio, 0.125, "'%s'", bad[i]);
+    }
+}
+
+Test(config, padding_ratio_warning_text_and_file_key, .init = cr_redirect_stderr)
+{
+    char path[64];
+    struct vr_config cfg;
+
+    write_conf(path, sizeof(path), "max_padding_ratio = 0.5\n");
+    setvar("VAREMAP_CONFIG", path);
+    cr_assert_eq(load(&cfg), 0);
+    cr_assert_eq(cfg.max_padding_ratio, 0.5);
+    setvar("VAREMAP_MAX_PADDING_RATIO", "1.25");
+    cr_assert_eq(load(&cfg), 1);
+    cr_assert_eq(cfg.max_padding_ratio, 0.5, "a bad environment value keeps the file's");
+    unlink(path);
+    cr_assert_stderr_eq_str(
+        "varemap: warning: VAREMAP_MAX_PADDING_RATIO=1.25 is not valid "
+        "(a fraction greater than 0 and at most 1, such as 0.125); using 0.5\n");
 }

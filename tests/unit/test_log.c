@@ -12,10 +12,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "assert.h"
 #include "log.h"
 
 /* ---- a strict JSON checker (RFC 8259), enough to prove lines parse ---- */
@@ -687,19 +693,428 @@ Test(log, reopen_switches_files)
     unlink(b);
 }
 
+/* A regular file that refuses the write: the file size limit (with
+ * SIGXFSZ ignored, write fails with EFBIG). */
 Test(log, write_failure_returns_errno_and_counts)
+{
+    char path[64], buf[128];
+    struct vr_jw w;
+    struct rlimit lim = { 0, 0 };
+
+    temp_path(path, sizeof(path));
+    cr_assert_eq(vr_log_open(path, VR_LEVEL_INFO), 0);
+    signal(SIGXFSZ, SIG_IGN);
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    vr_jw_begin(&w, buf, sizeof(buf), "x");
+    errno = ERANGE;
+    cr_assert_eq(vr_log_emit(&w, VR_LEVEL_INFO), -EFBIG);
+    cr_assert_eq(errno, ERANGE);
+    cr_assert_eq(vr_log_dropped(), 1u);
+    unlink(path);
+}
+
+/* ---- the log never writes into the program's files ---- */
+
+/* The descriptor the log holds on `path`, found the way a program that
+ * closes "all other" descriptors would meet it: in /proc/self/fd. */
+static int log_fd_of(const char *path)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int found = -1;
+
+    cr_assert_not_null(d);
+    while ((e = readdir(d)) != NULL) {
+        char link[300], target[512];
+        ssize_t n;
+
+        snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
+        n = readlink(link, target, sizeof(target) - 1);
+        if (n <= 0)
+            continue;
+        target[n] = '\0';
+        if (strcmp(target, path) == 0 && atoi(e->d_name) != dirfd(d))
+            found = atoi(e->d_name);
+    }
+    closedir(d);
+    return found;
+}
+
+static void emit_event(const char *event)
 {
     char buf[128];
     struct vr_jw w;
 
-    if (access("/dev/full", W_OK) != 0)
-        cr_skip_test("/dev/full not available");
-    cr_assert_eq(vr_log_open("/dev/full", VR_LEVEL_INFO), 0);
-    vr_jw_begin(&w, buf, sizeof(buf), "x");
-    errno = ERANGE;
-    cr_assert_eq(vr_log_emit(&w, VR_LEVEL_INFO), -ENOSPC);
-    cr_assert_eq(errno, ERANGE);
-    cr_assert_eq(vr_log_dropped(), 1u);
+    vr_jw_begin(&w, buf, sizeof(buf), event);
+    cr_assert_eq(vr_log_emit(&w, VR_LEVEL_INFO), 0);
+}
+
+Test(log, never_writes_into_a_reused_descriptor)
+{
+    char logp[64], mine[64];
+    int fd, own;
+    struct stat st;
+
+    temp_path(logp, sizeof(logp));
+    temp_path(mine, sizeof(mine));
+    cr_assert_eq(vr_log_open(logp, VR_LEVEL_INFO), 0);
+    emit_event("before");
+    fd = log_fd_of(logp);
+    cr_assert_geq(fd, 0);
+
+    /* The program closes its descriptors and opens its own file, which gets
+     * the number the log had. */
+    cr_assert_eq(close(fd), 0);
+    own = open(mine, O_WRONLY | O_TRUNC);
+    cr_assert_geq(own, 0);
+    if (own != fd) {
+        cr_assert_eq(dup2(own, fd), fd);
+        close(own);
+    }
+    errno = EXDEV;
+    emit_event("after");
+    cr_assert_eq(errno, EXDEV);
+    emit_event("later");
+
+    cr_assert_eq(stat(mine, &st), 0);
+    cr_assert_eq(st.st_size, 0, "the program's file got log lines: %s", slurp(mine, NULL));
+    /* The program's descriptor is still open and still its own. */
+    cr_assert_eq(write(fd, "mine\n", 5), 5);
+    cr_assert_str_eq(slurp(mine, NULL), "mine\n");
+    char *text = slurp(logp, NULL);
+    cr_assert_eq(count_lines(text), 3u, "%s", text);
+    cr_assert_not_null(strstr(text, "\"event\":\"after\""));
+    cr_assert_not_null(strstr(text, "\"event\":\"later\""));
+    cr_assert_eq(vr_log_dropped(), 0u);
+    /* Closing the log leaves the program's descriptor alone. */
+    vr_log_close();
+    cr_assert_eq(fcntl(fd, F_GETFD), 0);
+    close(fd);
+    unlink(logp);
+    unlink(mine);
+}
+
+Test(log, closed_descriptor_is_reopened)
+{
+    char logp[64];
+    int fd;
+
+    temp_path(logp, sizeof(logp));
+    cr_assert_eq(vr_log_open(logp, VR_LEVEL_INFO), 0);
+    fd = log_fd_of(logp);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(close(fd), 0);
+    emit_event("after_close");
+    cr_assert_eq(count_lines(slurp(logp, NULL)), 1u);
+    fd = log_fd_of(logp);
+    cr_assert_geq(fd, 0, "not re-opened");
+    cr_assert_eq(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+    cr_assert(fcntl(fd, F_GETFL) & O_APPEND);
+    vr_log_close();
+    cr_assert_eq(log_fd_of(logp), -1);
+    unlink(logp);
+}
+
+Test(log, unreopenable_path_warns_once_and_stops, .init = cr_redirect_stderr)
+{
+    char dir[64], logp[96];
+    int fd;
+
+    snprintf(dir, sizeof(dir), "/tmp/varemap-test-dir-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(logp, sizeof(logp), "%s/log.jsonl", dir);
+    cr_assert_eq(vr_log_open(logp, VR_LEVEL_INFO), 0);
+    fd = log_fd_of(logp);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    unlink(logp);
+    cr_assert_eq(rmdir(dir), 0);
+    for (int i = 0; i < 3; i++) {
+        char buf[128];
+        struct vr_jw w;
+        vr_jw_begin(&w, buf, sizeof(buf), "lost");
+        vr_log_emit(&w, VR_LEVEL_INFO);
+    }
+    cr_assert_not(vr_log_enabled(VR_LEVEL_ERROR));
+    char expect[512];
+    snprintf(expect, sizeof(expect),
+             "varemap: warning: log descriptor %d was closed or reused by the program and %s "
+             "cannot be opened again (No such file or directory); running without a log\n",
+             fd, logp);
+    cr_assert_stderr_eq_str(expect);
+}
+
+Test(log, fifo_is_refused_without_blocking, .init = cr_redirect_stderr, .timeout = 10)
+{
+    char dir[64], fifo[96], expect[512];
+    int reader;
+
+    snprintf(dir, sizeof(dir), "/tmp/varemap-test-dir-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    /* No reader: a blocking open would wait forever. */
+    cr_assert_eq(vr_log_open(fifo, VR_LEVEL_INFO), -EINVAL);
+    cr_assert_not(vr_log_enabled(VR_LEVEL_ERROR));
+    /* With a reader it opens, and is still refused. */
+    reader = open(fifo, O_RDONLY | O_NONBLOCK);
+    cr_assert_geq(reader, 0);
+    cr_assert_eq(vr_log_open(fifo, VR_LEVEL_INFO), -EINVAL);
+    cr_assert_not(vr_log_enabled(VR_LEVEL_ERROR));
+    close(reader);
+    unlink(fifo);
+    rmdir(dir);
+    snprintf(expect, sizeof(expect),
+             "varemap: warning: log %s is not a regular file; running without a log\n"
+             "varemap: warning: log %s is not a regular file; running without a log\n",
+             fifo, fifo);
+    cr_assert_stderr_eq_str(expect);
+}
+
+Test(log, device_is_refused, .init = cr_redirect_stderr)
+{
+    cr_assert_eq(vr_log_open("/dev/null", VR_LEVEL_INFO), -EINVAL);
+    cr_assert_not(vr_log_enabled(VR_LEVEL_ERROR));
+    cr_assert_stderr_eq_str(
+        "varemap: warning: log /dev/null is not a regular file; running without a log\n");
+}
+
+/* ---- fork ---- */
+
+static void fill_cfg(struct vr_config *cfg, const char *pattern)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    snprintf(cfg->log_pattern, sizeof(cfg->log_pattern), "%s", pattern);
+    cr_assert_eq(vr_expand_path(pattern, getpid(), cfg->log_path, sizeof(cfg->log_path)), 0);
+    cfg->log_level = VR_LEVEL_INFO;
+}
+
+static void wait_ok(pid_t pid)
+{
+    int status;
+
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+}
+
+Test(log, fork_with_pid_pattern_gives_the_child_its_own_file)
+{
+    char dir[64], pattern[128], childp[128];
+    struct vr_config cfg;
+    pid_t child;
+
+    snprintf(dir, sizeof(dir), "/tmp/varemap-test-dir-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(pattern, sizeof(pattern), "%s/log-%%p.jsonl", dir);
+    fill_cfg(&cfg, pattern);
+    cr_assert_eq(vr_log_start(&cfg), 0);
+    emit_event("parent_before");
+    child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        char buf[128];
+        struct vr_jw w;
+        vr_log_after_fork();
+        vr_jw_begin(&w, buf, sizeof(buf), "in_child");
+        _exit(vr_log_emit(&w, VR_LEVEL_INFO) == 0 ? 0 : 1);
+    }
+    wait_ok(child);
+    emit_event("parent_after");
+    vr_log_close();
+
+    char *text = slurp(cfg.log_path, NULL);
+    cr_assert_eq(count_lines(text), 2u, "%s", text);
+    cr_assert_null(strstr(text, "in_child"), "%s", text);
+    snprintf(childp, sizeof(childp), "%s/log-%ld.jsonl", dir, (long)child);
+    text = slurp(childp, NULL);
+    cr_assert_eq(count_lines(text), 1u, "%s", text);
+    cr_assert(json_line(text), "%s", text);
+    char tail[64];
+    snprintf(tail, sizeof(tail), "\"pid\":%ld,\"event\":\"in_child\"}\n", (long)child);
+    cr_assert_not_null(strstr(text, tail), "%s", text);
+    unlink(childp);
+    unlink(cfg.log_path);
+    rmdir(dir);
+}
+
+Test(log, fork_without_pattern_shares_the_file_in_whole_lines)
+{
+    char path[64];
+    struct vr_config cfg;
+    pid_t child;
+
+    temp_path(path, sizeof(path));
+    fill_cfg(&cfg, path);
+    cr_assert_eq(vr_log_start(&cfg), 0);
+    child = fork();
+    cr_assert_geq(child, 0);
+    for (int i = 0; i < 500; i++) {
+        char buf[256];
+        struct vr_jw w;
+        if (child == 0 && i == 0)
+            vr_log_after_fork();
+        vr_jw_begin(&w, buf, sizeof(buf), child == 0 ? "child" : "parent");
+        vr_jw_str(&w, "pad", "0123456789012345678901234567890123456789");
+        if (vr_log_emit(&w, VR_LEVEL_INFO) != 0 && child == 0)
+            _exit(1);
+    }
+    if (child == 0)
+        _exit(0);
+    wait_ok(child);
+    vr_log_close();
+
+    char *text = slurp(path, NULL), *line = text;
+    size_t parent = 0, kid = 0;
+    while (*line) {
+        char *nl = strchr(line, '\n');
+        char save;
+        cr_assert_not_null(nl);
+        save = nl[1];
+        nl[1] = '\0';
+        cr_assert(json_line(line), "%s", line);
+        if (strstr(line, "\"event\":\"child\""))
+            kid++;
+        else
+            parent++;
+        nl[1] = save;
+        line = nl + 1;
+    }
+    cr_assert_eq(parent, 500u);
+    cr_assert_eq(kid, 500u);
+    unlink(path);
+}
+
+/* A thread (re)opens the log in a loop while the main thread forks: a child
+ * forked while that thread held the log's lock must still be able to open
+ * and write its log (after vr_log_after_fork), not hang. */
+static atomic_bool stop_churn;
+static struct vr_config churn_cfg;
+
+static void *churn(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stop_churn))
+        vr_log_start(&churn_cfg);
+    return NULL;
+}
+
+Test(log, fork_while_another_thread_holds_the_lock, .timeout = 60)
+{
+    char dir[64], pattern[128];
+    pthread_t t;
+
+    snprintf(dir, sizeof(dir), "/tmp/varemap-test-dir-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(pattern, sizeof(pattern), "%s/log-%%p.jsonl", dir);
+    fill_cfg(&churn_cfg, pattern);
+    cr_assert_eq(vr_log_start(&churn_cfg), 0);
+    cr_assert_eq(pthread_create(&t, NULL, churn, NULL), 0);
+    for (int i = 0; i < 200; i++) {
+        pid_t child = fork();
+        cr_assert_geq(child, 0);
+        if (child == 0) {
+            char buf[128], path[128];
+            struct vr_jw w;
+            vr_log_after_fork();
+            vr_jw_begin(&w, buf, sizeof(buf), "child");
+            if (vr_log_emit(&w, VR_LEVEL_INFO) != 0)
+                _exit(1);
+            vr_log_start(&churn_cfg); /* takes the lock */
+            vr_log_close();
+            snprintf(path, sizeof(path), "%s/log-%ld.jsonl", dir, (long)getpid());
+            _exit(unlink(path) == 0 ? 0 : 2);
+        }
+        wait_ok(child);
+    }
+    atomic_store(&stop_churn, true);
+    pthread_join(t, NULL);
+    vr_log_close();
+    unlink(churn_cfg.log_path);
+    cr_assert_eq(rmdir(dir), 0, "a child left its log behind");
+}
+
+/* ---- the warning budget ---- */
+
+Test(msg, budget_caps_warnings, .init = cr_redirect_stderr)
+{
+    char expect[2048];
+    size_t n = 0;
+
+    for (int i = 0; i < 3 * VR_MSG_BUDGET; i++) {
+        errno = EXDEV;
+        if (i % 2)
+            vr_warn("w %d", i);
+        else
+            vr_error("e %d", i);
+        cr_assert_eq(errno, EXDEV);
+    }
+    vr_info("filtered out by level, not counted");
+    for (int i = 0; i < VR_MSG_BUDGET; i++)
+        n += (size_t)snprintf(expect + n, sizeof(expect) - n, i % 2 ? "varemap: warning: w %d\n"
+                                                                    : "varemap: error: e %d\n",
+                              i);
+    snprintf(expect + n, sizeof(expect) - n, "varemap: warning: further warnings suppressed\n");
+    cr_assert_stderr_eq_str(expect);
+}
+
+Test(msg, filtered_messages_do_not_use_the_budget, .init = cr_redirect_stderr)
+{
+    for (int i = 0; i < 3 * VR_MSG_BUDGET; i++)
+        vr_info("hidden");
+    vr_warn("shown");
+    cr_assert_stderr_eq_str("varemap: warning: shown\n");
+}
+
+/* ---- VR_ASSERT ---- */
+
+static int evaluations;
+
+static int count_eval(int v)
+{
+    evaluations++;
+    return v;
+}
+
+Test(assert, active_in_this_build_and_evaluates_once)
+{
+    cr_assert_eq(VR_ASSERT_ON, 1, "the test build should check assertions");
+    VR_ASSERT(count_eval(1) == 1);
+    cr_assert_eq(evaluations, 1);
+    /* The system assert still comes through the same header name. */
+    assert(evaluations == 1);
+}
+
+Test(assert, failure_prints_and_aborts)
+{
+    int fds[2];
+    pid_t child;
+    int status;
+    char out[512] = "";
+    ssize_t n, got = 0;
+
+    cr_assert_eq(pipe(fds), 0);
+    child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        dup2(fds[1], STDERR_FILENO);
+        for (int i = 0; i < 2 * VR_MSG_BUDGET; i++)
+            vr_warn("use up the budget"); /* an assertion is never suppressed */
+        VR_ASSERT(count_eval(2) + 1 == 4);
+        _exit(0);
+    }
+    close(fds[1]);
+    while ((n = read(fds[0], out + got, sizeof(out) - 1 - (size_t)got)) > 0)
+        got += n;
+    out[got] = '\0';
+    close(fds[0]);
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "status %#x", status);
+    char line[256];
+    snprintf(line, sizeof(line), "varemap: assertion failed: count_eval(2) + 1 == 4 at %s:",
+             __FILE__);
+    const char *at = strstr(out, line);
+    cr_assert_not_null(at, "%s", out);
+    cr_assert_not_null(strchr(at, '\n'));
 }
 
 /* ---- errno ---- */

@@ -292,6 +292,181 @@ Test(simcuda, ptx_layouts_of_standard_kernels)
     CKE(cuModuleLoadData(&m, "not ptx at all"), CUDA_ERROR_INVALID_IMAGE);
 }
 
+/* vr_sum_range_f32(out, begin, end): out[0] = the in-order sum of [begin, end),
+ * one value whatever the launch shape; end may be one past the allocation. */
+Test(simcuda, sum_range_kernel)
+{
+    start();
+    CUfunction f;
+    CK(cuModuleGetFunction(&f, g_mod, "vr_sum_range_f32"));
+    const char *name;
+    CK(cuFuncGetName(&name, f));
+    cr_assert_str_eq(name, "vr_sum_range_f32");
+    for (size_t i = 0; i < 3; i++) {
+        size_t off = 99, size = 99;
+        CK(cuFuncGetParamInfo(f, i, &off, &size));
+        cr_assert_eq(off, 8 * i);
+        cr_assert_eq(size, 8);
+    }
+    size_t off;
+    CKE(cuFuncGetParamInfo(f, 3, &off, NULL), CUDA_ERROR_INVALID_VALUE);
+
+    /* in order: ((1e8 + 1) - 1e8) + 1 = 1; any other order gives 0 or 2 */
+    float h[4] = {1e8f, 1.0f, -1e8f, 1.0f};
+    CUdeviceptr in = alloc_f32(4), out = alloc_f32(2);
+    CK(cuMemcpyHtoD_v2(in, h, sizeof h));
+    CUdeviceptr end = in + sizeof h;
+    void *args[] = {&out, &in, &end};
+    CK(cuLaunchKernel(f, 8, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+    float r[2] = {-1, -1};
+    read_f32(r, out, 2);
+    cr_assert_eq(r[0], 1.0f, "sum %g", (double)r[0]);
+    cr_assert_eq(r[1], 0.0f, "only out[0] is written");
+
+    CUdeviceptr b2 = in + 4, e2 = in + 12; /* [1, -1e8] */
+    void *args2[] = {&out, &b2, &e2};
+    CK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args2, NULL));
+    read_f32(r, out, 1);
+    cr_assert_eq(r[0], -1e8f + 1.0f);
+    void *args3[] = {&out, &in, &in}; /* empty range */
+    CK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, args3, NULL));
+    read_f32(r, out, 1);
+    cr_assert_eq(r[0], 0.0f);
+}
+
+static const char ptx_fill_only[] =
+    ".version 8.0\n.target sm_90\n.address_size 64\n"
+    ".visible .entry vr_fill_f32(\n\t.param .u64 a,\n\t.param .f32 b,\n\t.param .u64 c\n)\n{ ret; }\n";
+static const char ptx_three[] =
+    ".version 8.0\n.target sm_90\n.address_size 64\n"
+    ".visible .entry vr_scale_f32(\n\t.param .u64 a,\n\t.param .u64 b,\n\t.param .f32 c,\n"
+    "\t.param .u64 d\n)\n{ ret; }\n"
+    ".visible .entry vr_copy_u8(\n\t.param .u64 a,\n\t.param .u64 b,\n\t.param .u64 c\n)\n{ ret; }\n"
+    ".visible .entry vr_add_f32(\n\t.param .u64 a,\n\t.param .u64 b,\n\t.param .u64 c,\n"
+    "\t.param .u64 d\n)\n{ ret; }\n";
+
+/* After an unload a later load may hand out the same CUfunction value for
+ * another kernel (as a real driver may): a cache keyed by CUfunction must be
+ * evicted on unload. */
+Test(simcuda, unloaded_function_handles_are_reused)
+{
+    setup();
+    CUmodule m1, m2;
+    CUfunction fill, scale, copy;
+    CK(cuModuleLoadData(&m1, ptx_fill_only));
+    CK(cuModuleGetFunction(&fill, m1, "vr_fill_f32"));
+    CUmodule got = NULL;
+    CK(cuFuncGetModule(&got, fill));
+    cr_assert_eq(got, m1);
+    CK(cuModuleUnload(m1));
+    const char *name;
+    CKE(cuFuncGetName(&name, fill), CUDA_ERROR_INVALID_HANDLE);
+    CKE(cuFuncGetModule(&got, fill), CUDA_ERROR_INVALID_HANDLE);
+
+    CK(cuModuleLoadData(&m2, ptx_three));
+    CK(cuModuleGetFunction(&scale, m2, "vr_scale_f32"));
+    CK(cuModuleGetFunction(&copy, m2, "vr_copy_u8"));
+    cr_assert_eq(scale, fill, "the first function of the next load reuses the handle");
+    cr_assert_neq(copy, fill);
+    CK(cuFuncGetName(&name, fill));
+    cr_assert_str_eq(name, "vr_scale_f32");
+    size_t off, size;
+    CK(cuFuncGetParamInfo(fill, 2, &off, &size));
+    cr_assert_eq(off, 16);
+    cr_assert_eq(size, 4);
+    CK(cuFuncGetParamInfo(fill, 3, &off, &size)); /* four parameters now */
+    CK(cuFuncGetModule(&got, fill));
+    cr_assert_eq(got, m2);
+    CK(cuModuleUnload(m2));
+
+    /* reloading the same image gives the same handles in the same order */
+    CK(cuModuleLoadData(&m2, ptx_three));
+    CUfunction scale2, copy2;
+    CK(cuModuleGetFunction(&scale2, m2, "vr_scale_f32"));
+    CK(cuModuleGetFunction(&copy2, m2, "vr_copy_u8"));
+    cr_assert_eq(scale2, scale);
+    cr_assert_eq(copy2, copy);
+    CK(cuModuleUnload(m2));
+}
+
+/* Libraries: CUkernel handles, their functions, parameter info, unload; the
+ * function handles are reused like a module's. */
+Test(simcuda, libraries_and_kernels)
+{
+    setup();
+    const char *path = getenv("SIMCUDA_TEST_PTX");
+    cr_assert(path);
+    FILE *fp = fopen(path, "rb");
+    cr_assert_not_null(fp);
+    static char ptx[1 << 20];
+    size_t len = fread(ptx, 1, sizeof ptx - 1, fp);
+    fclose(fp);
+    ptx[len] = 0;
+    CUlibrary lib;
+    CK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+    CUkernel kfill, knope;
+    CK(cuLibraryGetKernel(&kfill, lib, "vr_fill_f32"));
+    CKE(cuLibraryGetKernel(&knope, lib, "nope"), CUDA_ERROR_NOT_FOUND);
+    size_t off = 0, size = 0;
+    CK(cuKernelGetParamInfo(kfill, 1, &off, &size));
+    cr_assert_eq(off, 8);
+    cr_assert_eq(size, 4);
+    CKE(cuKernelGetParamInfo(kfill, 3, &off, &size), CUDA_ERROR_INVALID_VALUE);
+    CUfunction f;
+    CK(cuKernelGetFunction(&f, kfill));
+    cr_assert_neq((void *)f, (void *)kfill);
+    CUmodule lm;
+    CK(cuFuncGetModule(&lm, f));
+    CKE(cuModuleUnload(lm), CUDA_ERROR_INVALID_HANDLE); /* goes with the library */
+
+    enum { N = 8 };
+    CUdeviceptr p = alloc_f32(N);
+    float v = 2.5f;
+    unsigned long long n = N;
+    void *args[] = {&p, &v, &n};
+    CK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL));
+    expect_all(p, N, 2.5f);
+    v = 3.5f;
+    CK(cuLaunchKernel((CUfunction)kfill, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL));
+    expect_all(p, N, 3.5f);
+
+    /* a kernel node given as kern (func NULL) */
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    CUDA_KERNEL_NODE_PARAMS np = {0};
+    np.kern = kfill;
+    np.gridDimX = np.gridDimY = np.gridDimZ = np.blockDimX = np.blockDimY = np.blockDimZ = 1;
+    v = 4.5f;
+    np.kernelParams = args;
+    CUgraphNode node;
+    CK(cuGraphAddKernelNode_v2(&node, g, NULL, 0, &np));
+    CUDA_KERNEL_NODE_PARAMS gp;
+    CK(cuGraphKernelNodeGetParams_v2(node, &gp));
+    cr_assert_null(gp.func);
+    cr_assert_eq(gp.kern, kfill);
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(p, N, 4.5f);
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g));
+
+    CK(cuLibraryUnload(lib));
+    CKE(cuLibraryUnload(lib), CUDA_ERROR_INVALID_HANDLE);
+    CKE(cuKernelGetFunction(&f, kfill), CUDA_ERROR_INVALID_HANDLE);
+    CKE(cuKernelGetParamInfo(kfill, 0, &off, &size), CUDA_ERROR_INVALID_VALUE);
+    const char *name;
+    CKE(cuFuncGetName(&name, f), CUDA_ERROR_INVALID_HANDLE);
+    CUmodule m;
+    CUfunction again;
+    CK(cuModuleLoadData(&m, ptx_fill_only));
+    CK(cuModuleGetFunction(&again, m, "vr_fill_f32"));
+    cr_assert(again == f || (void *)again == (void *)kfill,
+              "a library's records are reused by the next load");
+    CK(cuModuleUnload(m));
+}
+
 Test(simcuda, host_kernels_compute_documented_results)
 {
     start();
@@ -1090,6 +1265,702 @@ Test(simcuda, graph_exec_update)
     CK(cuGraphDestroy(g5));
 }
 
+/* Exec calls name nodes by the handles of the graph the exec was instantiated
+ * from, also after cuGraphExecUpdate (which pairs nodes by creation order and
+ * copies parameters) and after that graph was destroyed. */
+Test(simcuda, exec_node_identity_is_the_instantiating_graph)
+{
+    start();
+    enum { N = 16 };
+    CUdeviceptr a = alloc_f32(N), b = alloc_f32(N), c = alloc_f32(N);
+    CUgraph g1, g2, other;
+    CK(cuGraphCreate(&g1, 0));
+    CUgraphNode a1 = add_fill_node(g1, NULL, 0, a, 1.0f, N);
+    CUgraphNode b1 = add_scale_node(g1, &a1, 1, b, a, 2.0f, N);
+    CUgraphNode e1;
+    CK(cuGraphAddEmptyNode(&e1, g1, &b1, 1));
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g1, 0));
+
+    CK(cuGraphCreate(&g2, 0));
+    CUgraphNode a2 = add_fill_node(g2, NULL, 0, c, 5.0f, N);
+    CUgraphNode b2 = add_scale_node(g2, &a2, 1, b, c, 3.0f, N);
+    CUgraphNode e2;
+    CK(cuGraphAddEmptyNode(&e2, g2, &b2, 1));
+    CK(cuGraphCreate(&other, 0));
+    CUgraphNode o1 = add_fill_node(other, NULL, 0, a, 7.0f, N);
+    CUgraphExecUpdateResultInfo info;
+    CK(cuGraphExecUpdate_v2(x, g2, &info));
+
+    /* the update graph's handles name nothing in x */
+    set_fill(x, a2, c, 9.0f, N, CUDA_ERROR_INVALID_VALUE);
+    set_fill(x, o1, c, 9.0f, N, CUDA_ERROR_INVALID_VALUE);
+    set_fill(x, NULL, c, 9.0f, N, CUDA_ERROR_INVALID_VALUE);
+    float v = 9.0f;
+    unsigned long long n = N;
+    void *fargs[] = {&c, &v, &n};
+    CUDA_KERNEL_NODE_PARAMS_v1 q = {0};
+    q.func = f_fill;
+    q.gridDimX = q.gridDimY = q.gridDimZ = q.blockDimX = q.blockDimY = q.blockDimZ = 1;
+    q.kernelParams = fargs;
+    CKE(cuGraphExecKernelNodeSetParams(x, a2, &q), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuGraphExecKernelNodeSetParams(x, NULL, &q), CUDA_ERROR_INVALID_VALUE);
+    CUgraphNodeParams np;
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_KERNEL;
+    memcpy(&np.kernel, &q, sizeof q);
+    np.kernel.func = f_fill;
+    np.kernel.kernelParams = fargs;
+    CKE(cuGraphExecNodeSetParams(x, a2, &np), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuGraphExecNodeSetParams(x, NULL, &np), CUDA_ERROR_INVALID_VALUE);
+    CUgraphNodeParams ep;
+    memset(&ep, 0, sizeof ep);
+    ep.type = CU_GRAPH_NODE_TYPE_EMPTY;
+    CKE(cuGraphExecNodeSetParams(x, e2, &ep), CUDA_ERROR_INVALID_VALUE);
+    CK(cuGraphExecNodeSetParams(x, e1, &ep));
+    CKE(cuGraphExecNodeSetParams(x, a1, &ep), CUDA_ERROR_INVALID_VALUE); /* type mismatch */
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(b, N, 15.0f); /* the update's parameters, none of the rejected calls */
+
+    /* the instantiating graph's handles still name x's nodes */
+    CK(cuGraphExecKernelNodeSetParams(x, a1, &q));
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(c, N, 9.0f);
+    expect_all(b, N, 27.0f);
+
+    /* ... even once that graph is gone (the handles are keys, not objects) */
+    CK(cuGraphDestroy(g1));
+    CUgraph filler;
+    CK(cuGraphCreate(&filler, 0));
+    for (int i = 0; i < 8; i++)
+        add_fill_node(filler, NULL, 0, a, 1.0f, N);
+    set_fill(x, a1, c, 4.0f, N, CUDA_SUCCESS);
+    CK(cuGraphExecNodeSetParams(x, e1, &ep));
+    set_fill(x, a2, c, 8.0f, N, CUDA_ERROR_INVALID_VALUE);
+    set_fill(x, b1, c, 8.0f, N, CUDA_SUCCESS); /* b1 is now a fill node: same rule as the driver's */
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(c, N, 8.0f);
+
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g2));
+    CK(cuGraphDestroy(other));
+    CK(cuGraphDestroy(filler));
+}
+
+typedef CUresult (*exec_update_v1_fn)(CUgraphExec, CUgraph, CUgraphNode *,
+                                      CUgraphExecUpdateResult *);
+
+/* cuGraphExecUpdate (10.2 signature) and node enable state; both name nodes
+ * by the instantiating graph's handles. */
+Test(simcuda, exec_update_v1_and_node_enable)
+{
+    start();
+    enum { N = 16 };
+    CUdeviceptr a = alloc_f32(N), b = alloc_f32(N);
+    CUgraph g1, g2;
+    CK(cuGraphCreate(&g1, 0));
+    CUgraphNode a1 = add_fill_node(g1, NULL, 0, a, 1.0f, N);
+    CUgraphNode b1 = add_fill_node(g1, &a1, 1, b, 2.0f, N);
+    CUgraphNode e1;
+    CK(cuGraphAddEmptyNode(&e1, g1, NULL, 0));
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g1, 0));
+    CK(cuGraphCreate(&g2, 0));
+    CUgraphNode a2 = add_fill_node(g2, NULL, 0, a, 3.0f, N);
+    CUgraphNode b2 = add_fill_node(g2, &a2, 1, b, 4.0f, N);
+    CUgraphNode e2;
+    CK(cuGraphAddEmptyNode(&e2, g2, NULL, 0));
+
+    unsigned en = 7;
+    CK(cuGraphNodeGetEnabled(x, b1, &en));
+    cr_assert_eq(en, 1);
+    CK(cuGraphNodeSetEnabled(x, b1, 0));
+    CKE(cuGraphNodeSetEnabled(x, b2, 0), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuGraphNodeSetEnabled(x, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuGraphNodeSetEnabled(x, e1, 0), CUDA_ERROR_INVALID_VALUE); /* kernel nodes only */
+    CKE(cuGraphNodeGetEnabled(x, a2, &en), CUDA_ERROR_INVALID_VALUE);
+    CK(cuGraphNodeGetEnabled(x, b1, &en));
+    cr_assert_eq(en, 0);
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(a, N, 1.0f);
+    expect_all(b, N, 0.0f); /* disabled: an empty node */
+
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    cr_assert_not_null(lib);
+    exec_update_v1_fn upd = (exec_update_v1_fn)dlsym(lib, "cuGraphExecUpdate");
+    cr_assert_not_null(upd);
+    void *pfn = NULL;
+    CK(cuGetProcAddress_v2("cuGraphExecUpdate", &pfn, 11040, 0, NULL));
+    cr_assert_eq(pfn, (void *)upd);
+    CUgraphNode err = a1;
+    CUgraphExecUpdateResult res = CU_GRAPH_EXEC_UPDATE_ERROR;
+    CK(upd(x, g2, &err, &res));
+    cr_assert_eq(res, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+    cr_assert_null(err);
+    CK(cuGraphNodeGetEnabled(x, b1, &en));
+    cr_assert_eq(en, 0, "the enable state survives an update");
+    CK(cuGraphNodeSetEnabled(x, b1, 1));
+    CKE(cuGraphNodeSetEnabled(x, b2, 1), CUDA_ERROR_INVALID_VALUE);
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(a, N, 3.0f);
+    expect_all(b, N, 4.0f);
+
+    CUgraph g3;
+    CK(cuGraphCreate(&g3, 0));
+    CUgraphNode a3 = add_fill_node(g3, NULL, 0, a, 3.0f, N);
+    CKE(upd(x, g3, &err, &res), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    cr_assert_eq(res, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+    (void)a3;
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g1));
+    CK(cuGraphDestroy(g2));
+    CK(cuGraphDestroy(g3));
+    dlclose(lib);
+}
+
+/* ---- several devices (SIMCUDA_DEVICES) ------------------------------------------ */
+
+static CUcontext g_pctx[2];
+
+static void setup_two_devices(void)
+{
+    setenv("SIMCUDA_DEVICES", "2", 1);
+    CK(cuInit(0));
+    for (int d = 0; d < 2; d++) {
+        CUdevice dev;
+        CK(cuDeviceGet(&dev, d));
+        CK(cuDevicePrimaryCtxRetain(&g_pctx[d], dev));
+    }
+    CK(cuCtxSetCurrent(g_pctx[0]));
+    load_kernels();
+}
+
+static CUmemAllocationProp prop_on(int dev)
+{
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    return prop;
+}
+
+/* A granularity-sized mapping of device dev's memory, accessible (read/write)
+ * from the devices in the mask. */
+static CUdeviceptr map_on(int dev, unsigned mask, size_t *gout)
+{
+    CUmemAllocationProp prop = prop_on(dev);
+    size_t g;
+    CK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    CUdeviceptr va;
+    CK(cuMemAddressReserve(&va, g, 0, 0, 0));
+    CUmemGenericAllocationHandle h;
+    CK(cuMemCreate(&h, g, &prop, 0));
+    CK(cuMemMap(va, g, 0, h, 0));
+    CK(cuMemRelease(h));
+    for (int d = 0; d < 2; d++) {
+        if (!(mask >> d & 1))
+            continue;
+        CUmemAccessDesc ad = {{CU_MEM_LOCATION_TYPE_DEVICE, d}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+        CK(cuMemSetAccess(va, g, &ad, 1));
+    }
+    *gout = g;
+    return va;
+}
+
+Test(simcuda, devices_contexts_memory_and_peer_access)
+{
+    setenv("SIMCUDA_MEM_BYTES", "64M", 1);
+    setup_two_devices();
+    int n = 0;
+    CK(cuDeviceGetCount(&n));
+    cr_assert_eq(n, 2);
+    CUdevice d;
+    CKE(cuDeviceGet(&d, 2), CUDA_ERROR_INVALID_DEVICE);
+    size_t total = 0, fr = 0;
+    CK(cuDeviceTotalMem_v2(&total, 1));
+    cr_assert_eq(total, (size_t)64 << 20);
+    int can = -1;
+    CK(cuDeviceCanAccessPeer(&can, 0, 1));
+    cr_assert_eq(can, 1);
+    CK(cuDeviceCanAccessPeer(&can, 1, 0));
+    cr_assert_eq(can, 1);
+    CK(cuDeviceCanAccessPeer(&can, 1, 1));
+    cr_assert_eq(can, 0);
+    CKE(cuDeviceCanAccessPeer(&can, 0, 2), CUDA_ERROR_INVALID_DEVICE);
+    cr_assert_neq(g_pctx[0], g_pctx[1]);
+    CK(cuCtxGetDevice(&d));
+    cr_assert_eq(d, 0);
+    CK(cuCtxSetCurrent(g_pctx[1]));
+    CK(cuCtxGetDevice(&d));
+    cr_assert_eq(d, 1);
+
+    /* memory accounting per device */
+    CUdeviceptr p1;
+    CK(cuMemAlloc_v2(&p1, (size_t)16 << 20));
+    CK(cuMemGetInfo_v2(&fr, &total));
+    cr_assert_eq(fr, (size_t)48 << 20);
+    CK(cuCtxSetCurrent(g_pctx[0]));
+    CK(cuMemGetInfo_v2(&fr, &total));
+    cr_assert_eq(fr, (size_t)64 << 20);
+    CUmemAllocationProp prop = prop_on(1);
+    size_t g;
+    CK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    CUmemGenericAllocationHandle h;
+    CK(cuMemCreate(&h, g, &prop, 0)); /* device 1's memory, made from device 0 */
+    CK(cuMemGetInfo_v2(&fr, &total));
+    cr_assert_eq(fr, (size_t)64 << 20);
+    CK(cuCtxSetCurrent(g_pctx[1]));
+    CK(cuMemGetInfo_v2(&fr, &total));
+    cr_assert_eq(fr, ((size_t)48 << 20) - g);
+    CK(cuMemRelease(h));
+    CUmemAllocationProp bad = prop_on(2);
+    CKE(cuMemCreate(&h, g, &bad, 0), CUDA_ERROR_INVALID_DEVICE);
+
+    /* peer access, with the documented errors */
+    CK(cuCtxSetCurrent(g_pctx[0]));
+    CKE(cuCtxEnablePeerAccess(g_pctx[0], 0), CUDA_ERROR_INVALID_CONTEXT);
+    CKE(cuCtxEnablePeerAccess(g_pctx[1], 1), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuCtxDisablePeerAccess(g_pctx[1]), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+    CK(cuCtxEnablePeerAccess(g_pctx[1], 0));
+    CKE(cuCtxEnablePeerAccess(g_pctx[1], 0), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+    CK(cuCtxDisablePeerAccess(g_pctx[1]));
+    CKE(cuCtxDisablePeerAccess(g_pctx[1]), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+    CUcontext own;
+    CK(cuCtxCreate_v4(&own, NULL, 0, 0)); /* pushed: current */
+    CK(cuCtxGetDevice(&d));
+    cr_assert_eq(d, 0);
+    CKE(cuCtxEnablePeerAccess(g_pctx[0], 0), CUDA_ERROR_PEER_ACCESS_UNSUPPORTED); /* same device */
+    CK(cuCtxEnablePeerAccess(g_pctx[1], 0));
+    CK(cuCtxPopCurrent_v2(NULL));
+
+    /* VMM access is per device; native memory has none to ask about */
+    size_t gg;
+    CUdeviceptr va = map_on(1, 1u, &gg); /* device 1's memory, device 0 may use it */
+    CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    unsigned long long fl = 99;
+    CK(cuMemGetAccess(&fl, &loc, va));
+    cr_assert_eq(fl, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    loc.id = 1;
+    CK(cuMemGetAccess(&fl, &loc, va + 100));
+    cr_assert_eq(fl, CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    loc.id = 2;
+    CKE(cuMemGetAccess(&fl, &loc, va), CUDA_ERROR_INVALID_DEVICE);
+    loc.id = 0;
+    CKE(cuMemGetAccess(&fl, &loc, p1), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)p1), CUDA_ERROR_INVALID_VALUE);
+
+    /* allowed accesses run: device 0 writes its own, a peer's (enabled) and a
+     * mapping it was granted */
+    CUdeviceptr p0;
+    CK(cuMemAlloc_v2(&p0, 64));
+    launch_fill(NULL, p0, 1.0f, 16);
+    CK(cuCtxEnablePeerAccess(g_pctx[1], 0));
+    launch_fill(NULL, p1, 2.0f, 16);
+    launch_fill(NULL, va, 3.0f, 16);
+    CK(cuCtxSynchronize());
+    expect_all(p0, 16, 1.0f);
+    expect_all(p1, 16, 2.0f);
+    expect_all(va, 16, 3.0f);
+    /* a graph runs in the context it was instantiated in */
+    CUgraph gr;
+    CK(cuGraphCreate(&gr, 0));
+    add_fill_node(gr, NULL, 0, p1, 4.0f, 16);
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, gr, 0));
+    CK(cuCtxSetCurrent(g_pctx[1]));
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    CK(cuCtxSetCurrent(g_pctx[0]));
+    CK(cuCtxSynchronize());
+    expect_all(p1, 16, 4.0f);
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(gr));
+}
+
+/* Kernels that touch memory their device may not access abort the process,
+ * with a message, as a GPU fault kills the context. fd: which case. */
+static void child_bad_access(int which)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/simcuda-fault-%d.txt", (int)getpid());
+    (void)path;
+    setup_two_devices();
+    CUdeviceptr p1, out;
+    CK(cuMemAlloc_v2(&out, 64));
+    CK(cuCtxSetCurrent(g_pctx[1]));
+    CK(cuMemAlloc_v2(&p1, 64));
+    CK(cuCtxSetCurrent(g_pctx[0]));
+    size_t g;
+    switch (which) {
+    case 0: /* native memory of device 1, no peer access */
+        launch_fill(NULL, p1, 1.0f, 16);
+        break;
+    case 1: { /* peer access enabled, then disabled again */
+        CK(cuCtxEnablePeerAccess(g_pctx[1], 0));
+        launch_fill(NULL, p1, 1.0f, 16);
+        CK(cuCtxSynchronize());
+        CK(cuCtxDisablePeerAccess(g_pctx[1]));
+        launch_fill(NULL, p1, 1.0f, 16);
+        break;
+    }
+    case 2: { /* a mapping granted to device 1 only, used by device 0 even with peer access */
+        CK(cuCtxEnablePeerAccess(g_pctx[1], 0));
+        CUdeviceptr va = map_on(1, 2u, &g);
+        launch_fill(NULL, va, 1.0f, 16);
+        break;
+    }
+    case 3: { /* a graph instantiated on device 0 reads device 1's memory */
+        CUgraph gr;
+        CK(cuGraphCreate(&gr, 0));
+        add_scale_node(gr, NULL, 0, out, p1, 2.0f, 4);
+        CUgraphExec x;
+        CK(cuGraphInstantiateWithFlags(&x, gr, 0));
+        CK(cuCtxSetCurrent(g_pctx[1])); /* launched from device 1: still runs on 0 */
+        CK(cuGraphLaunch(x, NULL));
+        break;
+    }
+    case 4: { /* a word that is an address counts even if the kernel does not use it */
+        CUdeviceptr va = map_on(0, 2u, &g);
+        void *args[] = {&out, &va, &(unsigned long long){0}};
+        CUfunction f;
+        CK(cuModuleGetFunction(&f, g_mod, "vr_copy_u8"));
+        CK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        break;
+    }
+    default: { /* [begin, end): end may be the start of a mapping it may not use */
+        CUmemAllocationProp prop = prop_on(0);
+        CK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+        CUdeviceptr va;
+        CK(cuMemAddressReserve(&va, 2 * g, 0, 0, 0));
+        CUmemGenericAllocationHandle ha, hb;
+        CK(cuMemCreate(&ha, g, &prop, 0));
+        CK(cuMemCreate(&hb, g, &prop, 0));
+        CK(cuMemMap(va, g, 0, ha, 0));
+        CK(cuMemMap(va + g, g, 0, hb, 0));
+        CUmemAccessDesc a0 = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+        CUmemAccessDesc a1 = {{CU_MEM_LOCATION_TYPE_DEVICE, 1}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+        CK(cuMemSetAccess(va, g, &a0, 1));
+        CK(cuMemSetAccess(va + g, g, &a1, 1));
+        CK(cuMemsetD32_v2(va, 0, g / 4));
+        float one = 1.0f;
+        CK(cuMemcpyHtoD_v2(va + g - 4, &one, 4));
+        CUfunction f;
+        CK(cuModuleGetFunction(&f, g_mod, "vr_sum_range_f32"));
+        CUdeviceptr b = va, e = va + g;
+        void *args[] = {&out, &b, &e};
+        CK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        float r = 0;
+        CK(cuMemcpyDtoH_v2(&r, out, 4));
+        if (r != 1.0f)
+            _exit(30);
+        e = va + g + 4; /* one element into the other mapping */
+        CK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        break;
+    }
+    }
+    CK(cuCtxSynchronize());
+    CK(cuCtxSetCurrent(g_pctx[1]));
+    CK(cuCtxSynchronize());
+    _exit(40); /* reached only if nothing faulted */
+}
+
+static int child_status(int which, char *err, size_t errlen)
+{
+    char path[] = "/tmp/simcuda-fault-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(fd, 2);
+        child_bad_access(which);
+        _exit(0);
+    }
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    ssize_t n = pread(fd, err, errlen - 1, 0);
+    err[n > 0 ? n : 0] = 0;
+    close(fd);
+    unlink(path);
+    return st;
+}
+
+Test(simcuda, kernel_without_access_aborts)
+{
+    char err[1024];
+    for (int which = 0; which <= 5; which++) {
+        int st = child_status(which, err, sizeof err);
+        cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "case %d: status %#x, stderr: %s",
+                  which, st, err);
+        cr_assert_not_null(strstr(err, "simcuda: fatal: kernel vr_"), "case %d: %s", which, err);
+        cr_assert_not_null(strstr(err, "illegal memory access"), "case %d: %s", which, err);
+    }
+}
+
+/* Calls that need a context fail without one and do nothing. */
+static void *no_ctx_thread(void *arg)
+{
+    CUdeviceptr p = *(CUdeviceptr *)arg, q = 0, base = 1;
+    size_t size = 7;
+    static CUresult r[4];
+    r[0] = cuMemFree_v2(p);
+    r[1] = cuMemGetAddressRange_v2(&base, &size, p);
+    r[2] = cuMemAlloc_v2(&q, 64);
+    r[3] = cuCtxSynchronize();
+    if (base != 1 || size != 7 || q != 0)
+        r[0] = CUDA_ERROR_UNKNOWN; /* an output was written */
+    return r;
+}
+
+Test(simcuda, no_current_context)
+{
+    setup();
+    CUdeviceptr p;
+    CK(cuMemAlloc_v2(&p, 4096));
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, no_ctx_thread, &p), 0);
+    CUresult *r;
+    cr_assert_eq(pthread_join(th, (void **)&r), 0);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(r[i], CUDA_ERROR_INVALID_CONTEXT, "call %d -> %d", i, (int)r[i]);
+    CUdeviceptr base;
+    size_t size;
+    CK(cuMemGetAddressRange_v2(&base, &size, p + 10)); /* not freed */
+    cr_assert_eq(base, p);
+    cr_assert_eq(size, 4096);
+    *(volatile int *)(uintptr_t)p = 1;
+    CK(cuMemFree_v2(p));
+}
+
+/* SIMCUDA_MEM_BYTES: a fill-the-device loop stops where the documented costs
+ * say (native: size rounded to 512; VMM: the handle's size). */
+Test(simcuda, memory_limit_knob)
+{
+    setenv("SIMCUDA_MEM_BYTES", "1M", 1);
+    setenv("SIMCUDA_GRANULARITY", "64K", 1);
+    setup();
+    size_t fr, total;
+    CK(cuMemGetInfo_v2(&fr, &total));
+    cr_assert_eq(total, (size_t)1 << 20);
+    cr_assert_eq(fr, (size_t)1 << 20);
+    CK(cuDeviceTotalMem_v2(&total, 0));
+    cr_assert_eq(total, (size_t)1 << 20);
+    static CUdeviceptr p[4096];
+    int n = 0;
+    CUresult r;
+    while ((r = cuMemAlloc_v2(&p[n], 1000)) == CUDA_SUCCESS)
+        n++;
+    cr_assert_eq(r, CUDA_ERROR_OUT_OF_MEMORY);
+    cr_assert_eq(n, 1024, "%d allocations of 1000 bytes (1024 each) fit in 1 MiB", n);
+    CK(cuMemGetInfo_v2(&fr, &total));
+    cr_assert_eq(fr, 0);
+    for (int i = 0; i < 64; i++) /* 64 KiB back */
+        CK(cuMemFree_v2(p[i]));
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemGenericAllocationHandle h, h2;
+    CK(cuMemCreate(&h, (size_t)64 << 10, &prop, 0));
+    CKE(cuMemCreate(&h2, (size_t)64 << 10, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    CKE(cuMemAlloc_v2(&p[0], 1), CUDA_ERROR_OUT_OF_MEMORY);
+    CK(cuMemRelease(h));
+    CK(cuMemAlloc_v2(&p[0], 1));
+    CK(cuMemGetInfo_v2(&fr, &total));
+    cr_assert_eq(fr, ((size_t)64 << 10) - 512);
+}
+
+static void CUDA_CB nop_host(void *p)
+{
+    (void)p;
+}
+
+/* SIMCUDA_FAIL=name:N makes exactly that call fail, and the failed call does
+ * nothing: the next one (the same arguments) succeeds as if it were first. */
+Test(simcuda, fail_knob_every_entry_point)
+{
+    setenv("SIMCUDA_FAIL",
+           "cuEventSynchronize:1,cuEventQuery:1,cuMemUnmap:1,cuMemRelease:1,cuMemAddressFree:1,"
+           "cuCtxSynchronize:1,cuMemMap:1,cuMemSetAccess:1,cuMemCreate:1,cuEventRecord:1,"
+           "cuGraphExecKernelNodeSetParams_v2:1,cuStreamWaitEvent:1,cuGraphClone:1,"
+           "cuGraphInstantiateWithFlags:1,cuLaunchHostFunc:1,cuGraphNodeSetEnabled:1,"
+           "cuMemGetAccess:1,cuCtxEnablePeerAccess:1",
+           1);
+    start();
+    enum { N = 16 };
+    CUdeviceptr a = alloc_f32(N);
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUevent e;
+    CK(cuEventCreate(&e, 0));
+    CKE(cuEventRecord(e, s), CUDA_ERROR_UNKNOWN);
+    CK(cuEventQuery(e) == CUDA_ERROR_UNKNOWN ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
+    CK(cuEventRecord(e, s));
+    CKE(cuStreamWaitEvent(NULL, e, 0), CUDA_ERROR_UNKNOWN);
+    CK(cuStreamWaitEvent(NULL, e, 0));
+    CKE(cuEventSynchronize(e), CUDA_ERROR_UNKNOWN);
+    CK(cuEventSynchronize(e));
+    CK(cuEventQuery(e));
+    CKE(cuLaunchHostFunc(s, nop_host, NULL), CUDA_ERROR_LAUNCH_FAILED);
+    CK(cuLaunchHostFunc(s, nop_host, NULL));
+    CKE(cuCtxSynchronize(), CUDA_ERROR_UNKNOWN);
+    CK(cuCtxSynchronize());
+
+    CUgraph g, c;
+    CK(cuGraphCreate(&g, 0));
+    CUgraphNode n1 = add_fill_node(g, NULL, 0, a, 1.0f, N);
+    c = NULL;
+    CKE(cuGraphClone(&c, g), CUDA_ERROR_UNKNOWN);
+    cr_assert_null(c);
+    CK(cuGraphClone(&c, g));
+    CUgraphExec x = NULL;
+    CKE(cuGraphInstantiateWithFlags(&x, g, 0), CUDA_ERROR_UNKNOWN);
+    cr_assert_null(x);
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    set_fill(x, n1, a, 2.0f, N, CUDA_ERROR_UNKNOWN);
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuStreamSynchronize(NULL));
+    expect_all(a, N, 1.0f); /* the failed SetParams changed nothing */
+    set_fill(x, n1, a, 2.0f, N, CUDA_SUCCESS);
+    CKE(cuGraphNodeSetEnabled(x, n1, 0), CUDA_ERROR_UNKNOWN);
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuStreamSynchronize(NULL));
+    expect_all(a, N, 2.0f);
+
+    size_t gr = granularity();
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemGenericAllocationHandle h = 0;
+    CKE(cuMemCreate(&h, gr, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    cr_assert_eq(h, 0);
+    CK(cuMemCreate(&h, gr, &prop, 0));
+    CUdeviceptr va;
+    CK(cuMemAddressReserve(&va, gr, 0, 0, 0));
+    CKE(cuMemMap(va, gr, 0, h, 0), CUDA_ERROR_UNKNOWN);
+    CK(cuMemMap(va, gr, 0, h, 0));
+    CUmemAccessDesc ad = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CKE(cuMemSetAccess(va, gr, &ad, 1), CUDA_ERROR_UNKNOWN);
+    CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    unsigned long long fl = 77;
+    CKE(cuMemGetAccess(&fl, &loc, va), CUDA_ERROR_UNKNOWN);
+    cr_assert_eq(fl, 77);
+    CK(cuMemGetAccess(&fl, &loc, va));
+    cr_assert_eq(fl, CU_MEM_ACCESS_FLAGS_PROT_NONE, "the failed cuMemSetAccess granted nothing");
+    CK(cuMemSetAccess(va, gr, &ad, 1));
+    *(volatile int *)(uintptr_t)va = 5;
+    CKE(cuMemRelease(h), CUDA_ERROR_UNKNOWN);
+    CK(cuMemRelease(h));
+    CKE(cuMemUnmap(va, gr), CUDA_ERROR_UNKNOWN);
+    cr_assert_eq(*(volatile int *)(uintptr_t)va, 5, "still mapped after the failed unmap");
+    CK(cuMemUnmap(va, gr));
+    CKE(cuMemAddressFree(va, gr), CUDA_ERROR_UNKNOWN);
+    CK(cuMemAddressFree(va, gr));
+    CKE(cuMemAddressFree(va, gr), CUDA_ERROR_INVALID_VALUE); /* the 2nd call did free it */
+    CUcontext own;
+    CK(cuCtxCreate_v4(&own, NULL, 0, 0));
+    CKE(cuCtxEnablePeerAccess(g_ctx, 0), CUDA_ERROR_UNKNOWN);
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g));
+    CK(cuGraphDestroy(c));
+    CK(cuEventDestroy_v2(e));
+    CK(cuStreamDestroy_v2(s));
+}
+
+/* cuGraphClone: new handles, same nodes, parameters and edges. */
+Test(simcuda, graph_clone)
+{
+    start();
+    enum { N = 16 };
+    CUdeviceptr a = alloc_f32(N), b = alloc_f32(N);
+    CUgraph g, c;
+    CK(cuGraphCreate(&g, 0));
+    CUgraphNode n1 = add_fill_node(g, NULL, 0, a, 3.0f, N);
+    CUgraphNode n2 = add_scale_node(g, &n1, 1, b, a, 2.0f, N);
+    CK(cuGraphClone(&c, g));
+    CUgraphNode cn[3];
+    size_t cnt = 3;
+    CK(cuGraphGetNodes(c, cn, &cnt));
+    cr_assert_eq(cnt, 2);
+    cr_assert_neq(cn[0], n1);
+    cr_assert_neq(cn[1], n2);
+    CUgraphNode dep;
+    cnt = 1;
+    CK(cuGraphNodeGetDependencies(cn[1], &dep, &cnt));
+    cr_assert_eq(cnt, 1);
+    cr_assert_eq(dep, cn[0]);
+    CK(cuGraphDestroy(g)); /* the clone is independent */
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, c, 0));
+    set_fill(x, n1, a, 1.0f, N, CUDA_ERROR_INVALID_VALUE); /* not the clone's node */
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(b, N, 6.0f);
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(c));
+}
+
+/* A host function occupies its stream until it returns: a graph launch
+ * queued behind it waits, however long the function waits itself. */
+static pthread_mutex_t hf_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hf_cv = PTHREAD_COND_INITIALIZER;
+static int hf_state; /* 1: entered, 2: released */
+
+static void CUDA_CB gate_host(void *p)
+{
+    (void)p;
+    pthread_mutex_lock(&hf_mu);
+    hf_state = 1;
+    pthread_cond_broadcast(&hf_cv);
+    while (hf_state != 2)
+        pthread_cond_wait(&hf_cv, &hf_mu);
+    pthread_mutex_unlock(&hf_mu);
+}
+
+Test(simcuda, host_function_gates_the_stream)
+{
+    start();
+    enum { N = 16 };
+    CUdeviceptr a = alloc_f32(N);
+    CK(cuCtxSynchronize());
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    add_fill_node(g, NULL, 0, a, 7.0f, N);
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUevent e;
+    CK(cuEventCreate(&e, 0));
+    CK(cuLaunchHostFunc(s, gate_host, NULL));
+    CK(cuGraphLaunch(x, s));
+    CK(cuEventRecord(e, s));
+    pthread_mutex_lock(&hf_mu);
+    while (hf_state != 1)
+        pthread_cond_wait(&hf_cv, &hf_mu);
+    pthread_mutex_unlock(&hf_mu);
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    CKE(cuEventQuery(e), CUDA_ERROR_NOT_READY);
+    CKE(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    cr_assert_eq(((volatile float *)(uintptr_t)a)[0], 0.0f, "the graph ran before the host function returned");
+    pthread_mutex_lock(&hf_mu);
+    hf_state = 2;
+    pthread_cond_broadcast(&hf_cv);
+    pthread_mutex_unlock(&hf_mu);
+    CK(cuEventSynchronize(e));
+    expect_all(a, N, 7.0f);
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g));
+    CK(cuEventDestroy_v2(e));
+    CK(cuStreamDestroy_v2(s));
+}
+
 Test(simcuda, stream_capture)
 {
     start();
@@ -1313,6 +2184,46 @@ static void child_stats(int fd)
         cuDriverGetVersion(&v);
     void *pfn;
     cuGetProcAddress_v2("cuGraphLaunch", &pfn, 12000, 0, NULL);
+    if (fd == 1) {
+        /* leave objects alive: 2 allocations, 1 event, 1 exec, a reservation
+         * with 2 mappings of 2 handles (one released: still live while mapped) */
+        CUdevice d;
+        CUcontext c;
+        CUdeviceptr p, q, va;
+        cuDeviceGet(&d, 0);
+        cuDevicePrimaryCtxRetain(&c, d);
+        cuCtxSetCurrent(c);
+        cuMemAlloc_v2(&p, 64);
+        cuMemAlloc_v2(&q, 64);
+        CUdeviceptr gone;
+        cuMemAlloc_v2(&gone, 64);
+        cuMemFree_v2(gone);
+        CUevent e, e2;
+        cuEventCreate(&e, 0);
+        cuEventCreate(&e2, 0);
+        cuEventDestroy_v2(e2);
+        CUgraph g;
+        CUgraphExec x, x2;
+        cuGraphCreate(&g, 0);
+        cuGraphInstantiateWithFlags(&x, g, 0);
+        cuGraphInstantiateWithFlags(&x2, g, 0);
+        cuGraphExecDestroy(x2);
+        cuGraphDestroy(g);
+        CUmemAllocationProp prop = {0};
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        size_t gr;
+        cuMemGetAllocationGranularity(&gr, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+        cuMemAddressReserve(&va, 2 * gr, 0, 0, 0);
+        CUmemGenericAllocationHandle h1, h2, h3;
+        cuMemCreate(&h1, gr, &prop, 0);
+        cuMemCreate(&h2, gr, &prop, 0);
+        cuMemCreate(&h3, gr, &prop, 0);
+        cuMemRelease(h3);
+        cuMemMap(va, gr, 0, h1, 0);
+        cuMemMap(va + gr, gr, 0, h2, 0);
+        cuMemRelease(h2);
+    }
     exit(0); /* runs the destructor that writes the file */
 }
 
@@ -1324,7 +2235,14 @@ Test(simcuda, stats_knob)
     close(fd);
     setenv("SIMCUDA_STATS", path, 1);
     int st = in_child(child_stats, 0);
+    char path2[] = "/tmp/simcuda-stats-XXXXXX";
+    fd = mkstemp(path2);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    setenv("SIMCUDA_STATS", path2, 1);
+    int st2 = in_child(child_stats, 1);
     unsetenv("SIMCUDA_STATS");
+    cr_assert(WIFEXITED(st2) && WEXITSTATUS(st2) == 0, "status %#x", st2);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
     FILE *f = fopen(path, "r");
     cr_assert_not_null(f);
@@ -1339,7 +2257,21 @@ Test(simcuda, stats_knob)
     cr_assert_not_null(strstr(buf, "\"cuGetProcAddress_v2\": 1"), "%s", buf);
     cr_assert_not_null(strstr(buf, "\"cuGraphLaunch\": 0"), "%s", buf); /* all entry points */
     cr_assert_not_null(strstr(buf, "\"cuGraphLaunch_ptsz\": 0"), "%s", buf);
-    cr_assert_not_null(strstr(buf, "}}"), "%s", buf);
+    cr_assert_not_null(strstr(buf, "}, \"live\": {\"mappings\": 0, \"handles\": 0, "
+                                   "\"reservations\": 0, \"allocations\": 0, \"events\": 0, "
+                                   "\"execs\": 0}}\n"),
+                       "%s", buf);
+
+    f = fopen(path2, "r");
+    cr_assert_not_null(f);
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    unlink(path2);
+    buf[n] = 0;
+    cr_assert_not_null(strstr(buf, "\"live\": {\"mappings\": 2, \"handles\": 2, "
+                                   "\"reservations\": 1, \"allocations\": 2, \"events\": 1, "
+                                   "\"execs\": 1}}\n"),
+                       "%s", buf);
 }
 
 /* cuMemcpy/cuMemcpyAsync under unified addressing: the direction follows the

@@ -1,0 +1,32 @@
+#include "cost.h"
+
+#include <stdatomic.h>
+
+/* Priors: conf/cost-model.conf's figures for the entry points the shim uses. */
+static const uint64_t prior[VR_COST_COUNT] = {1000, 1500, 20000, 30000};
+static const char *const names[VR_COST_COUNT] = {"setparams", "map", "unmap", "set_access"};
+static _Atomic uint64_t mean[VR_COST_COUNT];
+
+void vr_cost_note(enum vr_cost c, uint64_t since_ns)
+{
+    uint64_t ns = vr_now_ns() - since_ns;
+    uint64_t m = atomic_load_explicit(&mean[c], memory_order_relaxed);
+    /* 1/8 weight: follows a changed driver within a few dozen calls. */
+    atomic_store_explicit(&mean[c], m ? m - m / 8 + ns / 8 : ns + 1, memory_order_relaxed);
+}
+
+uint64_t vr_cost_get(enum vr_cost c)
+{
+    uint64_t m = atomic_load_explicit(&mean[c], memory_order_relaxed);
+    return m ? m : prior[c];
+}
+
+const char *vr_cost_name(enum vr_cost c)
+{
+    return names[c];
+}
+
+bool vr_cost_measured(enum vr_cost c)
+{
+    return atomic_load_explicit(&mean[c], memory_order_relaxed) != 0;
+}

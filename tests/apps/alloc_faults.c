@@ -1,0 +1,380 @@
+/* alloc_faults: the allocation entry points where the shim's own VMM
+ * backing could show through. Every line on stdout must be the same with and
+ * without the shim (the e2e suite compares them); lines on stderr are for
+ * the suite to read about the shim only.
+ *
+ *   alloc_faults noctx     cuMemFree / cuMemGetAddressRange from a thread
+ *                          without a context, while a kernel still reads
+ *                          the buffer
+ *   alloc_faults padding   addresses past the end: range, allocation handle,
+ *                          access; on stderr whether any allocation's end
+ *                          lies inside another allocation
+ *   alloc_faults free      three rounds of: allocate, queue kernels reading
+ *                          the buffer, free it at once; then the output
+ *   alloc_faults fill SIZE allocate SIZE bytes until out of memory: the count
+ *   alloc_faults peer [--no-peer]  (2 devices) a kernel on device 1 reads
+ *                          device 0's buffer, after enabling peer access
+ *
+ * The kernels come from the PTX named by VR_PTX.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda.h>
+
+#include "ptx_text.h"
+#include "varemap/varemap.h"
+
+static const char *name(CUresult r)
+{
+    const char *s = NULL;
+    return cuGetErrorName(r, &s) == CUDA_SUCCESS && s ? s : "?";
+}
+
+#define CK(call)                                                                   \
+    do {                                                                           \
+        CUresult r_ = (call);                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                  \
+            fprintf(stderr, "alloc_faults: %s:%d: %s: %s\n", __FILE__, __LINE__,   \
+                    #call, name(r_));                                              \
+            exit(1);                                                               \
+        }                                                                          \
+    } while (0)
+
+#define MIB ((size_t)1 << 20)
+
+static CUmodule module;
+
+static void setup(int device, CUcontext *ctx)
+{
+    CUdevice dev;
+    CK(cuDeviceGet(&dev, device));
+    CK(cuDevicePrimaryCtxRetain(ctx, dev));
+    CK(cuCtxSetCurrent(*ctx));
+}
+
+static CUfunction kernel(const char *fn)
+{
+    if (!module) {
+        const char *path = getenv("VR_PTX");
+        char *ptx = path ? vr_read_text(path) : NULL;
+        if (!ptx) {
+            fprintf(stderr, "alloc_faults: no PTX (VR_PTX)\n");
+            exit(1);
+        }
+        CK(cuModuleLoadData(&module, ptx));
+        free(ptx);
+    }
+    CUfunction f;
+    CK(cuModuleGetFunction(&f, module, fn));
+    return f;
+}
+
+static void launch(CUfunction f, CUstream s, void **args)
+{
+    CK(cuLaunchKernel(f, 4, 1, 1, 128, 1, 1, 0, s, args, NULL));
+}
+
+static void fill(CUstream s, CUdeviceptr out, float value, unsigned long long n)
+{
+    void *args[] = { &out, &value, &n };
+    launch(kernel("vr_fill_f32"), s, args);
+}
+
+static void scale(CUstream s, CUdeviceptr out, CUdeviceptr in, float k, unsigned long long n)
+{
+    void *args[] = { &out, &in, &k, &n };
+    launch(kernel("vr_scale_f32"), s, args);
+}
+
+static double sum_floats(CUdeviceptr p, size_t n)
+{
+    float *h = malloc(n * sizeof *h);
+    if (!h)
+        exit(1);
+    CK(cuMemcpyDtoH_v2(h, p, n * sizeof *h));
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += h[i];
+    free(h);
+    return s;
+}
+
+static int stats(struct varemap_stats *st)
+{
+    void *fn = dlsym(RTLD_DEFAULT, "varemap_get_stats");
+    if (!fn)
+        return -1;
+    int (*get)(struct varemap_stats *);
+    memcpy(&get, &fn, sizeof fn);
+    return get(st);
+}
+
+/* ---- noctx ---- */
+
+struct noctx_result {
+    CUdeviceptr p;
+    CUresult free, range, range_size;
+};
+
+static void *noctx_thread(void *arg)
+{
+    struct noctx_result *r = arg;
+    CUdeviceptr base;
+    size_t size;
+    r->range = cuMemGetAddressRange_v2(&base, &size, r->p);
+    r->free = cuMemFree_v2(r->p);
+    return NULL;
+}
+
+static int run_noctx(void)
+{
+    CUcontext ctx;
+    CUstream s;
+    setup(0, &ctx);
+    CK(cuStreamCreate(&s, 0));
+    const size_t n = (4 * MIB) / sizeof(float);
+    CUdeviceptr p, out;
+    CK(cuMemAlloc_v2(&p, 4 * MIB));
+    CK(cuMemAlloc_v2(&out, 4 * MIB));
+    fill(s, p, 3.0f, n);
+    scale(s, out, p, 2.0f, n); /* still queued (SIMCUDA_KERNEL_DELAY_US) below */
+
+    struct noctx_result r = { .p = p };
+    pthread_t t;
+    if (pthread_create(&t, NULL, noctx_thread, &r) != 0 || pthread_join(t, NULL) != 0)
+        return 1;
+    printf("noctx free=%s range=%s\n", name(r.free), name(r.range));
+    CK(cuStreamSynchronize(s));
+    printf("sum out=%.1f p=%.1f\n", sum_floats(out, n), sum_floats(p, n));
+    printf("free=%s\n", name(cuMemFree_v2(p)));
+    CK(cuMemFree_v2(out));
+    CK(cuStreamDestroy_v2(s));
+    return 0;
+}
+
+/* ---- padding ---- */
+
+static int run_padding(void)
+{
+    CUcontext ctx;
+    setup(0, &ctx);
+    /* Not a multiple of the granularity or the page: the shim pads it. */
+    const size_t size = 3 * MIB + 4096 + 256;
+    CUdeviceptr p, base = 0;
+    size_t got = 0;
+    CK(cuMemAlloc_v2(&p, size));
+    CUresult r = cuMemGetAddressRange_v2(&base, &got, p + size - 1);
+    printf("range last=%s base_ok=%d size=%zu\n", name(r), base == p, got);
+    printf("range end=%s\n", name(cuMemGetAddressRange_v2(&base, &got, p + size)));
+    printf("range padding=%s\n", name(cuMemGetAddressRange_v2(&base, &got, p + 4 * MIB - 1)));
+
+    CUmemGenericAllocationHandle h;
+    printf("retain base=%s\n", name(cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)p)));
+    printf("retain inner=%s\n",
+           name(cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)(p + 4096))));
+    printf("retain null=%s\n", name(cuMemRetainAllocationHandle(NULL, (void *)(uintptr_t)p)));
+    unsigned long long flags = 0;
+    CUmemLocation loc = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 };
+    printf("access base=%s\n", name(cuMemGetAccess(&flags, &loc, p)));
+    printf("access null=%s\n", name(cuMemGetAccess(NULL, &loc, p)));
+    CUmemLocation bad = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 99 };
+    printf("access baddev=%s\n", name(cuMemGetAccess(&flags, &bad, p)));
+    printf("free=%s\n", name(cuMemFree_v2(p)));
+
+    /* Whole-granularity allocations: no padding, so only a guard gap keeps
+     * one's end out of the next one. */
+    enum { N = 8 };
+    CUdeviceptr a[N];
+    for (int i = 0; i < N; i++)
+        CK(cuMemAlloc_v2(&a[i], 4 * MIB));
+    int inside = 0;
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++)
+            inside += j != i && a[i] + 4 * MIB >= a[j] && a[i] + 4 * MIB < a[j] + 4 * MIB;
+    fprintf(stderr, "ends_inside_others=%d\n", inside);
+    /* Nothing else can ever be placed at one-past-the-end either: asking
+     * for exactly that address (a hint simcuda honours when it is free). */
+    CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
+    size_t gran = 0;
+    CK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    int placeable = 0;
+    for (int i = 0; i < N; i++) {
+        CUdeviceptr x = 0;
+        if (cuMemAddressReserve(&x, gran, 0, a[i] + 4 * MIB, 0) == CUDA_SUCCESS) {
+            placeable += x == a[i] + 4 * MIB;
+            CK(cuMemAddressFree(x, gran));
+        }
+    }
+    fprintf(stderr, "ends_placeable=%d\n", placeable);
+    struct varemap_stats st = { 0 };
+    if (stats(&st) == 0)
+        fprintf(stderr, "vmm_bytes_live=%llu\n", (unsigned long long)st.vmm_bytes);
+    for (int i = 0; i < N; i++)
+        CK(cuMemFree_v2(a[i]));
+    return 0;
+}
+
+/* ---- free ---- */
+
+static int run_free(void)
+{
+    CUcontext ctx;
+    CUstream s;
+    setup(0, &ctx);
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    const size_t n = (4 * MIB) / sizeof(float);
+    size_t free0, free1, total;
+    CUdeviceptr out;
+    CK(cuMemAlloc_v2(&out, 4 * MIB));
+    CK(cuMemGetInfo_v2(&free0, &total));
+    double sum = 0;
+    for (int round = 0; round < 3; round++) {
+        CUdeviceptr p;
+        CK(cuMemAlloc_v2(&p, 4 * MIB));
+        fill(s, p, (float)(round + 1), n);
+        scale(s, out, p, 0.5f, n);
+        /* The native free waits for the kernels; with the shim, a failed
+         * wait must not unmap under them either. */
+        printf("round=%d free=%s\n", round, name(cuMemFree_v2(p)));
+        CK(cuStreamSynchronize(s));
+        sum += sum_floats(out, n);
+    }
+    printf("sum=%.1f\n", sum);
+    CUdeviceptr q;
+    CK(cuMemAlloc_v2(&q, 4 * MIB)); /* a later hook: a retry may release now */
+    printf("last free=%s\n", name(cuMemFree_v2(q)));
+    CK(cuMemGetInfo_v2(&free1, &total));
+    printf("returned=%d\n", free1 == free0);
+    struct varemap_stats st = { 0 };
+    if (stats(&st) == 0)
+        fprintf(stderr, "vmm_leaked_bytes=%llu\n", (unsigned long long)st.vmm_leaked_bytes);
+    CK(cuMemFree_v2(out));
+    CK(cuStreamDestroy_v2(s));
+    return 0;
+}
+
+/* ---- fill ---- */
+
+static int run_fill(size_t size)
+{
+    CUcontext ctx;
+    setup(0, &ctx);
+    size_t cap = 1024, count = 0;
+    CUdeviceptr *p = malloc(cap * sizeof *p);
+    CUresult r = CUDA_SUCCESS;
+    while (p) {
+        if (count == cap) {
+            CUdeviceptr *grown = realloc(p, 2 * cap * sizeof *p);
+            if (!grown)
+                break;
+            p = grown;
+            cap *= 2;
+        }
+        r = cuMemAlloc_v2(&p[count], size);
+        if (r != CUDA_SUCCESS)
+            break;
+        count++;
+    }
+    if (!p)
+        return 1;
+    printf("fill size=%zu count=%zu stop=%s\n", size, count, name(r));
+    struct varemap_stats st = { 0 };
+    if (stats(&st) == 0)
+        fprintf(stderr, "vmm_bytes_live=%llu\n", (unsigned long long)st.vmm_bytes);
+    for (size_t i = 0; i < count; i++)
+        CK(cuMemFree_v2(p[i]));
+    free(p);
+    return 0;
+}
+
+/* ---- peer ---- */
+
+static int run_peer(int enable)
+{
+    int count = 0;
+    CK(cuDeviceGetCount(&count));
+    if (count < 2) {
+        fprintf(stderr, "alloc_faults: peer needs 2 devices, found %d\n", count);
+        return 1;
+    }
+    CUcontext c0, c1;
+    CUdevice d0, d1;
+    CK(cuDeviceGet(&d0, 0));
+    CK(cuDeviceGet(&d1, 1));
+    CK(cuDevicePrimaryCtxRetain(&c0, d0));
+    CK(cuDevicePrimaryCtxRetain(&c1, d1));
+    const size_t n = (4 * MIB) / sizeof(float);
+
+    /* One buffer on device 0 before peer access is enabled, one after. */
+    CUdeviceptr before, after, out;
+    CK(cuCtxSetCurrent(c0));
+    CK(cuMemAlloc_v2(&before, 4 * MIB));
+    fill(NULL, before, 2.0f, n);
+    CK(cuCtxSynchronize());
+    int can = 0;
+    CK(cuDeviceCanAccessPeer(&can, d1, d0));
+    printf("can_access=%d\n", can);
+    CK(cuCtxSetCurrent(c1));
+    if (enable)
+        printf("enable=%s\n", name(cuCtxEnablePeerAccess(c0, 0)));
+    CK(cuMemAlloc_v2(&out, 4 * MIB)); /* device 1's own */
+    CK(cuCtxSetCurrent(c0));
+    CK(cuMemAlloc_v2(&after, 4 * MIB));
+    fill(NULL, after, 5.0f, n);
+    CK(cuCtxSynchronize());
+
+    /* Kernels on device 1 read device 0's buffers. */
+    CK(cuCtxSetCurrent(c1));
+    CUmodule m1;
+    CUfunction sc;
+    {
+        const char *path = getenv("VR_PTX");
+        char *ptx = path ? vr_read_text(path) : NULL;
+        if (!ptx)
+            return 1;
+        CK(cuModuleLoadData(&m1, ptx));
+        free(ptx);
+        CK(cuModuleGetFunction(&sc, m1, "vr_scale_f32"));
+    }
+    fflush(stdout); /* without access the kernel faults: what came before stays */
+    for (int i = 0; i < 2; i++) {
+        CUdeviceptr in = i ? after : before;
+        float k = 3.0f;
+        unsigned long long nn = n;
+        void *args[] = { &out, &in, &k, &nn };
+        CK(cuLaunchKernel(sc, 4, 1, 1, 128, 1, 1, 0, NULL, args, NULL));
+        CUresult r = cuCtxSynchronize();
+        printf("read %s=%s sum=%.1f\n", i ? "after" : "before", name(r),
+               r == CUDA_SUCCESS ? sum_floats(out, n) : 0.0);
+        fflush(stdout);
+    }
+    CK(cuMemFree_v2(out));
+    CK(cuCtxSetCurrent(c0));
+    CK(cuMemFree_v2(before));
+    CK(cuMemFree_v2(after));
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    CK(cuInit(0));
+    if (!strcmp(mode, "noctx"))
+        return run_noctx();
+    if (!strcmp(mode, "padding"))
+        return run_padding();
+    if (!strcmp(mode, "free"))
+        return run_free();
+    if (!strcmp(mode, "fill") && argc > 2)
+        return run_fill((size_t)strtoull(argv[2], NULL, 0));
+    if (!strcmp(mode, "peer"))
+        return run_peer(!(argc > 2 && !strcmp(argv[2], "--no-peer")));
+    fprintf(stderr, "usage: alloc_faults noctx|padding|free|fill SIZE|peer [--no-peer]\n");
+    return 2;
+}

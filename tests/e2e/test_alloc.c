@@ -1,0 +1,269 @@
+/* Allocation end to end: alloc_faults with and without the shim. The program
+ * must see the driver's own results and bytes whatever the shim's VMM
+ * backing does underneath: no context, padding, failing internal calls, a
+ * nearly full device, two devices. */
+#include <stdio.h>
+
+#include "checks.h"
+
+TestSuite(alloc, .init = vr_tmp_setup, .fini = vr_tmp_teardown);
+
+struct pair {
+    struct vr_run plain, shim;
+};
+
+/* Runs alloc_faults `args` without and with the shim; `env` goes to both,
+ * `shim_env` to the shim run only. Both must exit with `status`. */
+static void pair_run(struct pair *p, const char *tag, const char *const *args,
+                     const char *const *env, const char *const *shim_env, int status)
+{
+    const char *e[16];
+    size_t n = 0;
+    for (size_t i = 0; env && env[i] && n < 8; i++)
+        e[n++] = env[i];
+    e[n] = NULL;
+    char t1[96], t2[96];
+    snprintf(t1, sizeof t1, "%s_plain", tag);
+    snprintf(t2, sizeof t2, "%s_shim", tag);
+    cr_assert_eq(vr_run_app(t1, "alloc_faults", args, 0, e, &p->plain), 0);
+    for (size_t i = 0; shim_env && shim_env[i] && n < 15; i++)
+        e[n++] = shim_env[i];
+    e[n] = NULL;
+    cr_assert_eq(vr_run_app(t2, "alloc_faults", args, VR_RUN_SHIM, e, &p->shim), 0);
+    cr_assert_eq(p->plain.proc.status, status, "%s: without the shim: status %d; stderr:\n%s",
+                 tag, p->plain.proc.status, p->plain.proc.err.p);
+    cr_assert_eq(p->shim.proc.status, status, "%s: with the shim: status %d; stderr:\n%s", tag,
+                 p->shim.proc.status, p->shim.proc.err.p);
+}
+
+static void pair_free(struct pair *p)
+{
+    vr_run_free(&p->plain);
+    vr_run_free(&p->shim);
+}
+
+static void has_line(const struct vr_run *r, const char *line)
+{
+    char want[256];
+    snprintf(want, sizeof want, "%s\n", line);
+    cr_assert(strstr(r->proc.out.p, want), "missing '%s' in:\n%s", line, r->proc.out.p);
+}
+
+/* A fallback event whose what is `what` and whose reason mentions `why`. */
+static bool has_fallback(const struct vr_run *r, const char *what, const char *why)
+{
+    size_t len;
+    const char *line;
+    for (size_t i = 0; (line = vr_log_event(&r->log, "fallback", i, &len)) != NULL; i++) {
+        char w[64], reason[256];
+        if (vr_json_str(line, len, "what", w, sizeof w) && !strcmp(w, what) &&
+            vr_json_str(line, len, "reason", reason, sizeof reason) && strstr(reason, why))
+            return true;
+    }
+    return false;
+}
+
+/* ---- item 7: no current context ---- */
+
+Test(alloc, free_without_context_is_the_drivers_error)
+{
+    static const char *const args[] = { "noctx", NULL };
+    /* the kernels reading the buffer are still queued when the thread frees it */
+    static const char *const env[] = { "SIMCUDA_KERNEL_DELAY_US=20000", NULL };
+    struct pair p;
+    pair_run(&p, "noctx", args, env, NULL, 0);
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    has_line(&p.shim, "noctx free=CUDA_ERROR_INVALID_CONTEXT range=CUDA_ERROR_INVALID_CONTEXT");
+    has_line(&p.shim, "free=CUDA_SUCCESS");
+    cr_assert_geq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 2, "the buffers were VMM-backed");
+    cr_assert_eq(summary(&p.shim, "vmm_bytes"), 0);
+    pair_free(&p);
+}
+
+/* ---- items 15 and 3: padding, handles, ends ---- */
+
+Test(alloc, padding_and_handles_look_native)
+{
+    static const char *const args[] = { "padding", NULL };
+    struct pair p;
+    pair_run(&p, "padding", args, NULL, NULL, 0);
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    has_line(&p.shim, "range last=CUDA_SUCCESS base_ok=1 size=3150080");
+    has_line(&p.shim, "range end=CUDA_ERROR_NOT_FOUND");
+    has_line(&p.shim, "range padding=CUDA_ERROR_NOT_FOUND");
+    has_line(&p.shim, "retain base=CUDA_ERROR_INVALID_VALUE");
+    has_line(&p.shim, "retain inner=CUDA_ERROR_INVALID_VALUE");
+    has_line(&p.shim, "access base=CUDA_ERROR_INVALID_VALUE");
+    cr_assert_geq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 9, "the buffers were VMM-backed");
+    cr_assert(strstr(p.shim.proc.err.p, "vmm_bytes_live=33554432\n"), "%s", p.shim.proc.err.p);
+    /* One-past-the-end never lies inside another allocation: a guard gap. */
+    cr_assert(strstr(p.shim.proc.err.p, "ends_inside_others=0\n"), "%s", p.shim.proc.err.p);
+    cr_assert(strstr(p.shim.proc.err.p, "ends_placeable=0\n"), "%s", p.shim.proc.err.p);
+    pair_free(&p);
+}
+
+/* ---- item 12: the shim's own calls fail ---- */
+
+static void free_fault(const char *tag, const char *fault, const char *step)
+{
+    static const char *const args[] = { "free", NULL };
+    const char *const env[] = { "SIMCUDA_KERNEL_DELAY_US=3000", fault, NULL };
+    struct pair p;
+    pair_run(&p, tag, args, env, NULL, 0);
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    for (int round = 0; round < 3; round++) {
+        char line[64];
+        snprintf(line, sizeof line, "round=%d free=CUDA_SUCCESS", round);
+        has_line(&p.shim, line);
+    }
+    has_line(&p.shim, "returned=1");
+    cr_assert(has_fallback(&p.shim, "cuMemFree", step), "no fallback naming %s:\n%s", step,
+              p.shim.log.p);
+    /* Retried at a later hook, so nothing is left over. */
+    cr_assert(strstr(p.shim.proc.err.p, "vmm_leaked_bytes=0\n"), "%s", p.shim.proc.err.p);
+    cr_assert_eq(summary(&p.shim, "vmm_leaked_bytes"), 0);
+    cr_assert_eq(summary(&p.shim, "vmm_bytes"), 0);
+    cr_assert_geq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 5, "the buffers were VMM-backed");
+    pair_free(&p);
+}
+
+Test(alloc, free_survives_a_failed_unmap)
+{
+    free_fault("unmap", "SIMCUDA_FAIL=cuMemUnmap:1", "cuMemUnmap");
+}
+
+Test(alloc, free_survives_a_failed_release)
+{
+    free_fault("release", "SIMCUDA_FAIL=cuMemRelease:1", "cuMemRelease");
+}
+
+Test(alloc, free_survives_a_failed_address_free)
+{
+    free_fault("afree", "SIMCUDA_FAIL=cuMemAddressFree:1", "cuMemAddressFree");
+}
+
+/* The wait failed: the kernels still read the buffer, so it stays mapped
+ * (unmapping it would crash them) until a later wait succeeds. */
+Test(alloc, free_survives_a_failed_synchronize)
+{
+    free_fault("sync", "SIMCUDA_FAIL=cuCtxSynchronize:1", "cuCtxSynchronize");
+}
+
+Test(alloc, memory_never_returned_is_counted)
+{
+    static const char *const args[] = { "free", NULL };
+    static const char *const env[] = { "SIMCUDA_FAIL=cuMemUnmap:*", NULL };
+    struct pair p;
+    pair_run(&p, "leak", args, env, NULL, 0);
+    for (int round = 0; round < 3; round++) {
+        char line[64];
+        snprintf(line, sizeof line, "round=%d free=CUDA_SUCCESS", round);
+        has_line(&p.shim, line);
+    }
+    has_line(&p.shim, "last free=CUDA_SUCCESS");
+    /* four 4 MiB buffers freed by then, plus `out` at the end */
+    cr_assert(strstr(p.shim.proc.err.p, "vmm_leaked_bytes=16777216\n"), "%s", p.shim.proc.err.p);
+    cr_assert_eq(summary(&p.shim, "vmm_leaked_bytes"), 20971520);
+    cr_assert(has_fallback(&p.shim, "cuMemFree", "cuMemUnmap"), "%s", p.shim.log.p);
+    pair_free(&p);
+}
+
+/* ---- item 14: a nearly full device ---- */
+
+/* Allocates `size` until out of memory on a device of `mem` bytes: the
+ * count must be the one without the shim. */
+static void fill(const char *tag, const char *size, const char *mem, const char *const *shim_env,
+                 const char *want)
+{
+    const char *const args[] = { "fill", size, NULL };
+    char knob[64];
+    snprintf(knob, sizeof knob, "SIMCUDA_MEM_BYTES=%s", mem);
+    const char *const env[] = { knob, NULL };
+    struct pair p;
+    pair_run(&p, tag, args, env, shim_env, 0);
+    has_line(&p.plain, want);
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    cr_assert_eq(summary(&p.shim, "vmm_bytes"), 0);
+    pair_free(&p);
+}
+
+/* 1 MiB of padding on 3 MiB: more than 1/8, so native, even where memory
+ * is plentiful enough for VMM backing otherwise. */
+Test(alloc, padding_ratio_keeps_the_native_count)
+{
+    static const char *const shim_env[] = { "VAREMAP_MAX_PADDING_RATIO=0.125",
+                                             "VAREMAP_MAX_PADDING=16M", NULL };
+    fill("ratio", "3149824", "256M", shim_env,
+         "fill size=3149824 count=85 stop=CUDA_ERROR_OUT_OF_MEMORY");
+}
+
+/* 17 MiB + 4 KiB carries under 1/8 of padding, but the device has less
+ * free memory than the padding budget (1G): nothing is VMM-backed. */
+Test(alloc, low_memory_keeps_the_native_count)
+{
+    static const char *const shim_env[] = { "VAREMAP_MAX_PADDING_RATIO=0.125", NULL };
+    const char *const args[] = { "fill", "17829888", NULL };
+    static const char *const env[] = { "SIMCUDA_MEM_BYTES=512M", NULL };
+    struct pair p;
+    pair_run(&p, "lowmem", args, env, shim_env, 0);
+    has_line(&p.plain, "fill size=17829888 count=30 stop=CUDA_ERROR_OUT_OF_MEMORY");
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    cr_assert(strstr(p.shim.proc.err.p, "vmm_bytes_live=0\n"), "%s", p.shim.proc.err.p);
+    /* The free memory is asked now and then, not at every allocation. */
+    uint64_t asked = vr_sim_calls(&p.shim.stats, "cuMemGetInfo_v2");
+    cr_assert(asked >= 1 && asked <= 12, "cuMemGetInfo called %llu times for 31 allocations",
+              (unsigned long long)asked);
+    pair_free(&p);
+}
+
+/* With room to spare the same allocations are VMM-backed (up to the
+ * point where free memory falls below the padding budget), and the count
+ * stays the native one when the padding fits the device's slack. */
+Test(alloc, ample_memory_is_still_vmm_backed)
+{
+    static const char *const shim_env[] = { "VAREMAP_MAX_PADDING_RATIO=0.125",
+                                             "VAREMAP_MAX_PADDING=8M", NULL };
+    const char *const args[] = { "fill", "17829888", NULL };
+    /* 61 allocations leave 10.8 MiB of 1048 MiB: the 8M of padding fits */
+    static const char *const env[] = { "SIMCUDA_MEM_BYTES=1048M", NULL };
+    struct pair p;
+    pair_run(&p, "ample", args, env, shim_env, 0);
+    has_line(&p.plain, "fill size=17829888 count=61 stop=CUDA_ERROR_OUT_OF_MEMORY");
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    cr_assert(!strstr(p.shim.proc.err.p, "vmm_bytes_live=0\n"), "%s", p.shim.proc.err.p);
+    cr_assert_geq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 1);
+    pair_free(&p);
+}
+
+/* ---- two devices ---- */
+
+/* A kernel on device 1 reads device 0's buffers (one allocated before peer
+ * access was enabled, one after): the same bytes with and without the shim. */
+Test(alloc, peer_access_covers_vmm_backed_memory)
+{
+    static const char *const args[] = { "peer", NULL };
+    static const char *const env[] = { "SIMCUDA_DEVICES=2", NULL };
+    struct pair p;
+    pair_run(&p, "peer", args, env, NULL, 0);
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    has_line(&p.shim, "enable=CUDA_SUCCESS");
+    has_line(&p.shim, "read before=CUDA_SUCCESS sum=6291456.0");
+    has_line(&p.shim, "read after=CUDA_SUCCESS sum=15728640.0");
+    cr_assert_geq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 3, "the buffers were VMM-backed");
+    pair_free(&p);
+}
+
+/* Without peer access the kernel faults in both runs, at the same point. */
+Test(alloc, no_peer_access_faults_the_same_way)
+{
+    static const char *const args[] = { "peer", "--no-peer", NULL };
+    static const char *const env[] = { "SIMCUDA_DEVICES=2", NULL };
+    struct pair p;
+    pair_run(&p, "nopeer", args, env, NULL, 128 + 6 /* SIGABRT */);
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    cr_assert(strstr(p.shim.proc.err.p, "simcuda: fatal: kernel vr_scale_f32"), "%s",
+              p.shim.proc.err.p);
+    cr_assert(strstr(p.plain.proc.err.p, "simcuda: fatal: kernel vr_scale_f32"), "%s",
+              p.plain.proc.err.p);
+    pair_free(&p);
+}
