@@ -6,6 +6,7 @@
 #include "sim.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -961,15 +962,72 @@ static void *proc_internal_self(const char *symbol)
     return NULL;
 }
 
+/* SIMCUDA_PROC_LOG=path: one line per request, in order, "NAME VERSION FLAGS
+ * ANSWER". ANSWER is the exported name of the returned entry,
+ * "internal:NAME" for an unexported one (SIMCUDA_PROC_INTERNAL), or the
+ * CUresult name of a failed request. Read once, at the first request: a
+ * runtime asks before it calls cuInit. */
+static pthread_once_t g_proc_log_once = PTHREAD_ONCE_INIT;
+static int g_proc_log_fd = -1;
+
+static void proc_log_open(void)
+{
+    const char *s = getenv("SIMCUDA_PROC_LOG");
+    if (!s || !*s)
+        return;
+    g_proc_log_fd = open(s, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    if (g_proc_log_fd < 0)
+        sim_warn("SIMCUDA_PROC_LOG: cannot write '%s'", s);
+}
+
+static CUresult proc_logged(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                            CUdriverProcAddressQueryResult *status)
+{
+    pthread_once(&g_proc_log_once, proc_log_open);
+    CUresult r = proc_lookup(symbol, pfn, cudaVersion, flags, status);
+    if (g_proc_log_fd < 0)
+        return r;
+    char answer[160];
+    if (r != CUDA_SUCCESS) {
+        const struct sim_errinfo *e = err_find(r);
+        snprintf(answer, sizeof answer, "%s", e ? e->name : "CUDA_ERROR");
+    } else {
+        const char *name = NULL;
+        for (int i = 0; i < SIM_N_ENTRIES && !name; i++)
+            if (memcmp(&g_procs[i].fn, pfn, sizeof(void *)) == 0)
+                name = g_procs[i].sym;
+        if (name) {
+            snprintf(answer, sizeof answer, "%s", name);
+        } else {
+            const struct sim_proc *b = NULL; /* the variant the internal entry stands for */
+            void *internal;
+            for (int i = 0; i < SIM_N_ENTRIES && !b; i++)
+                if ((internal = sim_internal_entry(g_procs[i].sym)) && internal == *pfn)
+                    b = &g_procs[i];
+            snprintf(answer, sizeof answer, "internal:%s", b ? b->sym : "?");
+        }
+    }
+    char line[512];
+    /* An empty name (NVIDIA's cudart asks for one first) is written "". */
+    int n = snprintf(line, sizeof line, "%s %d %llu %s\n",
+                     !symbol ? "(null)" : *symbol ? symbol : "\"\"", cudaVersion,
+                     (unsigned long long)flags, answer);
+    if (n > 0) {
+        ssize_t w = write(g_proc_log_fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        (void)w;
+    }
+    return r;
+}
+
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {
     SIM_ENTER(cuGetProcAddress);
-    return proc_lookup(symbol, pfn, cudaVersion, flags, NULL);
+    return proc_logged(symbol, pfn, cudaVersion, flags, NULL);
 }
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *symbolStatus)
 {
     SIM_ENTER(cuGetProcAddress_v2);
-    return proc_lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
+    return proc_logged(symbol, pfn, cudaVersion, flags, symbolStatus);
 }

@@ -1,0 +1,170 @@
+/* nvcc-built CUDA-runtime programs (tests/rtapps, -cudart shared) on simcuda
+ * through the test-only runtime tests/simcudart: each without the shim and
+ * with it in every mode, every output byte and the stdout line compared, and
+ * the skip counts read from the shim's log and simcuda's call counts.
+ */
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "checks.h"
+
+TestSuite(cudart, .init = vr_tmp_setup, .fini = vr_tmp_teardown);
+
+static char app_path[1024], ld_path[2048], proc_env[1024];
+
+/* vr_run_app looks in VR_APPS_DIR; the rt programs live next door. */
+static const char *rtapp(const char *name)
+{
+    snprintf(app_path, sizeof app_path, "../rtapps/%s", name);
+    return app_path;
+}
+
+static const char *ld_env(void)
+{
+    snprintf(ld_path, sizeof ld_path, "LD_LIBRARY_PATH=%s:%s", vr_env_path("VR_SIMCUDART_DIR"),
+             vr_env_path("VR_SIMCUDA_DIR"));
+    return ld_path;
+}
+
+static void run_rt(struct vr_run *r, const char *tag, const char *name, const char *const *args,
+                   const char *mode)
+{
+    char out[64], vm[64];
+    snprintf(vm, sizeof vm, "VAREMAP_MODE=%s", mode ? mode : "");
+    const char *argv[24];
+    size_t n = 0;
+    snprintf(out, sizeof out, "%s.bin", tag);
+    argv[n++] = "--out";
+    argv[n++] = vr_tmp_path(out); /* the file vr_run_app reads back as r->bytes */
+    for (size_t i = 0; args && args[i] && n + 1 < sizeof argv / sizeof argv[0]; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    /* LD_BIND_NOW: a runtime symbol the program needs and simcudart lacks
+     * fails at start, not halfway. */
+    const char *env[] = { ld_env(), "LD_BIND_NOW=1", mode ? vm : NULL, NULL };
+    run_ok(r, tag, rtapp(name), argv, mode ? VR_RUN_SHIM : 0, env);
+}
+
+struct expect {
+    bool all_stable;   /* every update after the first launches repeats what is installed */
+};
+
+static void each_mode(const char *name, const char *const *args, struct expect ex)
+{
+    static const char *const modes[] = { "off", "observe", "dedup", "profiled" };
+    struct vr_run base;
+    char tag[96];
+    snprintf(tag, sizeof tag, "%s-none", name);
+    run_rt(&base, tag, name, args, NULL);
+    cr_assert_gt(base.setparams, 0);
+    cr_assert_gt(base.launches, 0);
+    /* Without the shim every update reaches the driver. */
+    cr_expect_eq(sim_sum(&base, setparams_syms), base.setparams, "%s: driver saw %llu of %llu",
+                 tag, (unsigned long long)sim_sum(&base, setparams_syms), base.setparams);
+    cr_expect_eq(sim_sum(&base, launch_syms), base.launches);
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        struct vr_run r;
+        snprintf(tag, sizeof tag, "%s-%s", name, modes[m]);
+        run_rt(&r, tag, name, args, modes[m]);
+        same_output(&base, &r, tag);
+        uint64_t seen = summary(&r, "setparams_seen"), skipped = summary(&r, "setparams_skipped"),
+                 fwd = summary(&r, "setparams_forwarded"),
+                 trans = summary(&r, "transition_updates");
+        cr_expect_eq(seen, r.setparams, "%s: the shim saw %llu of %llu updates", tag,
+                     (unsigned long long)seen, r.setparams);
+        cr_expect_eq(summary(&r, "launches"), r.launches, "%s: launches", tag);
+        cr_expect_eq(summary(&r, "unrouted_procs"), 0, "%s: unrouted_procs", tag);
+        cr_expect_eq(skipped + fwd, seen, "%s: skipped %llu + forwarded %llu != seen %llu", tag,
+                     (unsigned long long)skipped, (unsigned long long)fwd,
+                     (unsigned long long)seen);
+        /* What the driver received is what the shim says it forwarded. */
+        cr_expect_eq(sim_sum(&r, setparams_syms), fwd + trans,
+                     "%s: the driver got %llu updates, the shim forwarded %llu + %llu", tag,
+                     (unsigned long long)sim_sum(&r, setparams_syms), (unsigned long long)fwd,
+                     (unsigned long long)trans);
+        cr_expect_eq(sim_sum(&r, launch_syms), r.launches, "%s: driver launches", tag);
+        if (m < 2) {
+            cr_expect_eq(skipped, 0, "%s skipped %llu updates", tag, (unsigned long long)skipped);
+        } else {
+            cr_expect_gt(skipped, 0, "%s skipped nothing", tag);
+            if (ex.all_stable && m == 3)
+                cr_expect_geq(skipped * 10, seen * 8, "%s: only %llu of %llu skipped", tag,
+                              (unsigned long long)skipped, (unsigned long long)seen);
+        }
+        vr_run_free(&r);
+    }
+    vr_run_free(&base);
+}
+
+Test(cudart, capture_stable)
+{
+    const char *args[] = { "--nodes", "64", "--steps", "30", NULL };
+    each_mode("rt_capture", args, (struct expect){ .all_stable = true });
+}
+
+Test(cudart, capture_rebind)
+{
+    const char *args[] = { "--pattern", "rebind", "--nodes", "64", "--steps", "30", "--k", "7", NULL };
+    each_mode("rt_capture", args, (struct expect){ .all_stable = true });
+}
+
+Test(cudart, capture_pingpong)
+{
+    const char *args[] = { "--pattern", "pingpong", "--nodes", "64", "--steps", "30", NULL };
+    each_mode("rt_capture", args, (struct expect){ 0 });
+}
+
+Test(cudart, explicit_update)
+{
+    const char *args[] = { "--nodes", "48", "--steps", "40", "--update-every", "12", NULL };
+    each_mode("rt_explicit", args, (struct expect){ 0 });
+}
+
+Test(cudart, threads_per_thread_stream)
+{
+    const char *args[] = { "--threads", "3", "--nodes", "32", "--steps", "30", NULL };
+    each_mode("rt_threads", args, (struct expect){ 0 });
+}
+
+/* simcudart asks the driver only what NVIDIA's runtime asks: every request
+ * it makes (SIMCUDA_PROC_LOG) is in the recorded list, same version and
+ * flags. And the per-thread program really calls per-thread entry points. */
+Test(cudart, requests_are_nvidias)
+{
+    char pat[2048];
+    snprintf(pat, sizeof pat, "%s/cudart-*-lookups.txt", vr_env_path("VR_LOOKUPS_DATA"));
+    glob_t g;
+    cr_assert_eq(glob(pat, 0, NULL, &g), 0, "no %s", pat);
+    struct vr_buf recorded; /* the newest toolkit's list: the last in glob order */
+    cr_assert(vr_read_file(g.gl_pathv[g.gl_pathc - 1], &recorded), "cannot read %s",
+              g.gl_pathv[g.gl_pathc - 1]);
+    globfree(&g);
+    snprintf(proc_env, sizeof proc_env, "SIMCUDA_PROC_LOG=%s", vr_tmp_path("proc.log"));
+    const char *args[] = { "--threads", "2", "--nodes", "8", "--steps", "4", NULL };
+    struct vr_run r;
+    const char *env[] = { ld_env(), proc_env, NULL };
+    const char *argv[] = { "--out", vr_tmp_path("req.bin"), args[0], args[1], args[2], args[3],
+                           args[4], args[5], NULL };
+    run_ok(&r, "req", rtapp("rt_threads"), argv, 0, env);
+    struct vr_buf log;
+    cr_assert(vr_read_file(vr_tmp_path("proc.log"), &log) && log.len > 0, "no SIMCUDA_PROC_LOG");
+    size_t n = 0;
+    for (char *line = strtok(log.p, "\n"); line; line = strtok(NULL, "\n")) {
+        char name[128], answer[128], key[300];
+        int version;
+        unsigned long long flags;
+        cr_assert_eq(sscanf(line, "%127s %d %llu %127s", name, &version, &flags, answer), 4);
+        snprintf(key, sizeof key, "\n%s %d %llu ", name, version, flags);
+        cr_expect(strstr(recorded.p, key), "simcudart asked for %s@%d flags %llu, which NVIDIA's "
+                  "runtime does not", name, version, flags);
+        n++;
+    }
+    cr_expect_gt(n, 30, "only %zu requests", n);
+    cr_expect_gt(vr_sim_calls(&r.stats, "cuLaunchKernel_ptsz"), 0, "no per-thread kernel launch");
+    cr_expect_gt(vr_sim_calls(&r.stats, "cuStreamBeginCapture_v2_ptsz"), 0, "no per-thread capture");
+    cr_expect_eq(vr_sim_calls(&r.stats, "cuGetProcAddress"), 0);
+    vr_buf_free(&log);
+    vr_buf_free(&recorded);
+    vr_run_free(&r);
+}
