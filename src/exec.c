@@ -244,6 +244,7 @@ void vr_exec_drain(bool final)
         }
         if (final) {
             log_fallback("teardown", "a reservation could not be returned at exit");
+            vr_slices_forget(t->slices);
             free(t);
             atomic_fetch_sub(&ntombs, 1);
             continue;

@@ -104,11 +104,18 @@ int vr_slices_destroy(struct vr_slices *s)
     }
     if (rc != 0)
         return rc;
+    vr_slices_forget(s);
+    return 0;
+}
+
+void vr_slices_forget(struct vr_slices *s)
+{
+    if (!s)
+        return;
     free(s->slots);
     free(s->cur.r);
     free(s->target.r);
     free(s);
-    return 0;
 }
 
 size_t vr_slices_count(const struct vr_slices *s) { return s->n; }

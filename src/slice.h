@@ -41,6 +41,10 @@ int vr_slices_create(struct vr_slices **out, const size_t *sizes, size_t n);
  * left: call again later). */
 int vr_slices_destroy(struct vr_slices *s);
 
+/* Frees the host-side record only: for a driver that can no longer be asked
+ * (its context is gone at exit). */
+void vr_slices_forget(struct vr_slices *s);
+
 size_t vr_slices_count(const struct vr_slices *s);
 size_t vr_slices_reserved(const struct vr_slices *s);
 CUdeviceptr vr_slices_va(const struct vr_slices *s, size_t slot);
