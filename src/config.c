@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "assert.h"
 #include "log.h"
 
 /* The conf file keys drop this prefix or keep it, so the table stores it once. */
@@ -207,6 +208,7 @@ int vr_expand_path(const char *pattern, pid_t pid, char *out, size_t cap)
         memcpy(out + n, piece, len);
         n += len;
     }
+    VR_ASSERT(n < cap);
     out[n] = '\0';
     return 0;
 }

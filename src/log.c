@@ -353,6 +353,7 @@ static bool put(struct vr_jw *w, const char *s, size_t n)
 {
     if (w->overflow)
         return false;
+    VR_ASSERT(w->len < w->cap); /* room for the NUL is always kept */
     if (n >= w->cap - w->len) {
         w->overflow = true;
         return false;
@@ -623,6 +624,7 @@ static void close_container(struct vr_jw *w, bool array)
     if (!w->overflow && (w->depth == 0 || in_array(w) != array || w->finished))
         w->overflow = true;
     if (put(w, array ? "]" : "}", 1)) {
+        VR_ASSERT(w->depth > 0);
         w->depth--;
         w->need_comma = true;
     }
