@@ -138,11 +138,6 @@ static void finish(void)
     in_shim = saved;
 }
 
-static const char *env_value(const char *name)
-{
-    return getenv(name);
-}
-
 /* The child of a fork has only the forking thread. */
 static void vr_after_fork_child(void)
 {
@@ -159,9 +154,9 @@ static void publish(const struct vr_driver_image *img, bool resolved)
 {
     in_shim = 1;
     start_pid = getpid();
-    vr_config_load(&cfg, env_value, start_pid);
+    vr_config_load(&cfg, NULL, start_pid); /* secure_getenv */
     vr_msg_level(cfg.log_level < VR_LEVEL_WARN ? cfg.log_level : VR_LEVEL_WARN);
-    vr_log_open(cfg.log_path, cfg.log_level);
+    vr_log_start(&cfg);
     if (!resolved)
         vr_warn("cannot load libcuda.so.1: every call fails as the driver would be missing");
     vr_driver_publish(img);
