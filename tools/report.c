@@ -496,11 +496,12 @@ int report_main(int argc, char **argv)
     if (m.events == 0) {
         fputs("varemap report: no decision-log line could be read\n", stderr);
         status = 1;
-    } else if (json) {
-        report_json(stdout, &m);
-    } else {
-        report_table(stdout, &m);
     }
+    /* A machine gets its document (with the bad lines) even then. */
+    if (json)
+        report_json(stdout, &m);
+    else if (status == 0)
+        report_table(stdout, &m);
     dl_free(&m);
     if (fflush(stdout) != 0 && status == 0) {
         fprintf(stderr, "varemap report: cannot write the report: %s\n", strerror(errno));

@@ -264,6 +264,19 @@ Test(cli_report, exit_1_only_when_no_line_could_be_read)
               p.err.p);
     vr_proc_free(&p);
 
+    /* --json: the document all the same, with every bad line. */
+    const char *const aj[] = { varemap(), "report", "--json", junk, NULL };
+    run("nonejson", aj, &p);
+    cr_assert_eq(p.status, 1);
+    struct vj doc;
+    char err[200];
+    cr_assert_eq(vj_parse(p.out.p, p.out.len, &doc, err, sizeof err), 0, "%s:\n%s", err, p.out.p);
+    const struct vj *bads = vj_get(&doc, "bad_lines"), *procs = vj_get(&doc, "processes");
+    cr_assert(bads && bads->type == VJ_ARR && bads->n == 4, "%s", p.out.p);
+    cr_assert(procs && procs->type == VJ_ARR && procs->n == 0, "%s", p.out.p);
+    vj_free(&doc);
+    vr_proc_free(&p);
+
     /* One readable line among them is enough. */
     const char *one = vr_tmp_path("one.jsonl");
     cli_write(one, "{\"ts\":1,\"pid\":5,\"event\":\"start\",\"mode\":\"profiled\"}\n");
