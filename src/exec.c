@@ -30,12 +30,12 @@ enum state { ST_PROFILING, ST_ACTIVE, ST_DISABLED, ST_OBSERVED, ST_DEDUP };
  * written on the hot path. */
 struct counters {
     uint64_t seen, skipped, forwarded, transition, launches, rebinds, rebind_waits;
+    uint64_t absorbed; /* on the absorbed path: seen and skipped, one add */
 };
 
 struct vr_exec {
     vr_mutex lock;
     uint64_t serial;       /* changes whenever the record stops being this exec */
-    bool live;
     CUgraphExec handle;
     struct vr_exec *next;  /* table chain, or the free list */
     enum state state;
@@ -77,7 +77,14 @@ struct cached {
     struct vr_exec *e;
     uint64_t serial;
 };
-static _Thread_local struct cached last_exec;
+
+/* The execs this thread used last, most recent first: a thread replaying one
+ * exec (or alternating between a few) never touches the table. A record's
+ * serial changes whenever it stops being that exec (destroy, a stale handle,
+ * recycling), so a matching serial under the record's lock proves the entry
+ * current. */
+#define VR_EXEC_CACHED 4
+static _Thread_local struct cached last_exec[VR_EXEC_CACHED];
 
 static size_t bucket_of(const void *h)
 {
@@ -85,32 +92,56 @@ static size_t bucket_of(const void *h)
     return (size_t)((k >> 4) ^ (k >> 14)) & (VR_EXEC_BUCKETS - 1);
 }
 
-/* Returns the live record of h locked, or NULL. A thread replaying one exec
- * finds it in its cache without touching the table. */
-static struct vr_exec *acquire(CUgraphExec h)
+/* Locks c's record when it is still c's exec. */
+static bool lock_if_same(const struct cached *c)
 {
-    struct cached c = last_exec;
-    if (c.e && c.handle == h) {
+    vr_mutex_lock(&c->e->lock);
+    if (c->e->serial == c->serial)
+        return true;
+    vr_mutex_unlock(&c->e->lock);
+    return false;
+}
+
+/* acquire() past the first cache entry: the other entries, then the table
+ * under its read lock. The hit moves to the front. */
+static __attribute__((noinline)) struct vr_exec *acquire_slow(CUgraphExec h)
+{
+    if (!h || cfg.mode == VR_MODE_OFF)
+        return NULL;
+    struct cached c = {0};
+    size_t i = 1;
+    while (i < VR_EXEC_CACHED && !(last_exec[i].e && last_exec[i].handle == h))
+        i++;
+    if (i < VR_EXEC_CACHED && lock_if_same(&last_exec[i])) {
+        c = last_exec[i];
+    } else {
+        vr_read_lock(&table_lock);
+        struct vr_exec *e = buckets[bucket_of(h)];
+        while (e && e->handle != h)
+            e = e->next;
+        if (e)
+            c = (struct cached){h, e, e->serial};
+        vr_read_unlock(&table_lock);
+        if (!e || !lock_if_same(&c))
+            return NULL;
+        i = VR_EXEC_CACHED - 1;
+    }
+    memmove(&last_exec[1], &last_exec[0], i * sizeof last_exec[0]);
+    last_exec[0] = c;
+    return c.e;
+}
+
+/* Returns the live record of h locked, or NULL. */
+static inline struct vr_exec *acquire(CUgraphExec h)
+{
+    struct cached c = last_exec[0];
+    if (__builtin_expect(c.handle == h && c.e != NULL, 1)) {
         vr_mutex_lock(&c.e->lock);
-        if (c.e->live && c.e->serial == c.serial && c.e->handle == h)
+        if (__builtin_expect(c.e->serial == c.serial, 1))
             return c.e;
         vr_mutex_unlock(&c.e->lock);
     }
-    vr_read_lock(&table_lock);
-    struct vr_exec *e = buckets[bucket_of(h)];
-    while (e && e->handle != h)
-        e = e->next;
-    uint64_t serial = e ? e->serial : 0;
-    vr_read_unlock(&table_lock);
-    if (!e)
-        return NULL;
-    vr_mutex_lock(&e->lock);
-    if (!e->live || e->serial != serial || e->handle != h) {
-        vr_mutex_unlock(&e->lock);
-        return NULL;
-    }
-    last_exec = (struct cached){h, e, serial};
-    return e;
+    return acquire_slow(h);
 }
 
 static struct vr_exec *unlink_exec(CUgraphExec h)
@@ -157,6 +188,7 @@ static void add_counters(struct counters *to, const struct counters *c)
     to->launches += c->launches;
     to->rebinds += c->rebinds;
     to->rebind_waits += c->rebind_waits;
+    to->absorbed += c->absorbed;
 }
 
 /* Called with e locked and dead: its counters move to the retired sum and
@@ -272,8 +304,8 @@ static void log_exec_event(const char *event, const struct vr_exec *e)
     char buf[1024];
     struct vr_jw w;
     begin_exec_event(&w, buf, sizeof buf, event, e->handle);
-    vr_jw_u64(&w, "setparams_seen", e->c.seen);
-    vr_jw_u64(&w, "setparams_skipped", e->c.skipped);
+    vr_jw_u64(&w, "setparams_seen", e->c.seen + e->c.absorbed);
+    vr_jw_u64(&w, "setparams_skipped", e->c.skipped + e->c.absorbed);
     vr_jw_u64(&w, "setparams_forwarded", e->c.forwarded);
     vr_jw_u64(&w, "transition_updates", e->c.transition);
     vr_jw_u64(&w, "launches", e->c.launches);
@@ -403,13 +435,12 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph)
     struct vr_exec *stale = unlink_exec(handle);
     if (stale) {
         vr_mutex_lock(&stale->lock);
-        stale->live = false;
+        stale->serial++;
         free_contents(stale);
         retire_record(stale);
         vr_mutex_unlock(&stale->lock);
         recycle(stale);
     }
-    e->live = true;
     vr_write_lock(&table_lock);
     size_t b = bucket_of(handle);
     e->next = buckets[b];
@@ -571,20 +602,32 @@ skip:
 /* The common case, checked without decoding or copying anything: the same
  * function, launch shape and arguments as the program last asked for; then
  * what the driver holds already means the same bytes (the invariant). */
-static bool absorbable(const struct vr_exec *e, const struct vr_node *n, enum vr_sp_entry entry,
-                       const void *params)
+static inline __attribute__((always_inline)) bool absorbable(const struct vr_node *n,
+                                                             enum vr_sp_entry entry,
+                                                             const void *params, bool fast)
 {
-    if (!n || !n->layout || !params || e->state == ST_OBSERVED)
+    if (!n || !n->layout || !params)
         return false;
     const CUDA_KERNEL_NODE_PARAMS_v2 *p = vr_call_v2(entry, params);
-    return p && p->func && p->func == n->f.func && !p->extra && p->kernelParams &&
-           memcmp(&p->gridDimX, n->f.dims, sizeof n->f.dims) == 0 &&
-           vr_layout_equal(n->layout, p->kernelParams, n->intended);
+    return p && p->func == n->f.func && p->func && !p->extra && p->kernelParams &&
+           vr_dims_equal(&p->gridDimX, n->f.dims) &&
+           (fast ? vr_layout_equal_fast(n->layout, p->kernelParams, n->intended)
+                 : vr_layout_equal(n->layout, p->kernelParams, n->intended));
 }
 
-int vr_exec_setparams(CUgraphExec exec, CUgraphNode node, enum vr_sp_entry entry, const void *params)
+/* Everything but an absorbed update. `held`: the cached record, locked by
+ * the caller (unlocked here). */
+static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNode node,
+                                                    enum vr_sp_entry entry, const void *params,
+                                                    struct vr_exec *held)
 {
-    struct vr_exec *e = cfg.mode == VR_MODE_OFF ? NULL : acquire(exec);
+    struct vr_exec *e = held;
+    if (e && e->serial != last_exec[0].serial) {
+        vr_mutex_unlock(&e->lock);
+        e = NULL;
+    }
+    if (!e)
+        e = acquire(exec);
     if (!e) {
         vr_stat_inc(VR_C_setparams_seen);
         vr_stat_inc(VR_C_setparams_forwarded);
@@ -593,12 +636,49 @@ int vr_exec_setparams(CUgraphExec exec, CUgraphNode node, enum vr_sp_entry entry
     e->c.seen++;
     struct vr_node *n = vr_nodes_find(&e->ns, node);
     int rc = 0;
-    if (cfg.mode != VR_MODE_OBSERVE && absorbable(e, n, entry, params))
+    if (cfg.mode != VR_MODE_OBSERVE && absorbable(n, entry, params, false))
         e->c.skipped++;
     else
         rc = setparams_slow(e, n, node, entry, params);
     vr_mutex_unlock(&e->lock);
     return rc;
+}
+
+/* The absorbed path: the exec this thread used last, the node that followed
+ * the last one updated, one compare with what the program last asked for.
+ * No global atomic, no call, no allocation; anything else (another exec or
+ * node order, a busy lock, a change) goes to setparams_rest. Observe mode
+ * never absorbs. */
+static inline __attribute__((always_inline)) int setparams(CUgraphExec exec, CUgraphNode node,
+                                                           enum vr_sp_entry entry,
+                                                           const void *params)
+{
+    struct vr_exec *e = last_exec[0].e;
+    if (__builtin_expect(last_exec[0].handle != exec || !e || !vr_mutex_trylock(&e->lock), 0))
+        return setparams_rest(exec, node, entry, params, NULL);
+    if (__builtin_expect(e->serial != last_exec[0].serial || cfg.mode == VR_MODE_OBSERVE, 0))
+        return setparams_rest(exec, node, entry, params, e);
+    struct vr_node *n = vr_nodes_next(&e->ns, node);
+    if (__builtin_expect(!n || !absorbable(n, entry, params, true), 0))
+        return setparams_rest(e->handle, node, entry, params, e);
+    e->c.absorbed++;
+    vr_mutex_unlock(&e->lock);
+    return 0;
+}
+
+int vr_exec_setparams_v1(CUgraphExec exec, CUgraphNode node, const void *params)
+{
+    return setparams(exec, node, VR_SP_V1, params);
+}
+
+int vr_exec_setparams_v2(CUgraphExec exec, CUgraphNode node, const void *params)
+{
+    return setparams(exec, node, VR_SP_V2, params);
+}
+
+int vr_exec_setparams_node(CUgraphExec exec, CUgraphNode node, const void *params)
+{
+    return setparams(exec, node, VR_SP_NODE, params);
 }
 
 /* ---- decision and transition --------------------------------------------- */
@@ -813,7 +893,7 @@ static int launch_locked(struct vr_exec *e, CUstream stream, bool per_thread)
 
 int vr_exec_launch(CUgraphExec exec, CUstream stream, bool per_thread)
 {
-    struct vr_exec *e = cfg.mode == VR_MODE_OFF ? NULL : acquire(exec);
+    struct vr_exec *e = acquire(exec);
     if (!e) {
         vr_stat_inc(VR_C_launches);
         CUresult r = per_thread ? vr_real.cuGraphLaunch_ptsz(exec, stream)
@@ -849,7 +929,7 @@ static void reset_locked(struct vr_exec *e, CUgraph graph)
 
 int vr_exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo *info)
 {
-    struct vr_exec *e = cfg.mode == VR_MODE_OFF ? NULL : acquire(exec);
+    struct vr_exec *e = acquire(exec);
     CUresult r = vr_real.cuGraphExecUpdate_v2(exec, graph, info);
     if (e) {
         if (r == CUDA_SUCCESS)
@@ -861,7 +941,7 @@ int vr_exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo 
 
 void vr_exec_updated(CUgraphExec exec, CUgraph graph)
 {
-    struct vr_exec *e = cfg.mode == VR_MODE_OFF ? NULL : acquire(exec);
+    struct vr_exec *e = acquire(exec);
     if (e) {
         reset_locked(e, graph);
         vr_mutex_unlock(&e->lock);
@@ -874,7 +954,6 @@ int vr_exec_destroy(CUgraphExec exec)
     CUresult r = vr_real.cuGraphExecDestroy(exec);
     if (e) {
         vr_mutex_lock(&e->lock);
-        e->live = false;
         e->serial++;
         log_exec_event("exec_destroyed", e);
         free_contents(e);
@@ -903,15 +982,6 @@ static size_t snapshot(struct cached **out)
     vr_read_unlock(&table_lock);
     *out = v;
     return v ? k : 0;
-}
-
-static bool lock_if_same(const struct cached *c)
-{
-    vr_mutex_lock(&c->e->lock);
-    if (c->e->live && c->e->serial == c->serial)
-        return true;
-    vr_mutex_unlock(&c->e->lock);
-    return false;
 }
 
 void vr_exec_forget_alloc(uint64_t id, bool synced)
@@ -967,8 +1037,8 @@ void vr_exec_add_stats(struct varemap_stats *s)
         vr_mutex_unlock(&v[i].e->lock);
     }
     free(v);
-    s->setparams_seen += sum.seen;
-    s->setparams_skipped += sum.skipped;
+    s->setparams_seen += sum.seen + sum.absorbed;
+    s->setparams_skipped += sum.skipped + sum.absorbed;
     s->setparams_forwarded += sum.forwarded;
     s->launches += sum.launches;
     s->rebind_waits += sum.rebind_waits;
@@ -982,5 +1052,5 @@ void vr_exec_after_fork(void)
     for (size_t b = 0; b < VR_EXEC_BUCKETS; b++)
         for (struct vr_exec *e = buckets[b]; e; e = e->next)
             e->lock = (vr_mutex)VR_MUTEX_INIT;
-    last_exec = (struct cached){0};
+    memset(last_exec, 0, sizeof last_exec);
 }

@@ -38,8 +38,22 @@ void vr_exec_configure(const struct vr_config *cfg);
 /* After a successful instantiate: reads the graph and starts the profile. */
 void vr_exec_track(CUgraphExec exec, CUgraph graph);
 
-/* One SetParams through entry point `entry`; params is the program's struct. */
-int vr_exec_setparams(CUgraphExec exec, CUgraphNode node, enum vr_sp_entry entry, const void *params);
+/* One SetParams through entry point `entry`; params is the program's struct.
+ * One function per entry point, so the hook's constant picks it at compile
+ * time and the absorbed path does not test it. */
+int vr_exec_setparams_v1(CUgraphExec exec, CUgraphNode node, const void *params);
+int vr_exec_setparams_v2(CUgraphExec exec, CUgraphNode node, const void *params);
+int vr_exec_setparams_node(CUgraphExec exec, CUgraphNode node, const void *params);
+
+static inline int vr_exec_setparams(CUgraphExec exec, CUgraphNode node, enum vr_sp_entry entry,
+                                    const void *params)
+{
+    switch (entry) {
+    case VR_SP_V1: return vr_exec_setparams_v1(exec, node, params);
+    case VR_SP_V2: return vr_exec_setparams_v2(exec, node, params);
+    default: return vr_exec_setparams_node(exec, node, params);
+    }
+}
 
 int vr_exec_launch(CUgraphExec exec, CUstream stream, bool per_thread);
 

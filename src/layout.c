@@ -46,10 +46,32 @@ int vr_layout_build(const uint32_t *offset, const uint32_t *size, uint32_t npara
         if (offset[i] + size[i] > bytes)
             bytes = offset[i] + size[i];
     }
-    struct vr_layout *l = malloc(sizeof *l + (2 * (size_t)nparams + nwords) * sizeof(uint32_t));
+    /* Comparison units: whole 8-byte arguments, the 8-byte chunks of larger
+     * ones, whole 4-byte arguments, then whatever is left (< 8 bytes each). */
+    uint32_t nunits = 0;
+    for (uint32_t i = 0; i < nparams; i++)
+        nunits += size[i] == 4 ? 1 : size[i] / 8 + (size[i] % 8 != 0);
+    struct vr_layout *l = malloc(sizeof *l + nunits * sizeof(struct vr_arg) +
+                                 (2 * (size_t)nparams + nwords) * sizeof(uint32_t));
     if (!l)
         return -ENOMEM;
-    uint32_t *off = (uint32_t *)(l + 1), *sz = off + nparams, *words = sz + nparams;
+    struct vr_arg *args = (struct vr_arg *)(l + 1);
+    uint32_t *off = (uint32_t *)(args + nunits), *sz = off + nparams, *words = sz + nparams;
+    uint32_t na = 0, count[3] = {0, 0, 0};
+    for (uint32_t cls = 0; cls < 4; cls++)
+        for (uint32_t i = 0; i < nparams; i++) {
+            uint32_t sz8 = size[i] == 4 ? 0 : size[i] / 8 * 8;
+            if (cls == 0 && size[i] == 8)
+                args[na++] = (struct vr_arg){i, offset[i], 0, 8};
+            for (uint32_t k = 0; cls == 1 && size[i] > 8 && k < sz8; k += 8)
+                args[na++] = (struct vr_arg){i, offset[i] + k, k, 8};
+            if (cls == 2 && size[i] == 4)
+                args[na++] = (struct vr_arg){i, offset[i], 0, 4};
+            if (cls == 3 && size[i] != 4 && size[i] % 8)
+                args[na++] = (struct vr_arg){i, offset[i] + sz8, sz8, size[i] % 8};
+            if (cls < 3)
+                count[cls] = na;
+        }
     memcpy(off, offset, nparams * sizeof *off);
     memcpy(sz, size, nparams * sizeof *sz);
     uint32_t n = 0;
@@ -63,6 +85,10 @@ int vr_layout_build(const uint32_t *offset, const uint32_t *size, uint32_t npara
     l->offset = off;
     l->size = sz;
     l->words = words;
+    l->args = args;
+    l->end8 = args + count[1];
+    l->end4 = args + count[2];
+    l->end = args + nunits;
     *out = l;
     return 0;
 }
@@ -302,6 +328,15 @@ void vr_layout_pack(const struct vr_layout *l, void *const *kernelParams, uint8_
         default: memcpy(dst, kernelParams[i], l->size[i]); break;
         }
     }
+}
+
+bool vr_layout_equal_rest(const struct vr_layout *l, void *const *kernelParams,
+                          const uint8_t *buf, const struct vr_arg *a)
+{
+    for (; a != l->end; a++)
+        if (memcmp((const uint8_t *)kernelParams[a->index] + a->skew, buf + a->offset, a->size) != 0)
+            return false;
+    return true;
 }
 
 void vr_layout_point(const struct vr_layout *l, uint8_t *buf, void **params)

@@ -24,6 +24,12 @@
 #include <string.h>
 #include <cuda.h>
 
+/* A comparison unit: `size` bytes at byte `skew` of argument `index`, which
+ * lie at `offset` in a packed buffer. */
+struct vr_arg {
+    uint32_t index, offset, skew, size;
+};
+
 struct vr_layout {
     uint32_t nparams;
     uint32_t bytes;          /* end of the last argument */
@@ -31,6 +37,11 @@ struct vr_layout {
     const uint32_t *offset;  /* per argument */
     const uint32_t *size;    /* per argument */
     const uint32_t *words;   /* byte offsets of scanned words */
+    /* The arguments as comparison units, in vr_layout_equal's order: units
+     * of 8 bytes (whole arguments, then the chunks of larger ones) up to
+     * end8, whole 4-byte arguments up to end4, then the rest (under 8 bytes
+     * each) up to end. */
+    const struct vr_arg *args, *end8, *end4, *end;
 };
 
 /* Returns 0 and the cached layout of func (or of kern when func is NULL),
@@ -56,41 +67,49 @@ void vr_layout_free(struct vr_layout *l);
 /* Copies the arguments kernelParams[i] into buf at their offsets. */
 void vr_layout_pack(const struct vr_layout *l, void *const *kernelParams, uint8_t *buf);
 
-/* True when every argument kernelParams[i] equals its bytes in buf.
- * Inline, and pointer-sized arguments first: it decides every absorbed
- * SetParams. */
+/* The 8- and 4-byte units of kernelParams compared with buf: NULL at the
+ * first difference, else the first of the remaining units. Inline and
+ * call-free (a call would cost the absorbed path a stack frame). */
+static inline const struct vr_arg *vr_layout_equal_units(const struct vr_layout *l,
+                                                         void *const *kernelParams,
+                                                         const uint8_t *buf)
+{
+    const struct vr_arg *a = l->args;
+    for (; a != l->end8; a++) {
+        uint64_t x, y;
+        memcpy(&x, (const uint8_t *)kernelParams[a->index] + a->skew, 8);
+        memcpy(&y, buf + a->offset, 8);
+        if (x != y)
+            return NULL;
+    }
+    for (; a != l->end4; a++) {
+        uint32_t x, y;
+        memcpy(&x, kernelParams[a->index], 4);
+        memcpy(&y, buf + a->offset, 4);
+        if (x != y)
+            return NULL;
+    }
+    return a;
+}
+
+/* Whether the units from `a` on (each under 8 bytes) are equal. */
+bool vr_layout_equal_rest(const struct vr_layout *l, void *const *kernelParams,
+                          const uint8_t *buf, const struct vr_arg *a);
+
+/* True when every argument kernelParams[i] equals its bytes in buf. */
 static inline bool vr_layout_equal(const struct vr_layout *l, void *const *kernelParams,
                                    const uint8_t *buf)
 {
-    for (uint32_t i = 0; i < l->nparams; i++) {
-        const uint8_t *have = buf + l->offset[i];
-        const uint8_t *arg = (const uint8_t *)kernelParams[i];
-        uint32_t size = l->size[i];
-        if (size == 8) {
-            uint64_t a, b;
-            memcpy(&a, arg, 8);
-            memcpy(&b, have, 8);
-            if (a != b)
-                return false;
-        } else if (size == 4) {
-            uint32_t a, b;
-            memcpy(&a, arg, 4);
-            memcpy(&b, have, 4);
-            if (a != b)
-                return false;
-        } else {
-            for (uint32_t k = 0; k + 8 <= size; k += 8) {
-                uint64_t a, b;
-                memcpy(&a, arg + k, 8);
-                memcpy(&b, have + k, 8);
-                if (a != b)
-                    return false;
-            }
-            if (size % 8 && memcmp(arg + size - size % 8, have + size - size % 8, size % 8) != 0)
-                return false;
-        }
-    }
-    return true;
+    const struct vr_arg *a = vr_layout_equal_units(l, kernelParams, buf);
+    return a && (a == l->end || vr_layout_equal_rest(l, kernelParams, buf, a));
+}
+
+/* vr_layout_equal without the odd-sized units: false when there are any
+ * (the caller then asks vr_layout_equal). */
+static inline bool vr_layout_equal_fast(const struct vr_layout *l, void *const *kernelParams,
+                                        const uint8_t *buf)
+{
+    return vr_layout_equal_units(l, kernelParams, buf) == l->end;
 }
 
 /* Points params[i] at the arguments inside buf. */

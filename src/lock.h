@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -31,12 +32,10 @@ static inline void vr_futex(_Atomic int *addr, int op, int val)
     errno = saved;
 }
 
-static inline void vr_mutex_lock(vr_mutex *m)
+/* The contended halves, out of line: the fast paths stay call-free, so a
+ * caller needs no stack frame for them. */
+static __attribute__((noinline, cold, unused)) void vr_mutex_wait(vr_mutex *m, int c)
 {
-    int c = 0;
-    if (atomic_compare_exchange_strong_explicit(&m->state, &c, 1, memory_order_acquire,
-                                                memory_order_relaxed))
-        return;
     if (c != 2)
         c = atomic_exchange_explicit(&m->state, 2, memory_order_acquire);
     while (c != 0) {
@@ -45,10 +44,31 @@ static inline void vr_mutex_lock(vr_mutex *m)
     }
 }
 
+static __attribute__((noinline, cold, unused)) void vr_mutex_wake(vr_mutex *m)
+{
+    vr_futex(&m->state, FUTEX_WAKE_PRIVATE, 1);
+}
+
+/* True when m was free and is now held by the caller. */
+static inline bool vr_mutex_trylock(vr_mutex *m)
+{
+    int c = 0;
+    return atomic_compare_exchange_strong_explicit(&m->state, &c, 1, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
+
+static inline void vr_mutex_lock(vr_mutex *m)
+{
+    int c = 0;
+    if (!atomic_compare_exchange_strong_explicit(&m->state, &c, 1, memory_order_acquire,
+                                                 memory_order_relaxed))
+        vr_mutex_wait(m, c);
+}
+
 static inline void vr_mutex_unlock(vr_mutex *m)
 {
     if (atomic_exchange_explicit(&m->state, 0, memory_order_release) == 2)
-        vr_futex(&m->state, FUTEX_WAKE_PRIVATE, 1);
+        vr_mutex_wake(m);
 }
 
 typedef struct {

@@ -211,6 +211,8 @@ int vr_nodes_read(struct vr_nodes *ns, CUgraph graph)
         ns->hvals[h] = (uint32_t)i;
     }
     ns->n = count;
+    if (count == 0)
+        ns->v[0].handle = (CUgraphNode)(void *)ns; /* never a node of the program's */
     free(all);
     index_words(ns);
     return 0;

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <cuda.h>
 
 #include "layout.h"
@@ -34,6 +35,7 @@ struct vr_node {
     uint8_t *intended;
     uint8_t *installed;
     uint32_t word0;                 /* index of the node's first scanned word */
+    uint32_t next;                  /* the node the program updated after this one, last time */
 };
 
 struct vr_nodes {
@@ -44,6 +46,7 @@ struct vr_nodes {
     CUgraphNode *hkeys;             /* handle -> index, open addressing */
     uint32_t *hvals;
     size_t hmask;
+    uint32_t last;                  /* the node found last */
 };
 
 /* A SetParams struct as the shim reads it. */
@@ -66,17 +69,36 @@ int vr_nodes_refresh(struct vr_nodes *ns, CUgraph graph);
 
 void vr_nodes_free(struct vr_nodes *ns);
 
-static inline struct vr_node *vr_nodes_find(const struct vr_nodes *ns, CUgraphNode h)
+/* The node of handle h (NULL: none), by its hash; remembers it as the one
+ * that follows the node found before it. */
+static inline struct vr_node *vr_nodes_find(struct vr_nodes *ns, CUgraphNode h)
 {
     if (!ns->hkeys || !h)
         return NULL;
     uintptr_t k = (uintptr_t)h;
     for (size_t i = (size_t)((k >> 4) ^ (k >> 17)) & ns->hmask;; i = (i + 1) & ns->hmask) {
-        if (ns->hkeys[i] == h)
-            return &ns->v[ns->hvals[i]];
+        if (ns->hkeys[i] == h) {
+            ns->v[ns->last].next = ns->hvals[i];
+            ns->last = ns->hvals[i];
+            return &ns->v[ns->last];
+        }
         if (!ns->hkeys[i])
             return NULL;
     }
+}
+
+/* The node of handle h when it is the one that followed the node found
+ * last, last time (programs update nodes in the same order every step);
+ * NULL otherwise, then ask vr_nodes_find. Needs ns read successfully (a
+ * graph without kernel nodes has one placeholder whose handle no program
+ * passes). */
+static inline struct vr_node *vr_nodes_next(struct vr_nodes *ns, CUgraphNode h)
+{
+    uint32_t i = ns->v[ns->last].next;
+    if (ns->v[i].handle != h)
+        return NULL;
+    ns->last = i;
+    return &ns->v[i];
 }
 
 void vr_node_make_opaque(struct vr_nodes *ns, struct vr_node *n);
@@ -104,6 +126,21 @@ static inline bool vr_same_function(const struct vr_fields *a, const struct vr_f
 }
 
 bool vr_same_fields(const struct vr_fields *a, const struct vr_fields *b);
+
+static inline uint64_t vr_load_u64(const void *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* The seven launch-shape words of a params struct (from &gridDimX) equal
+ * dims: three 8-byte compares and one 4-byte, no call. */
+static inline bool vr_dims_equal(const unsigned *p, const unsigned *dims)
+{
+    return ((vr_load_u64(p) ^ vr_load_u64(dims)) | (vr_load_u64(p + 2) ^ vr_load_u64(dims + 2)) |
+            (vr_load_u64(p + 4) ^ vr_load_u64(dims + 4)) | (uint64_t)(p[6] ^ dims[6])) == 0;
+}
 
 /* The program's struct through its own entry point. */
 CUresult vr_forward_raw(CUgraphExec exec, CUgraphNode node, enum vr_sp_entry entry,
