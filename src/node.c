@@ -95,11 +95,9 @@ void vr_node_make_opaque(struct vr_nodes *ns, struct vr_node *n)
 
 void vr_nodes_free(struct vr_nodes *ns)
 {
-    for (size_t i = 0; i < ns->n; i++)
-        free(ns->v[i].intended);
     free(ns->v);
-    free(ns->hkeys);
-    free(ns->hvals);
+    free(ns->shadows);
+    free(ns->hidx);
     memset(ns, 0, sizeof *ns);
 }
 
@@ -130,13 +128,14 @@ static int kernel_nodes(CUgraph graph, CUgraphNode **out, size_t *count)
     return 0;
 }
 
-/* Loads node n's fields and both shadows from the graph node g. A node
- * whose arguments cannot be read ends opaque. */
-static void load(struct vr_node *n, CUgraphNode g)
+/* Loads node n's fields from the graph node g and packs its arguments at
+ * *used in *buf (grown as needed; n->intended holds the offset until
+ * place() turns it into a pointer). A node whose arguments cannot be read
+ * ends opaque. */
+static void load(struct vr_node *n, CUgraphNode g, uint8_t **buf, size_t *cap, size_t *used)
 {
     CUDA_KERNEL_NODE_PARAMS_v2 p = {0};
     const struct vr_layout *l = NULL;
-    free(n->intended);
     n->intended = n->installed = NULL;
     n->layout = NULL;
     if (vr_real.cuGraphKernelNodeGetParams_v2(g, &p) != CUDA_SUCCESS)
@@ -147,14 +146,61 @@ static void load(struct vr_node *n, CUgraphNode g)
     memcpy(n->f.dims, &p.gridDimX, VR_DIMS_BYTES);
     if (p.extra || vr_layout_get(p.func, p.kern, &l) != 0 || (l->nparams && !p.kernelParams))
         return;
-    size_t bytes = l->bytes ? l->bytes : 1;
-    n->intended = calloc(2, bytes);
-    if (!n->intended)
-        return;
-    n->installed = n->intended + bytes;
-    vr_layout_pack(l, p.kernelParams, n->intended);
-    memcpy(n->installed, n->intended, l->bytes);
+    size_t bytes = ((size_t)l->bytes + 7) & ~(size_t)7; /* words stay 8-byte aligned */
+    if (*used + bytes > *cap) {
+        size_t want = *cap ? *cap : 4096;
+        while (want < *used + bytes)
+            want *= 2;
+        uint8_t *grown = realloc(*buf, want);
+        if (!grown)
+            return;
+        *buf = grown;
+        *cap = want;
+    }
+    vr_layout_pack(l, p.kernelParams, *buf + *used);
+    n->intended = (uint8_t *)(uintptr_t)*used;
+    *used += bytes;
     n->layout = l;
+}
+
+/* One allocation for every node's two shadows, both as loaded: the
+ * intended halves first, then the installed ones. */
+static int place(struct vr_nodes *ns, uint8_t *buf, size_t used)
+{
+    uint8_t *arena = malloc(used ? 2 * used : 1);
+    if (!arena)
+        return -ENOMEM;
+    if (used) {
+        memcpy(arena, buf, used);
+        memcpy(arena + used, buf, used);
+    }
+    for (size_t i = 0; i < ns->n; i++) {
+        struct vr_node *n = &ns->v[i];
+        if (!n->layout)
+            continue;
+        size_t off = (size_t)(uintptr_t)n->intended;
+        n->intended = arena + off;
+        n->installed = arena + used + off;
+    }
+    free(ns->shadows);
+    ns->shadows = arena;
+    return 0;
+}
+
+/* Loads every node from the graph's nodes `all`; on failure the nodes are
+ * opaque and the old shadows kept. */
+static int load_all(struct vr_nodes *ns, CUgraphNode *all)
+{
+    uint8_t *buf = NULL;
+    size_t cap = 0, used = 0;
+    for (size_t i = 0; i < ns->n; i++)
+        load(&ns->v[i], all[i], &buf, &cap, &used);
+    int rc = place(ns, buf, used);
+    free(buf);
+    if (rc != 0)
+        for (size_t i = 0; i < ns->n; i++)
+            ns->v[i].layout = NULL;
+    return rc;
 }
 
 /* Word indices and scratch sizes follow the layouts. */
@@ -187,33 +233,41 @@ int vr_nodes_read(struct vr_nodes *ns, CUgraph graph)
     int rc = kernel_nodes(graph, &all, &count);
     if (rc != 0)
         return rc;
+    if (count >= UINT32_MAX) {
+        free(all);
+        return -ENOMEM;
+    }
+    /* Load factor at most 3/4: the hash is only the fallback of the
+     * learned order (vr_nodes_next), so it is kept small. */
     size_t hcap = 16;
-    while (hcap < count * 2)
+    while (hcap * 3 < count * 4)
         hcap *= 2;
     ns->v = calloc(count ? count : 1, sizeof *ns->v);
-    ns->hkeys = calloc(hcap, sizeof *ns->hkeys);
-    ns->hvals = calloc(hcap, sizeof *ns->hvals);
+    ns->hidx = malloc(hcap * sizeof *ns->hidx);
     ns->hmask = hcap - 1;
-    if (!ns->v || !ns->hkeys || !ns->hvals) {
+    if (!ns->v || !ns->hidx) {
         free(all);
         vr_nodes_free(ns);
         return -ENOMEM;
     }
+    memset(ns->hidx, 0xff, hcap * sizeof *ns->hidx);
+    ns->n = count;
     for (size_t i = 0; i < count; i++) {
         struct vr_node *n = &ns->v[i];
         n->handle = all[i];
-        load(n, all[i]);
-        uintptr_t k = (uintptr_t)n->handle;
-        size_t h = (size_t)((k >> 4) ^ (k >> 17)) & ns->hmask;
-        while (ns->hkeys[h])
+        size_t h = vr_node_hash(n->handle, ns->hmask);
+        while (ns->hidx[h] != UINT32_MAX)
             h = (h + 1) & ns->hmask;
-        ns->hkeys[h] = n->handle;
-        ns->hvals[h] = (uint32_t)i;
+        ns->hidx[h] = (uint32_t)i;
     }
-    ns->n = count;
     if (count == 0)
         ns->v[0].handle = (CUgraphNode)(void *)ns; /* never a node of the program's */
+    rc = load_all(ns, all);
     free(all);
+    if (rc != 0) {
+        vr_nodes_free(ns);
+        return rc;
+    }
     index_words(ns);
     return 0;
 }
@@ -230,9 +284,8 @@ int vr_nodes_refresh(struct vr_nodes *ns, CUgraph graph)
         return -EINVAL;
     }
     /* Our handles stay: only what they hold changes. */
-    for (size_t i = 0; i < count; i++)
-        load(&ns->v[i], all[i]);
+    rc = load_all(ns, all);
     free(all);
     index_words(ns);
-    return 0;
+    return rc;
 }

@@ -43,8 +43,8 @@ struct vr_nodes {
     size_t n, nopaque;
     size_t nwords;                  /* scanned words over all nodes */
     size_t max_bytes, max_params;
-    CUgraphNode *hkeys;             /* handle -> index, open addressing */
-    uint32_t *hvals;
+    uint8_t *shadows;               /* every node's intended and installed bytes */
+    uint32_t *hidx;                 /* handle -> index, open addressing, UINT32_MAX: empty */
     size_t hmask;
     uint32_t last;                  /* the node found last */
 };
@@ -69,21 +69,27 @@ int vr_nodes_refresh(struct vr_nodes *ns, CUgraph graph);
 
 void vr_nodes_free(struct vr_nodes *ns);
 
+static inline size_t vr_node_hash(CUgraphNode h, size_t mask)
+{
+    uintptr_t k = (uintptr_t)h;
+    return (size_t)((k >> 4) ^ (k >> 17)) & mask;
+}
+
 /* The node of handle h (NULL: none), by its hash; remembers it as the one
  * that follows the node found before it. */
 static inline struct vr_node *vr_nodes_find(struct vr_nodes *ns, CUgraphNode h)
 {
-    if (!ns->hkeys || !h)
+    if (!ns->hidx || !h)
         return NULL;
-    uintptr_t k = (uintptr_t)h;
-    for (size_t i = (size_t)((k >> 4) ^ (k >> 17)) & ns->hmask;; i = (i + 1) & ns->hmask) {
-        if (ns->hkeys[i] == h) {
-            ns->v[ns->last].next = ns->hvals[i];
-            ns->last = ns->hvals[i];
-            return &ns->v[ns->last];
-        }
-        if (!ns->hkeys[i])
+    for (size_t i = vr_node_hash(h, ns->hmask);; i = (i + 1) & ns->hmask) {
+        uint32_t x = ns->hidx[i];
+        if (x == UINT32_MAX)
             return NULL;
+        if (ns->v[x].handle == h) {
+            ns->v[ns->last].next = x;
+            ns->last = x;
+            return &ns->v[x];
+        }
     }
 }
 
