@@ -74,6 +74,9 @@ static const char *const pattern_names[NPATTERN] = { "stable",  "rebind",   "rea
 enum kmix { KM_MIX, KM_SCALE, KM_STRUCT, NKMIX };
 static const char *const kmix_names[NKMIX] = { "mix", "scale", "struct" };
 
+enum order { O_FORWARD, O_REVERSE, O_SHUFFLE, NORDER };
+static const char *const order_names[NORDER] = { "forward", "reverse", "shuffle" };
+
 enum api { API_V2, API_V1, API_NODE, NAPI };
 static const char *const api_names[NAPI] = { "v2", "v1", "node" };
 static const char *const api_syms[NAPI] = {
@@ -114,6 +117,7 @@ struct opts {
     enum pattern pattern;
     enum kmix kmix;
     enum api api;
+    enum order order;
     unsigned nodes, buffers, steps, warmup, k, sync_every, fan, pool, period;
     unsigned long long seed;
     size_t bytes, elems;
@@ -135,8 +139,9 @@ static struct {
      * (fanout: M members, periodic: P; churn: the previous generation) */
     CUdeviceptr *fan, *pool, *prev;
     unsigned *member;
-    uint64_t rng;
+    uint64_t rng, order_rng;
     struct node *nodes;
+    unsigned *order; /* the order of this step's SetParams calls */
     unsigned grid, block;
     int (*stats)(struct varemap_stats *);
     /* calls this program made during the timed steps */
@@ -189,9 +194,11 @@ static _Noreturn void usage(void)
             "  [--nodes N] [--buffers Bs] [--fan B] [--pool M] [--period P] [--seed S]\n"
             "  [--steps S] [--warmup W] [--k K] [--bytes N] [--elems N]\n"
             "  [--kernel mix|scale|struct] [--api v2|v1|node] [--sync-every K] [--ptx PATH]\n"
+            "  [--order forward|reverse|shuffle]\n"
             "defaults: stable, 1000 nodes, 16 buffers, fan 8, pool 4, period 3, seed 1,\n"
             "  200 steps, warmup 10, k 10, bytes 1M, elems 256, kernel mix, api v2,\n"
-            "  sync-every 0 (only after the last step)\n",
+            "  sync-every 0 (only after the last step), order forward (shuffle: a new\n"
+            "  random order of the SetParams calls every step)\n",
             prog);
     exit(2);
 }
@@ -244,6 +251,8 @@ static void parse(int argc, char **argv, struct opts *o)
             o->kmix = (enum kmix)pick(v, kmix_names, NKMIX);
         else if (!strcmp(a, "--api"))
             o->api = (enum api)pick(v, api_names, NAPI);
+        else if (!strcmp(a, "--order"))
+            o->order = (enum order)pick(v, order_names, NORDER);
         else if (!strcmp(a, "--nodes"))
             o->nodes = (unsigned)parse_num(v, 1000000);
         else if (!strcmp(a, "--buffers"))
@@ -712,7 +721,11 @@ int main(int argc, char **argv)
     G.pool = calloc(fan_arrays() + 1, sizeof *G.pool);
     G.warm_ns = calloc(o->warmup + 1, sizeof *G.warm_ns);
     G.rng = o->seed;
-    if (!G.w || !G.nodes || !G.fan || !G.prev || !G.member || !G.pool || !G.warm_ns)
+    G.order_rng = o->seed ^ 0x5bd1e995u;
+    G.order = calloc(o->nodes, sizeof *G.order);
+    for (unsigned i = 0; G.order && i < o->nodes; i++)
+        G.order[i] = o->order == O_REVERSE ? o->nodes - 1 - i : i;
+    if (!G.order || !G.w || !G.nodes || !G.fan || !G.prev || !G.member || !G.pool || !G.warm_ns)
         die("out of memory");
     for (unsigned b = 0; b < o->buffers; b++)
         G.w[b] = alloc_filled(0.01f * (float)(b + 1));
@@ -764,9 +777,14 @@ int main(int argc, char **argv)
             }
         }
         CK(cuMemsetD32Async(G.x, bits(x_value(step)), o->elems, G.stream));
+        for (unsigned i = o->nodes - 1; o->order == O_SHUFFLE && i > 0; i--) {
+            unsigned j = (unsigned)(next_rand(&G.order_rng) % (i + 1)), t = G.order[i];
+            G.order[i] = G.order[j];
+            G.order[j] = t;
+        }
         uint64_t t1 = now_ns();
         for (unsigned i = 0; i < o->nodes; i++)
-            set_params(&G.nodes[i], step);
+            set_params(&G.nodes[G.order[i]], step);
         uint64_t t2 = now_ns();
         CK(cuGraphLaunch(G.exec, G.stream));
         uint64_t t3 = now_ns();
@@ -858,11 +876,11 @@ int main(int argc, char **argv)
            "(max relative error %.3g)\n",
            ck, sum, G.stats ? "loaded" : "absent", verified ? "matches" : "DIFFERS", max_err);
 
-    printf("{\"pattern\": \"%s\", \"kernel\": \"%s\", \"api\": \"%s\", \"nodes\": %u, "
-           "\"buffers\": %u, \"steps\": %u, \"warmup\": %u, \"timed_steps\": %u, \"k\": %u, "
+    printf("{\"pattern\": \"%s\", \"kernel\": \"%s\", \"api\": \"%s\", \"order\": \"%s\", "
+           "\"nodes\": %u, \"buffers\": %u, \"steps\": %u, \"warmup\": %u, \"timed_steps\": %u, \"k\": %u, "
            "\"bytes\": %zu, \"elems\": %zu, \"sync_every\": %u, ",
-           pattern_names[o->pattern], kmix_names[o->kmix], api_names[o->api], o->nodes,
-           o->buffers, o->steps, o->warmup, timed, o->k, o->bytes, o->elems, o->sync_every);
+           pattern_names[o->pattern], kmix_names[o->kmix], api_names[o->api],
+           order_names[o->order], o->nodes, o->buffers, o->steps, o->warmup, timed, o->k, o->bytes, o->elems, o->sync_every);
     if (fan_pattern())
         printf("\"fan\": %u, \"pool\": %u, \"seed\": %llu, ", o->fan, pool_size(), o->seed);
     printf("\"process_cpu_ns_per_step\": %.1f, \"heap_bytes\": %lld, \"live_bytes\": %zu, "
