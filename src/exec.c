@@ -404,7 +404,7 @@ static void free_contents(struct vr_exec *e)
 static void restart(struct vr_exec *e)
 {
     e->state = cfg.mode == VR_MODE_DEDUP || atomic_load(&degraded) ? ST_DEDUP : ST_PROFILING;
-    if (e->state == ST_PROFILING && vr_profile_new(&e->prof, e->ns.nwords) != 0)
+    if (e->state == ST_PROFILING && vr_profile_new(&e->prof, e->ns.nwords, e->ns.n) != 0)
         e->state = ST_DEDUP;
 }
 
@@ -530,6 +530,15 @@ static void translate_node(struct vr_exec *e, const struct vr_node *n, const uin
 
 /* ---- SetParams --------------------------------------------------------- */
 
+/* The program's new arguments (in scratch) become what it intends; a
+ * profile reads the node again at its next launch. */
+static void set_intended(struct vr_exec *e, struct vr_node *n)
+{
+    memcpy(n->intended, e->scratch, n->layout->bytes);
+    if (e->prof)
+        vr_profile_touch(e->prof, (size_t)(n - e->ns.v));
+}
+
 static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node,
                           enum vr_sp_entry entry, const void *params)
 {
@@ -562,7 +571,7 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
     if (cfg.mode == VR_MODE_OBSERVE) {
         r = vr_forward_raw(e->handle, node, entry, params);
         if (r == CUDA_SUCCESS) {
-            memcpy(n->intended, e->scratch, l->bytes);
+            set_intended(e, n);
             memcpy(n->installed, e->scratch, l->bytes);
             n->f = c.f;
         }
@@ -578,7 +587,7 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
         send = e->xlat;
     }
     if (same && memcmp(send, n->installed, l->bytes) == 0) {
-        memcpy(n->intended, e->scratch, l->bytes);
+        set_intended(e, n);
         goto skip;
     }
     vr_layout_point(l, (uint8_t *)send, e->kp);
@@ -588,7 +597,7 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
         vr_cost_note(VR_COST_SETPARAMS, t0);
     note_forward(e, n, same ? "arguments" : "shape");
     if (r == CUDA_SUCCESS) {
-        memcpy(n->intended, e->scratch, l->bytes);
+        set_intended(e, n);
         memcpy(n->installed, send, l->bytes);
         n->f = c.f;
     }

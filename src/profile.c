@@ -13,9 +13,12 @@ struct vr_profile {
     size_t nwords;
     unsigned launches;
     uint64_t *val, *id, *base; /* per word: first value, its allocation (0: none or moved) */
+    uint32_t *dirty;           /* nodes whose intended words changed since the last launch */
+    size_t ndirty;
+    uint8_t *marked;           /* bit per node: listed in dirty */
 };
 
-int vr_profile_new(struct vr_profile **out, size_t nwords)
+int vr_profile_new(struct vr_profile **out, size_t nwords, size_t nnodes)
 {
     struct vr_profile *p = calloc(1, sizeof *p);
     size_t n = nwords ? nwords : 1;
@@ -25,7 +28,9 @@ int vr_profile_new(struct vr_profile **out, size_t nwords)
     p->val = calloc(n, sizeof *p->val);
     p->id = calloc(n, sizeof *p->id);
     p->base = calloc(n, sizeof *p->base);
-    if (!p->val || !p->id || !p->base) {
+    p->dirty = calloc(nnodes ? nnodes : 1, sizeof *p->dirty);
+    p->marked = calloc(nnodes / 8 + 1, 1);
+    if (!p->val || !p->id || !p->base || !p->dirty || !p->marked) {
         vr_profile_free(p);
         return -ENOMEM;
     }
@@ -40,7 +45,18 @@ void vr_profile_free(struct vr_profile *p)
     free(p->val);
     free(p->id);
     free(p->base);
+    free(p->dirty);
+    free(p->marked);
     free(p);
+}
+
+void vr_profile_touch(struct vr_profile *p, size_t node)
+{
+    uint8_t bit = (uint8_t)(1u << (node % 8));
+    if (p->marked[node / 8] & bit)
+        return;
+    p->marked[node / 8] |= bit;
+    p->dirty[p->ndirty++] = (uint32_t)node;
 }
 
 unsigned vr_profile_launches(const struct vr_profile *p)
@@ -59,28 +75,42 @@ uint64_t vr_profile_alloc_of(uint64_t word, uint64_t *base)
     return 0;
 }
 
-void vr_profile_observe(struct vr_profile *p, const struct vr_nodes *ns)
+static void observe_node(struct vr_profile *p, const struct vr_node *n, bool first)
 {
-    bool first = p->launches == 0;
-    for (size_t i = 0; i < ns->n; i++) {
-        const struct vr_node *n = &ns->v[i];
-        if (!n->layout)
+    if (!n->layout)
+        return;
+    for (uint32_t k = 0; k < n->layout->nwords; k++) {
+        size_t w = n->word0 + k;
+        if (!first && !p->id[w])
             continue;
-        for (uint32_t k = 0; k < n->layout->nwords; k++) {
-            size_t w = n->word0 + k;
-            if (!first && !p->id[w])
-                continue;
-            uint64_t v = vr_load_word(n->intended + n->layout->words[k]);
-            uint64_t base = 0, id = vr_profile_alloc_of(v, &base);
-            if (first) {
-                p->val[w] = v;
-                p->id[w] = id;
-                p->base[w] = base;
-            } else if (p->val[w] != v || p->id[w] != id) {
-                p->id[w] = 0;
-            }
+        uint64_t v = vr_load_word(n->intended + n->layout->words[k]);
+        uint64_t base = 0, id = vr_profile_alloc_of(v, &base);
+        if (first) {
+            p->val[w] = v;
+            p->id[w] = id;
+            p->base[w] = base;
+        } else if (p->val[w] != v || p->id[w] != id) {
+            p->id[w] = 0;
         }
     }
+}
+
+/* The first launch reads every node; later ones only the nodes the program
+ * changed since (the others hold the words already compared): a profile
+ * launch costs O(changed nodes). */
+void vr_profile_observe(struct vr_profile *p, const struct vr_nodes *ns)
+{
+    if (p->launches == 0) {
+        for (size_t i = 0; i < ns->n; i++)
+            observe_node(p, &ns->v[i], true);
+    } else {
+        for (size_t i = 0; i < p->ndirty; i++)
+            if (p->dirty[i] < ns->n)
+                observe_node(p, &ns->v[p->dirty[i]], false);
+    }
+    for (size_t i = 0; i < p->ndirty; i++)
+        p->marked[p->dirty[i] / 8] = 0;
+    p->ndirty = 0;
     p->launches++;
 }
 

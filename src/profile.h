@@ -2,7 +2,10 @@
  *
  * Every scanned argument word is observed at each successful profile launch.
  * A word that held the same value every time and pointed into (or exactly at
- * the end of) the same tracked allocation every time is an *anchor*. The
+ * the end of) the same tracked allocation every time is an *anchor*. Only
+ * the nodes the program touched are read again at later launches; an
+ * allocation freed and made again at the same address meanwhile is caught
+ * at the decision (verdict `freed`). The
  * allocations holding anchors are the candidates; each is selected or
  * rejected with a reason, the selected ones get slots of one reservation,
  * and the decision is logged (`profile_decision`). The profile's arrays are
@@ -22,11 +25,16 @@
 
 struct vr_profile;
 
-int vr_profile_new(struct vr_profile **out, size_t nwords);
+int vr_profile_new(struct vr_profile **out, size_t nwords, size_t nnodes);
 void vr_profile_free(struct vr_profile *p);
 unsigned vr_profile_launches(const struct vr_profile *p);
 
-/* One successful launch: reads every node's intended words. */
+/* The program changed node `node`'s intended words (index into the exec's
+ * nodes): the next launch reads them again. */
+void vr_profile_touch(struct vr_profile *p, size_t node);
+
+/* One successful launch: reads every node's intended words the first time,
+ * then those of the touched nodes. */
 void vr_profile_observe(struct vr_profile *p, const struct vr_nodes *ns);
 
 struct vr_decision {
