@@ -86,7 +86,8 @@ static inline struct vr_node *vr_nodes_find(struct vr_nodes *ns, CUgraphNode h)
         if (x == UINT32_MAX)
             return NULL;
         if (ns->v[x].handle == h) {
-            ns->v[ns->last].next = x;
+            if (ns->last != x) /* x may have been guessed (vr_nodes_next) already */
+                ns->v[ns->last].next = x;
             ns->last = x;
             return &ns->v[x];
         }
