@@ -84,7 +84,11 @@ struct cached {
  * recycling), so a matching serial under the record's lock proves the entry
  * current. */
 #define VR_EXEC_CACHED 4
-static _Thread_local struct cached last_exec[VR_EXEC_CACHED];
+
+/* What the first entry points at before any exec: never current (its serial
+ * is no cached one's), so the absorbed path needs no NULL test. */
+static struct vr_exec nobody = {.serial = UINT64_MAX};
+static _Thread_local struct cached last_exec[VR_EXEC_CACHED] = {{NULL, &nobody, 0}};
 
 static size_t bucket_of(const void *h)
 {
@@ -126,8 +130,11 @@ static __attribute__((noinline)) struct vr_exec *acquire_slow(CUgraphExec h)
             return NULL;
         i = VR_EXEC_CACHED - 1;
     }
-    memmove(&last_exec[1], &last_exec[0], i * sizeof last_exec[0]);
-    last_exec[0] = c;
+    /* Observe mode never absorbs: its execs stay out of the first entry,
+     * the absorbed path's, which then needs no test of the mode. */
+    size_t front = cfg.mode == VR_MODE_OBSERVE;
+    memmove(&last_exec[front + 1], &last_exec[front], (i - front) * sizeof last_exec[0]);
+    last_exec[front] = c;
     return c.e;
 }
 
@@ -657,15 +664,15 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
  * the last one updated, one compare with what the program last asked for.
  * No global atomic, no call, no allocation; anything else (another exec or
  * node order, a busy lock, a change) goes to setparams_rest. Observe mode
- * never absorbs. */
+ * never gets here (acquire_slow keeps its execs out of the first entry). */
 static inline __attribute__((always_inline)) int setparams(CUgraphExec exec, CUgraphNode node,
                                                            enum vr_sp_entry entry,
                                                            const void *params)
 {
     struct vr_exec *e = last_exec[0].e;
-    if (__builtin_expect(last_exec[0].handle != exec || !e || !vr_mutex_trylock(&e->lock), 0))
+    if (__builtin_expect(last_exec[0].handle != exec || !vr_mutex_trylock(&e->lock), 0))
         return setparams_rest(exec, node, entry, params, NULL);
-    if (__builtin_expect(e->serial != last_exec[0].serial || cfg.mode == VR_MODE_OBSERVE, 0))
+    if (__builtin_expect(e->serial != last_exec[0].serial, 0))
         return setparams_rest(exec, node, entry, params, e);
     struct vr_node *n = vr_nodes_next(&e->ns, node);
     if (__builtin_expect(!n || !absorbable(n, entry, params, true), 0))
@@ -1062,4 +1069,6 @@ void vr_exec_after_fork(void)
         for (struct vr_exec *e = buckets[b]; e; e = e->next)
             e->lock = (vr_mutex)VR_MUTEX_INIT;
     memset(last_exec, 0, sizeof last_exec);
+    last_exec[0].e = &nobody;
+    nobody.lock = (vr_mutex)VR_MUTEX_INIT;
 }

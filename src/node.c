@@ -262,6 +262,7 @@ int vr_nodes_read(struct vr_nodes *ns, CUgraph graph)
     }
     if (count == 0)
         ns->v[0].handle = (CUgraphNode)(void *)ns; /* never a node of the program's */
+    ns->cur = &ns->v[0];
     rc = load_all(ns, all);
     free(all);
     if (rc != 0) {

@@ -46,7 +46,7 @@ struct vr_nodes {
     uint8_t *shadows;               /* every node's intended and installed bytes */
     uint32_t *hidx;                 /* handle -> index, open addressing, UINT32_MAX: empty */
     size_t hmask;
-    uint32_t last;                  /* the node found last */
+    struct vr_node *cur;            /* the node found last (v[0] before any) */
 };
 
 /* A SetParams struct as the shim reads it. */
@@ -86,10 +86,10 @@ static inline struct vr_node *vr_nodes_find(struct vr_nodes *ns, CUgraphNode h)
         if (x == UINT32_MAX)
             return NULL;
         if (ns->v[x].handle == h) {
-            if (ns->last != x) /* x may have been guessed (vr_nodes_next) already */
-                ns->v[ns->last].next = x;
-            ns->last = x;
-            return &ns->v[x];
+            if (ns->cur != &ns->v[x]) /* x may have been guessed (vr_nodes_next) already */
+                ns->cur->next = x;
+            ns->cur = &ns->v[x];
+            return ns->cur;
         }
     }
 }
@@ -101,11 +101,11 @@ static inline struct vr_node *vr_nodes_find(struct vr_nodes *ns, CUgraphNode h)
  * passes). */
 static inline struct vr_node *vr_nodes_next(struct vr_nodes *ns, CUgraphNode h)
 {
-    uint32_t i = ns->v[ns->last].next;
-    if (ns->v[i].handle != h)
+    struct vr_node *n = &ns->v[ns->cur->next];
+    if (n->handle != h)
         return NULL;
-    ns->last = i;
-    return &ns->v[i];
+    ns->cur = n;
+    return n;
 }
 
 void vr_node_make_opaque(struct vr_nodes *ns, struct vr_node *n);
