@@ -157,6 +157,7 @@ static void load(struct vr_node *n, CUgraphNode g, uint8_t **buf, size_t *cap, s
         *buf = grown;
         *cap = want;
     }
+    memset(*buf + *used, 0, bytes); /* padding between arguments compares equal */
     vr_layout_pack(l, p.kernelParams, *buf + *used);
     n->intended = (uint8_t *)(uintptr_t)*used;
     *used += bytes;
