@@ -64,6 +64,54 @@ Test(layout, pack_and_point_round_trip)
     vr_layout_free(l);
 }
 
+/* Every argument size the absorbed path meets: 8 and 4 bytes, a struct of
+ * 32 (four 8-byte units), 12 (a unit and a 4-byte rest), 2 and 1 (rests),
+ * and a zero-sized argument. */
+Test(layout, equal_sees_every_byte_of_every_argument_and_no_padding)
+{
+    const uint32_t off[] = {0, 8, 16, 48, 64, 68, 72, 80}, size[] = {8, 4, 32, 12, 2, 1, 0, 8};
+    struct vr_layout *l = build(off, size, 8);
+    uint64_t a = 0x1111222233334444u, h = 7;
+    uint32_t b = 5;
+    uint8_t st[32], tw[12], sh[2] = {9, 8}, by = 3;
+    for (int i = 0; i < 32; i++)
+        st[i] = (uint8_t)(i + 1);
+    for (int i = 0; i < 12; i++)
+        tw[i] = (uint8_t)(100 + i);
+    void *args[] = {&a, &b, st, tw, sh, &by, &by, &h};
+    uint8_t buf[88];
+    memset(buf, 0xee, sizeof buf); /* padding differs from anything packed */
+    vr_layout_pack(l, args, buf);
+    cr_assert(vr_layout_equal(l, args, buf));
+    cr_assert(!vr_layout_equal_fast(l, args, buf), "odd-sized units are left to vr_layout_equal");
+
+    /* Each byte of each argument, changed alone, is seen. */
+    uint8_t *bytes[] = {(uint8_t *)&a, (uint8_t *)&b, st, tw, sh, &by, (uint8_t *)&h};
+    const uint32_t sizes[] = {8, 4, 32, 12, 2, 1, 8};
+    for (int k = 0; k < 7; k++)
+        for (uint32_t i = 0; i < sizes[k]; i++) {
+            bytes[k][i] ^= 0x40;
+            cr_assert(!vr_layout_equal(l, args, buf), "argument %d byte %u changed unseen", k,
+                      i);
+            bytes[k][i] ^= 0x40;
+        }
+    cr_assert(vr_layout_equal(l, args, buf));
+    vr_layout_free(l);
+
+    /* Only 8- and 4-byte units: the fast form decides alone. */
+    const uint32_t off2[] = {0, 8, 12, 16}, size2[] = {8, 4, 4, 16};
+    l = build(off2, size2, 4);
+    uint32_t c = 6;
+    void *args2[] = {&a, &b, &c, st};
+    uint8_t buf2[32];
+    vr_layout_pack(l, args2, buf2);
+    cr_assert(vr_layout_equal_fast(l, args2, buf2));
+    st[15] ^= 1;
+    cr_assert(!vr_layout_equal_fast(l, args2, buf2));
+    cr_assert(!vr_layout_equal(l, args2, buf2));
+    vr_layout_free(l);
+}
+
 static int info_calls;
 
 static CUresult CUDAAPI fake_param_info(CUfunction f, size_t i, size_t *off, size_t *size)
