@@ -2163,6 +2163,28 @@ Test(simcuda, fail_knob)
     CK(cuStreamSynchronize(s));
 }
 
+/* name:N@other:M counts name's calls from other's Mth call on; '*' with it
+ * fails every call from there. */
+Test(simcuda, fail_knob_after_another_call)
+{
+    setenv("SIMCUDA_FAIL", "cuDriverGetVersion:2@cuDeviceGetCount:2,cuCtxSynchronize:*@cuDeviceGetCount:3",
+           1);
+    start();
+    int v, n;
+    for (int i = 0; i < 3; i++)
+        CK(cuDriverGetVersion(&v)); /* before the 2nd cuDeviceGetCount: never */
+    CK(cuCtxSynchronize());
+    CK(cuDeviceGetCount(&n));
+    CK(cuDeviceGetCount(&n)); /* from here on cuDriverGetVersion counts again */
+    CK(cuDriverGetVersion(&v));
+    CKE(cuDriverGetVersion(&v), CUDA_ERROR_UNKNOWN);
+    CK(cuDriverGetVersion(&v));
+    CK(cuCtxSynchronize());
+    CK(cuDeviceGetCount(&n));
+    for (int i = 0; i < 3; i++)
+        CKE(cuCtxSynchronize(), CUDA_ERROR_UNKNOWN);
+}
+
 Test(simcuda, cost_knob)
 {
     setenv("SIMCUDA_COST", "cuDriverGetVersion:3000000", 1);
