@@ -90,13 +90,17 @@ static int current_device(CUdevice *dev)
 }
 
 /* The driver's answer for a call that needs a current context, asked before
- * the shim touches anything. */
+ * the shim touches anything. A query that fails is the shim's own call, not
+ * the program's: then *ctx is NULL and the calls that follow (a synchronize
+ * first) give the driver's answer about the context. */
 static int need_context(CUcontext *ctx)
 {
     CUcontext c = NULL;
     CUresult r = vr_real.cuCtxGetCurrent ? vr_real.cuCtxGetCurrent(&c) : CUDA_ERROR_NOT_INITIALIZED;
-    if (r != CUDA_SUCCESS)
-        return vr_err_cu(r);
+    if (r != CUDA_SUCCESS) {
+        *ctx = NULL;
+        return 0;
+    }
     if (!c)
         return vr_err_cu(CUDA_ERROR_INVALID_CONTEXT);
     *ctx = c;
@@ -395,11 +399,13 @@ static unsigned release_steps(struct parked *p, bool may_sync)
     if (p->steps & STEP_SYNC) {
         if (!may_sync)
             return p->steps;
-        r = vr_real.cuCtxPushCurrent_v2(p->ctx);
+        /* Without its context (a failed query at free) the current one. */
+        r = p->ctx ? vr_real.cuCtxPushCurrent_v2(p->ctx) : CUDA_SUCCESS;
         if (r == CUDA_SUCCESS) {
             CUcontext popped;
             r = vr_real.cuCtxSynchronize();
-            vr_real.cuCtxPopCurrent_v2(&popped);
+            if (p->ctx)
+                vr_real.cuCtxPopCurrent_v2(&popped);
         }
         /* A context that is gone runs no kernel any more. */
         if (r == CUDA_SUCCESS || r == CUDA_ERROR_INVALID_CONTEXT ||
