@@ -180,8 +180,10 @@ static void recycle(struct vr_exec *e)
 /* ---- torn-down reservations waiting for their last launch --------------- */
 
 struct tomb {
-    struct vr_slices *slices;
+    struct vr_slices *slices; /* NULL: only the event is left to destroy */
     CUevent done;          /* NULL: completion unknown, retired at exit */
+    CUcontext ctx;         /* the exec's, synchronized at exit when completion is unknown */
+    bool unused;           /* no launch ever read the slices */
     struct tomb *next;
 };
 
@@ -189,16 +191,18 @@ static vr_mutex tomb_lock = VR_MUTEX_INIT;
 static struct tomb *tombs;
 static atomic_size_t ntombs;
 
-static void bury(struct vr_slices *s, CUevent done)
+static void bury(struct vr_slices *s, CUevent done, CUcontext ctx, bool unused)
 {
     struct tomb *t = malloc(sizeof *t);
     if (!t) {
         vr_warn("out of memory: a reservation of %zu bytes is kept until exit",
-                vr_slices_reserved(s));
+                s ? vr_slices_reserved(s) : 0);
         return;
     }
     t->slices = s;
     t->done = done;
+    t->ctx = ctx;
+    t->unused = unused;
     vr_mutex_lock(&tomb_lock);
     t->next = tombs;
     tombs = t;
@@ -218,6 +222,33 @@ static void log_fallback(const char *what, const char *reason)
     vr_log_emit(&w, VR_LEVEL_INFO);
 }
 
+/* Destroys an event of the shim's, or leaves it to a later drain when the
+ * driver refuses (it is the shim's object: it must not outlive the shim). */
+static void drop_event(CUevent ev)
+{
+    if (ev && vr_real.cuEventDestroy_v2(ev) != CUDA_SUCCESS)
+        bury(NULL, ev, NULL, true);
+}
+
+/* At exit, for a reservation whose last launch was never seen complete:
+ * true once the exec's context finished its work, or is gone (and its work
+ * with it). Without the context, only the current one can be asked. */
+static bool ctx_finished(CUcontext ctx)
+{
+    CUcontext popped;
+    CUresult r = ctx ? vr_real.cuCtxPushCurrent_v2(ctx) : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS) {
+        r = vr_real.cuCtxSynchronize();
+        if (ctx)
+            vr_real.cuCtxPopCurrent_v2(&popped);
+        /* With ctx pushed, an invalid current context is ctx, gone (a
+         * released primary context reads so). */
+        return r == CUDA_SUCCESS ||
+               (ctx && (r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED));
+    }
+    return r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED;
+}
+
 void vr_exec_drain(bool final)
 {
     if (atomic_load_explicit(&ntombs, memory_order_relaxed) == 0)
@@ -226,24 +257,27 @@ void vr_exec_drain(bool final)
     struct tomb *list = tombs;
     tombs = NULL;
     vr_mutex_unlock(&tomb_lock);
-    bool synced = false;
     while (list) {
         struct tomb *t = list;
         list = t->next;
-        bool idle = t->done && vr_real.cuEventQuery(t->done) == CUDA_SUCCESS;
-        if (!idle && final && !synced) {
+        if (t->slices) {
+            bool idle = t->unused || (t->done && vr_real.cuEventQuery(t->done) == CUDA_SUCCESS);
             /* The program is exiting: nothing it does can gate this any more. */
-            synced = vr_real.cuCtxSynchronize() == CUDA_SUCCESS;
+            if (!idle && final)
+                idle = ctx_finished(t->ctx);
+            if (idle && vr_slices_destroy(t->slices) == 0)
+                t->slices = NULL;
         }
-        if ((idle || synced) && vr_slices_destroy(t->slices) == 0) {
-            if (t->done)
-                vr_real.cuEventDestroy_v2(t->done);
+        if (!t->slices && t->done && vr_real.cuEventDestroy_v2(t->done) == CUDA_SUCCESS)
+            t->done = NULL;
+        if (!t->slices && !t->done) {
             free(t);
             atomic_fetch_sub(&ntombs, 1);
             continue;
         }
         if (final) {
-            log_fallback("teardown", "a reservation could not be returned at exit");
+            log_fallback("teardown", t->slices ? "a reservation could not be returned at exit"
+                                               : "an event could not be destroyed at exit");
             vr_slices_forget(t->slices);
             free(t);
             atomic_fetch_sub(&ntombs, 1);
@@ -323,8 +357,7 @@ static void drop_slices(struct vr_exec *e)
     e->anchored = NULL;
     e->nanchored = 0;
     if (!e->slices) {
-        if (e->done)
-            vr_real.cuEventDestroy_v2(e->done);
+        drop_event(e->done);
         e->done = NULL;
         return;
     }
@@ -335,12 +368,12 @@ static void drop_slices(struct vr_exec *e)
                          ? vr_real.cuEventRecord_ptsz(done, e->last_stream)
                          : vr_real.cuEventRecord(done, e->last_stream);
         if (r != CUDA_SUCCESS) {
-            vr_real.cuEventDestroy_v2(done);
+            drop_event(done);
             done = NULL;
         }
     }
-    if (!e->launch_seq && done) {
-        vr_real.cuEventDestroy_v2(done);
+    if (!e->launch_seq) {
+        drop_event(done);
         done = NULL;
         if (vr_slices_destroy(e->slices) == 0) {
             e->slices = NULL;
@@ -348,7 +381,7 @@ static void drop_slices(struct vr_exec *e)
             return;
         }
     }
-    bury(e->slices, done);
+    bury(e->slices, done, e->ctx, !e->launch_seq);
     e->slices = NULL;
     e->done = NULL;
     e->launch_seq = e->event_seq = 0;
@@ -734,15 +767,16 @@ static void decide(struct vr_exec *e)
     if (d.active) {
         e->anchored = malloc((e->ns.n ? e->ns.n : 1) * sizeof *e->anchored);
         if (!e->anchored) {
-            vr_real.cuEventDestroy_v2(e->done);
+            drop_event(e->done);
             e->done = NULL;
             d.active = false;
         }
     }
     if (!d.active) {
         free(d.anchor_slot);
-        if (d.slices)
-            bury(d.slices, NULL);
+        /* No node points into the slices yet: nothing can be reading them. */
+        if (d.slices && vr_slices_destroy(d.slices) != 0)
+            bury(d.slices, NULL, e->ctx, true);
         e->state = ST_DISABLED;
         vr_stat_inc(VR_C_execs_disabled);
         return;
