@@ -297,6 +297,11 @@ static CUresult vr_on_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
     return vr_err_to_cu(vr_alloc_free_async(dptr, stream, true));
 }
 
+static CUresult vr_on_cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    return vr_err_to_cu(vr_alloc_mem_info(free_bytes, total));
+}
+
 static CUresult vr_on_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
     return vr_err_to_cu(vr_alloc_address_range(pbase, psize, dptr));

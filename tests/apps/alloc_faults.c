@@ -14,15 +14,21 @@
  *   alloc_faults fill SIZE allocate SIZE bytes until out of memory: the count
  *   alloc_faults peer [--no-peer]  (2 devices) a kernel on device 1 reads
  *                          device 0's buffer, after enabling peer access
+ *   alloc_faults freeasync a stream-ordered free of a buffer that a kernel
+ *                          queued behind a host function still reads; the
+ *                          host function waits for the program's next step,
+ *                          so a free that blocks hangs (the alarm fires)
  *
  * The kernels come from the PTX named by VR_PTX.
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda.h>
 
@@ -259,6 +265,44 @@ static int run_free(void)
     return 0;
 }
 
+/* ---- freeasync ---- */
+
+static atomic_int gate_open;
+
+static void CUDA_CB gate(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&gate_open))
+        usleep(1000);
+}
+
+static int run_freeasync(void)
+{
+    CUcontext ctx;
+    CUstream s;
+    setup(0, &ctx);
+    alarm(20); /* a blocking free never returns: SIGALRM, status 142 */
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    const size_t n = (4 * MIB) / sizeof(float);
+    size_t free0, free1, total;
+    CUdeviceptr in, out;
+    CK(cuMemAlloc_v2(&out, 4 * MIB));
+    CK(cuMemGetInfo_v2(&free0, &total));
+    CK(cuMemAlloc_v2(&in, 4 * MIB));
+    fill(s, in, 3.0f, n);
+    CK(cuLaunchHostFunc(s, gate, NULL));
+    scale(s, out, in, 0.5f, n); /* reads `in` once the gate opens */
+    printf("free_async=%s\n", name(cuMemFreeAsync(in, s)));
+    atomic_store(&gate_open, 1);
+    CK(cuStreamSynchronize(s));
+    printf("sum=%.1f\n", sum_floats(out, n));
+    CK(cuMemGetInfo_v2(&free1, &total));
+    printf("returned=%d\n", free1 == free0);
+    CK(cuMemFree_v2(out));
+    CK(cuStreamDestroy_v2(s));
+    return 0;
+}
+
 /* ---- fill ---- */
 
 static int run_fill(size_t size)
@@ -375,6 +419,8 @@ int main(int argc, char **argv)
         return run_fill((size_t)strtoull(argv[2], NULL, 0));
     if (!strcmp(mode, "peer"))
         return run_peer(!(argc > 2 && !strcmp(argv[2], "--no-peer")));
-    fprintf(stderr, "usage: alloc_faults noctx|padding|free|fill SIZE|peer [--no-peer]\n");
+    if (!strcmp(mode, "freeasync"))
+        return run_freeasync();
+    fprintf(stderr, "usage: alloc_faults noctx|padding|free|fill SIZE|peer [--no-peer]|freeasync\n");
     return 2;
 }
