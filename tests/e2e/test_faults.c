@@ -108,7 +108,7 @@ static const struct pattern patterns[] = {
 #define NPATTERNS (sizeof patterns / sizeof patterns[0])
 
 /* Small and short: the matrix has NCALLS * 12 cells. */
-static const char *const common_args[] = { "--steps", "10", "--bytes", "1048576", NULL };
+static const char *const common_args[] = { "--steps", "10", "--bytes", "65536", NULL };
 
 /* A run that takes longer than this hung. */
 #define HANG_SECONDS 30
@@ -129,9 +129,12 @@ static void run(struct vr_run *r, const char *tag, const struct pattern *p, cons
     for (size_t i = 0; p->args[i]; i++)
         args[n++] = p->args[i];
     args[n] = NULL;
-    const char *env[4];
+    const char *env[8];
     size_t k = 0;
     env[k++] = "VAREMAP_PROFILE_LAUNCHES=3";
+    /* 64 KiB buffers, VMM-backed without padding. */
+    env[k++] = "SIMCUDA_GRANULARITY=64K";
+    env[k++] = "VAREMAP_VMM_MIN_BYTES=64K";
     if (p->env)
         env[k++] = p->env;
     if (fail)
