@@ -15,6 +15,7 @@
 #include "profile.h"
 #include "slice.h"
 #include "stats.h"
+#include "xlat.h"
 
 static struct vr_config cfg;
 static atomic_bool degraded;
@@ -511,23 +512,24 @@ static uint64_t translate_anchor(struct vr_exec *e, int32_t home, uint64_t w)
     return vr_slices_translate(e->slices, w, VR_VIEW_TARGET);
 }
 
+static uint64_t xlat_setparams(void *ctx, int32_t home, uint64_t w)
+{
+    return translate_anchor(ctx, home, w);
+}
+
+static uint64_t xlat_stable(void *ctx, int32_t home, uint64_t w)
+{
+    (void)home;
+    return vr_slices_translate(((struct vr_exec *)ctx)->slices, w, VR_VIEW_STABLE);
+}
+
 /* dst = src with the anchors translated; only anchors: any other word is
  * passed as the program wrote it, whatever its bits look like. */
 static void translate_node(struct vr_exec *e, const struct vr_node *n, const uint8_t *src,
                            uint8_t *dst, bool setparams)
 {
-    memcpy(dst, src, n->layout->bytes);
-    for (uint32_t k = 0; k < n->layout->nwords; k++) {
-        int32_t home = e->anchor_slot[n->word0 + k];
-        if (home < 0)
-            continue;
-        uint32_t off = n->layout->words[k];
-        uint64_t w = vr_load_word(src + off);
-        uint64_t t = setparams ? translate_anchor(e, home, w)
-                               : vr_slices_translate(e->slices, w, VR_VIEW_STABLE);
-        if (t != w)
-            vr_store_word(dst + off, t);
-    }
+    vr_xlat_args(n->layout->words, e->anchor_slot + n->word0, n->layout->nwords,
+                 n->layout->bytes, src, dst, setparams ? xlat_setparams : xlat_stable, e);
 }
 
 /* ---- SetParams --------------------------------------------------------- */
