@@ -691,10 +691,15 @@ static void log_rebind(struct vr_exec *e, size_t slot, uint64_t from, uint64_t t
     vr_log_emit(&w, VR_LEVEL_INFO);
 }
 
+/* Gives up the pending rebinds, but never the unbinding of a freed
+ * allocation (target id 0): its address may be handed out again, and a slot
+ * still bound to it would translate the new allocation's words into the old
+ * memory. It stays pending (outside the stable view) until the exec is idle. */
 static void cancel_all(struct vr_exec *e)
 {
     for (size_t s = 0; s < vr_slices_count(e->slices); s++)
-        vr_slices_cancel(e->slices, s);
+        if (vr_slices_target(e->slices, s)->id != 0)
+            vr_slices_cancel(e->slices, s);
 }
 
 /* Makes the pending remaps before a launch, or gives them up: only when the

@@ -95,15 +95,18 @@ struct pattern {
     const char *name;
     const char *args[6];
     const char *env; /* or NULL */
+    bool rebinds;    /* a slice is rebound in the clean run */
 };
 
-/* mixed: pingpong, rebinds every 2nd step, a reallocation every step, by-
- * value structs; with slow kernels every free finds a launch in flight. */
+/* X is replaced every 4th step: stable over the profile (selected), then
+ * rebound twice. mixed: pingpong, those rebinds, a reallocation every step,
+ * by-value structs; with slow kernels every free finds a launch in flight. */
 static const struct pattern patterns[] = {
-    { "stable", { "--pattern", "stable", NULL }, NULL },
-    { "rebind", { "--pattern", "rebind", "--k", "2", NULL }, NULL },
-    { "realloc", { "--pattern", "realloc", NULL }, NULL },
-    { "free_in_flight", { "--pattern", "mixed", "--k", "2", NULL }, "SIMCUDA_KERNEL_DELAY_US=40" },
+    { "stable", { "--pattern", "stable", NULL }, NULL, false },
+    { "rebind", { "--pattern", "rebind", "--k", "4", NULL }, NULL, true },
+    { "realloc", { "--pattern", "realloc", NULL }, NULL, false },
+    { "free_in_flight", { "--pattern", "mixed", "--k", "4", NULL }, "SIMCUDA_KERNEL_DELAY_US=40",
+      true },
 };
 #define NPATTERNS (sizeof patterns / sizeof patterns[0])
 
@@ -282,7 +285,8 @@ ParameterizedTest(struct cell *c, faults, cell)
 }
 
 /* The matrix covers the shim: any entry point it calls (more often than the
- * program alone does, in a clean run of any pattern) is in `calls`. */
+ * program alone does, in a clean run of any pattern) is in `calls`; and each
+ * pattern remaps (and rebinds) when nothing fails. */
 Test(faults, matrix_covers_the_shim)
 {
     static const char *const names[] = {
@@ -309,6 +313,14 @@ Test(faults, matrix_covers_the_shim)
                          patterns[p].name, names[i]);
         }
         cr_assert_gt(extra, 5, "%s: the shim made no calls of its own", patterns[p].name);
+        /* The cells exercise what they are named after. */
+        static const char *const active[] = { "\"event\":\"profile_decision\"",
+                                              "\"state\":\"active\"", NULL };
+        cr_assert_eq(vr_count_lines_with(&shim.log, active), 1, "%s: nothing was remapped",
+                     patterns[p].name);
+        if (patterns[p].rebinds)
+            cr_assert_gt(vr_log_count(&shim.log, "slice_rebind"), 0, "%s: no slice was rebound",
+                         patterns[p].name);
         vr_run_free(&plain);
         vr_run_free(&shim);
     }
