@@ -289,7 +289,11 @@ int vr_slices_remap(struct vr_slices *s, size_t slot)
         return 0;
     int rc = unmap_slot(sl);
     if (rc != 0) {
-        sl->target = sl->cur;
+        /* A rebind is given up. An unbind is not: the allocation is gone and
+         * its address may be handed out again, so the slot stays pending,
+         * outside the stable view, until a later remap unmaps it. */
+        if (sl->target.id)
+            sl->target = sl->cur;
     } else if (sl->target.id) {
         rc = map_slot(sl, &sl->target);
         if (rc != 0)

@@ -76,8 +76,9 @@ bool vr_slices_pending(const struct vr_slices *s);
 bool vr_slices_slot_pending(const struct vr_slices *s, size_t slot);
 
 /* Makes the slot hold its target: unmap, map, set access. A failed unmap
- * keeps the old binding and cancels the change; a failed map leaves the slot
- * unbound. Returns 0 or the driver's error. */
+ * keeps the old binding and cancels a rebind, but not an unbind (target id
+ * 0: the allocation was freed), which stays pending; a failed map leaves
+ * the slot unbound. Returns 0 or the driver's error. */
 int vr_slices_remap(struct vr_slices *s, size_t slot);
 
 /* The slot bound to or targeting allocation id, or -1. */
