@@ -50,6 +50,7 @@ enum {
     FB_NO_VMM = 1u << 0, FB_PADDING = 1u << 1, FB_RESERVE = 1u << 2, FB_CREATE = 1u << 3,
     FB_MAP = 1u << 4, FB_ACCESS = 1u << 5, FB_TRACK = 1u << 6, FB_LOW_MEMORY = 1u << 7,
     FB_SYNC = 1u << 8, FB_UNMAP = 1u << 9, FB_RELEASE = 1u << 10, FB_ADDRESS_FREE = 1u << 11,
+    FB_EVENT = 1u << 12,
 };
 
 /* Memory the program freed that the shim has not yet returned. */
@@ -415,8 +416,13 @@ static unsigned release_steps(struct parked *p, bool may_sync)
         if (r != CUDA_SUCCESS)
             p->steps |= STEP_SYNC;
     }
-    if ((p->steps & STEP_EVENT_DESTROY) && vr_real.cuEventDestroy_v2(p->done) == CUDA_SUCCESS)
-        p->steps &= ~(unsigned)STEP_EVENT_DESTROY;
+    if (p->steps & STEP_EVENT_DESTROY) {
+        r = vr_real.cuEventDestroy_v2(p->done);
+        if (r == CUDA_SUCCESS)
+            p->steps &= ~(unsigned)STEP_EVENT_DESTROY;
+        else
+            log_fallback(FB_EVENT, "cuMemFreeAsync", "cuEventDestroy failed; retried later");
+    }
     if (p->steps & STEP_SYNC) {
         if (!may_sync)
             return p->steps;
