@@ -2,7 +2,8 @@
  * to fail at three moments (its first call; from the profile's decision on,
  * which covers the transition and everything after it; every call), under
  * four workloads (stable buffers, rebinds, reallocation, buffers freed while
- * a launch that reads them is in flight). Each cell runs the scenario
+ * a launch that reads them is in flight) and a fifth that updates the exec
+ * (cuGraphExecUpdate) after the transition. Each cell runs the scenario
  * without the shim and with it, under the same fault (SIMCUDA_FAIL).
  *
  * A cell holds when the run with the shim
@@ -93,7 +94,7 @@ static const struct moment moments[] = {
 
 struct pattern {
     const char *name;
-    const char *args[6];
+    const char *args[8];
     const char *env; /* or NULL */
     bool rebinds;    /* a slice is rebound in the clean run */
 };
@@ -107,10 +108,13 @@ static const struct pattern patterns[] = {
     { "realloc", { "--pattern", "realloc", NULL }, NULL, false },
     { "free_in_flight", { "--pattern", "mixed", "--k", "4", NULL }, "SIMCUDA_KERNEL_DELAY_US=40",
       true },
+    /* beyond the four: cuGraphExecUpdate after the transition (the shim
+     * reads the update graph and profiles again) */
+    { "update", { "--pattern", "rebind", "--k", "4", "--update-at", "6", NULL }, NULL, true },
 };
 #define NPATTERNS (sizeof patterns / sizeof patterns[0])
 
-/* Small and short: the matrix has NCALLS * 12 cells. */
+/* Small and short: the matrix has NCALLS * 15 cells. */
 static const char *const common_args[] = { "--steps", "10", "--bytes", "65536", NULL };
 
 /* A run that takes longer than this hung. */
