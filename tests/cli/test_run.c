@@ -290,6 +290,54 @@ Test(cli_run, options_become_the_shims_settings)
     cli_env_free(&e);
 }
 
+/* When every cuMemCreate fails, the buffers stay native: the summary gives
+ * each exec's rejects with their reason, the VMM fallbacks and the fallback
+ * lines, and the program's output is still unchanged. */
+Test(cli_run, the_summary_names_rejects_and_fallbacks)
+{
+    struct vr_run plain;
+    plain_run(&plain);
+    struct cli_env e;
+    cli_env_init(&e);
+    cli_env_set(&e, "SIMCUDA_FAIL=cuMemCreate:*");
+    const char *out = vr_tmp_path("novmm.bin"), *log = vr_tmp_path("novmm.jsonl");
+    const char *const argv[] = { varemap(), "--log", log, "--", cli_app("graph_linked"), "--out",
+                                 out, APP_ARGS, NULL };
+    struct vr_proc p;
+    cli_run("novmm", argv, &e, &p);
+    cr_assert_eq(p.status, 0, "%s", p.err.p);
+    expect_same_output(&plain, &p, out);
+
+    struct vr_buf lb;
+    cr_assert(vr_read_file(log, &lb), "no log at %s", log);
+    uint64_t fallbacks;
+    cr_assert(vr_summary(&lb, "vmm_fallbacks", &fallbacks));
+    cr_assert_gt(fallbacks, 1, "no VMM fallback: SIMCUDA_FAIL did not reach the shim");
+    char want[256];
+    snprintf(want, sizeof want, " rebinds, %llu VMM fallbacks\n", (unsigned long long)fallbacks);
+    cr_assert(strstr(p.err.p, want), "want %s in stderr:\n%s", want, p.err.p);
+    size_t len;
+    const char *dec = vr_log_event(&lb, "profile_decision", 0, &len);
+    cr_assert(dec);
+    char exec[40];
+    cr_assert(vr_json_str(dec, len, "exec", exec, sizeof exec));
+    struct vr_cand cand[64];
+    long nc = vr_candidates(dec, len, cand, 64);
+    cr_assert_gt(nc, 0);
+    for (long i = 0; i < nc; i++)
+        cr_assert_str_eq(cand[i].verdict, "not_vmm_backed");
+    snprintf(want, sizeof want,
+             "varemap:   exec %s: disabled; buffers 0 selected, %ld rejected (not_vmm_backed %ld)",
+             exec, nc, nc);
+    cr_assert(strstr(p.err.p, want), "want %s in stderr:\n%s", want, p.err.p);
+    cr_assert_eq(vr_count_lines(&p.err, "varemap:   fallback cuMemAlloc: cuMemCreate: "), 1, "%s",
+                 p.err.p);
+    vr_buf_free(&lb);
+    vr_proc_free(&p);
+    vr_run_free(&plain);
+    cli_env_free(&e);
+}
+
 Test(cli_run, quiet_prints_nothing_and_leaves_no_file)
 {
     struct vr_run plain;
