@@ -17,23 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda.h>
-#include "ptx_text.h"
-
-static const char *name(CUresult r)
-{
-    const char *s = NULL;
-    return cuGetErrorName(r, &s) == CUDA_SUCCESS && s ? s : "?";
-}
-
-#define CK(call)                                                                   \
-    do {                                                                           \
-        CUresult r_ = (call);                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                  \
-            fprintf(stderr, "module_reuse: %s: %s\n", #call, name(r_));            \
-            exit(1);                                                               \
-        }                                                                          \
-    } while (0)
+#define VR_PROG "module_reuse"
+#include "vr_check.h"
 
 /* The PTX header (up to the first entry) followed by the one entry `entry`,
  * so the module holds exactly one function. */
@@ -120,18 +105,10 @@ int main(int argc, char **argv)
         argc--, argv++;
     }
     const char *ptx_path = argc > 1 ? argv[1] : getenv("VR_PTX");
-    char *ptx = ptx_path ? vr_read_text(ptx_path) : NULL;
-    if (!ptx) {
-        fprintf(stderr, "module_reuse: no PTX (argument or VR_PTX)\n");
-        return 1;
-    }
-    CUdevice dev;
-    CUcontext ctx;
+    char *ptx = vr_ptx_or_die(ptx_path);
     CUstream s;
     CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
+    CUdevice dev = vr_ctx_current(0, NULL);
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 
     CUdeviceptr dst, src, out, a, b;
