@@ -8,7 +8,7 @@
  *   vr_err_name(r)      a CUresult's name ("?" for one the driver does not know)
  *   vr_ctx_current(n, &ctx)  device n's primary context, retained and made
  *                       current (and stored in ctx unless NULL); returns the device
- *   vr_ptx_or_die(p)    the PTX text at path p (NULL: none given), or exit 1
+ *   vr_ptx_or_die(p)    the PTX text at path p (NULL or "": none given), or exit 1
  *
  * Header-only, like ptx_text.h.
  */
@@ -16,6 +16,7 @@
 #define VR_CHECK_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,9 +68,10 @@ static inline CUdevice vr_ctx_current(int ordinal, CUcontext *ctx_out)
 
 static inline char *vr_ptx_or_die(const char *path)
 {
-    char *text = path ? vr_read_text(path) : NULL;
+    bool given = path && *path;
+    char *text = given ? vr_read_text(path) : NULL;
     if (!text) {
-        if (path)
+        if (given)
             fprintf(stderr, "%s: cannot read the PTX %s: %s\n", VR_PROG, path, strerror(errno));
         else
             fprintf(stderr, "%s: no PTX given (set VR_PTX)\n", VR_PROG);
