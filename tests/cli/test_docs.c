@@ -138,6 +138,26 @@ Test(cli_docs, every_option_of_the_command_is_in_the_readme)
     vr_buf_free(&readme);
 }
 
+/* The top README names every knob of simcuda's own table. */
+Test(cli_docs, every_simcuda_knob_is_named)
+{
+    read_source("README.md", &readme);
+    struct vr_buf sim;
+    read_source("tests/simcuda/README.md", &sim);
+    size_t n = 0;
+    for (const char *s = sim.p; (s = strstr(s, "\n| `SIMCUDA_")); s++) {
+        char knob[64], want[72];
+        if (sscanf(s, "\n| `%63[A-Z_]`", knob) != 1)
+            continue;
+        snprintf(want, sizeof want, "`%s`", knob);
+        cr_expect(strstr(readme.p, want), "README does not name %s", knob);
+        n++;
+    }
+    cr_assert_geq(n, 8, "only %zu knobs in tests/simcuda/README.md's table", n);
+    vr_buf_free(&sim);
+    vr_buf_free(&readme);
+}
+
 /* What a new user reads, in this order, and the hook -> exec -> slice ->
  * driver diagram. */
 Test(cli_docs, the_readme_has_its_sections)
