@@ -1,7 +1,7 @@
 /* The README against the code: every setting of src/config.c's table (with
- * its default) and every option of `varemap --help` is documented, and the
- * sections a new user looks for are there. A setting or option added
- * without its documentation fails here. */
+ * its default, also in conf/varemap.conf), every option of `varemap --help`
+ * and every knob of simcuda's table is documented, and the sections a new
+ * user looks for are there. One added without its documentation fails here. */
 #include <criterion/criterion.h>
 
 #include <ctype.h>
