@@ -23,6 +23,7 @@ static atomic_bool degraded;
 void vr_exec_configure(const struct vr_config *c)
 {
     cfg = *c;
+    vr_profile_configure(cfg.variants > 1);
 }
 
 enum state { ST_PROFILING, ST_ACTIVE, ST_DISABLED, ST_OBSERVED, ST_DEDUP };
@@ -315,7 +316,7 @@ static int alloc_scratch(struct vr_exec *e)
 static void bury_after(void *owner, struct vr_slices *sl, uint64_t last)
 {
     struct vr_exec *e = owner;
-    if (vr_track_complete(&e->t, last)) {
+    if (vr_track_known(&e->t, last)) {
         if (vr_slices_destroy(sl) != 0)
             bury(sl, NULL);
         return;
@@ -657,8 +658,11 @@ static int fix_nodes(struct vr_exec *e)
         if (!wrong)
             continue;
         translate_node(e, n, n->intended, e->xlat, false);
+        /* The shim's own update, like the transition's: not one of the
+         * program's calls. */
         CUresult r = vr_node_issue(e->handle, n, e->xlat, e->kp);
-        note_forward(e, n, "rebind");
+        e->c.transition++;
+        vr_stat_inc(VR_C_transition_updates);
         if (r == CUDA_SUCCESS) {
             memcpy(n->installed, e->xlat, n->layout->bytes);
             vr_variants_touch(e->vars, e->anchored[i]);
@@ -780,6 +784,9 @@ static void decide(struct vr_exec *e)
             e->anchored[e->nanchored++] = (uint32_t)i;
     }
     e->state = ST_ACTIVE;
+    /* Rebinds are most likely right after the decision: the next launches
+     * get completion events (variant.h). */
+    e->t.hot = e->t.seq + VR_TRACK_EVERY + 1;
     e->peers = vr_alloc_peer_generation();
     vr_stat_inc(VR_C_execs_active);
     transition(e);

@@ -15,8 +15,16 @@ struct vr_profile {
     /* per word: first value, its allocation (0: none, or not an anchor any
      * more) and base; sig: the sequence of allocations seen there (equal to
      * id while it never changed), size: the first allocation's size */
-    uint64_t *val, *id, *base, *sig, *size;
+    uint64_t *val, *id, *base, *sig, *size, *prev;
+    uint8_t *back;  /* the first allocation came back after another (pingpong) */
 };
+
+static bool variants_on;
+
+void vr_profile_configure(bool variants)
+{
+    variants_on = variants;
+}
 
 int vr_profile_new(struct vr_profile **out, size_t nwords)
 {
@@ -30,7 +38,9 @@ int vr_profile_new(struct vr_profile **out, size_t nwords)
     p->base = calloc(n, sizeof *p->base);
     p->sig = calloc(n, sizeof *p->sig);
     p->size = calloc(n, sizeof *p->size);
-    if (!p->val || !p->id || !p->base || !p->sig || !p->size) {
+    p->prev = calloc(n, sizeof *p->prev);
+    p->back = calloc(n, 1);
+    if (!p->val || !p->id || !p->base || !p->sig || !p->size || !p->prev || !p->back) {
         vr_profile_free(p);
         return -ENOMEM;
     }
@@ -47,6 +57,8 @@ void vr_profile_free(struct vr_profile *p)
     free(p->base);
     free(p->sig);
     free(p->size);
+    free(p->prev);
+    free(p->back);
     free(p);
 }
 
@@ -97,7 +109,9 @@ void vr_profile_observe(struct vr_profile *p, const struct vr_nodes *ns)
                 p->id[w] = 0;
             } else if (p->sig[w] != id || id != p->id[w]) {
                 p->sig[w] = (p->sig[w] ^ id) * UINT64_C(0x9e3779b97f4a7c15) + 1;
+                p->back[w] |= id == p->id[w] && p->prev[w] != id;
             }
+            p->prev[w] = id;
         }
     }
     p->launches++;
@@ -106,6 +120,7 @@ void vr_profile_observe(struct vr_profile *p, const struct vr_nodes *ns)
 struct candidate {
     uint64_t id, ptr;
     size_t word;        /* its first anchor */
+    bool moved, back;   /* its buffer changed during the profile; and came back */
     size_t size;
     unsigned anchors;
     const char *verdict;
@@ -213,7 +228,8 @@ static size_t group(const struct vr_profile *p, struct candidate *cand, int32_t 
             hid[h] = id;
             hk[h] = (uint32_t)ncand;
             cand[ncand] = (struct candidate){.id = p->id[w], .ptr = p->base[w], .slot = -1,
-                                             .word = w};
+                                             .word = w, .moved = p->sig[w] != p->id[w],
+                                             .back = p->back[w] != 0};
             ncand++;
         }
         cidx[w] = (int32_t)hk[h];
@@ -288,7 +304,13 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
         /* A slice pays when the buffer changes: one remap instead of one
          * update per anchor. Fewer anchors than that: dedup serves it. Only
          * judged on this process's own measurements, never on the priors. */
-        if (costs_measured() && cand[k].anchors * vr_cost_get(VR_COST_SETPARAMS) < remap_ns()) {
+        /* A buffer that moved at every profiled launch will be remapped at
+         * every launch: judged on the estimates even before they are
+         * measured, unless it came back (a variant will hold it: no remap
+         * once settled). */
+        bool every = cand[k].moved && !(cand[k].back && variants_on);
+        if ((every || costs_measured()) &&
+            cand[k].anchors * vr_cost_get(VR_COST_SETPARAMS) < remap_ns()) {
             cand[k].verdict = V_NOT_WORTH_IT;
             continue;
         }

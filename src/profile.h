@@ -22,6 +22,10 @@
 
 struct vr_profile;
 
+/* Whether execs may get variants (variant.h): a buffer that alternates is
+ * then worth a slice whatever its anchors. */
+void vr_profile_configure(bool variants);
+
 int vr_profile_new(struct vr_profile **out, size_t nwords);
 void vr_profile_free(struct vr_profile *p);
 unsigned vr_profile_launches(const struct vr_profile *p);

@@ -56,7 +56,7 @@ static void completed(struct vr_track *t, uint64_t upto)
             t->at[i] = 0;
 }
 
-bool vr_track_complete(struct vr_track *t, uint64_t upto)
+static bool complete(struct vr_track *t, uint64_t upto, bool rec)
 {
     if (!upto || t->done >= upto)
         return true;
@@ -66,6 +66,8 @@ bool vr_track_complete(struct vr_track *t, uint64_t upto)
     for (int i = 0; i < VR_TRACK_EVENTS; i++)
         if (t->at[i] >= upto && (k < 0 || t->at[i] < t->at[k]))
             k = i;
+    if (k < 0 && !rec)
+        return false;
     if (k < 0)
         k = record_last(t);
     /* A failed query means "not complete", never assumed otherwise. */
@@ -76,6 +78,16 @@ bool vr_track_complete(struct vr_track *t, uint64_t upto)
     t->asked_seq = t->seq;
     t->asked_upto = upto;
     return false;
+}
+
+bool vr_track_complete(struct vr_track *t, uint64_t upto)
+{
+    return complete(t, upto, true);
+}
+
+bool vr_track_known(struct vr_track *t, uint64_t upto)
+{
+    return complete(t, upto, false);
 }
 
 void vr_track_synced(struct vr_track *t)
@@ -103,7 +115,12 @@ void vr_track_launched(struct vr_track *t, uint64_t var, CUstream stream, bool p
     t->var = var;
     t->stream = stream;
     t->ptsz = ptsz;
-    if (rec || t->seq - t->recorded >= VR_TRACK_EVERY)
+    /* Right after VMM work the next launches are likely to need to know
+     * (an event recorded only when asked is rarely complete yet); in a
+     * settled state one every VR_TRACK_EVERY launches. */
+    if (rec)
+        t->hot = t->seq + VR_TRACK_EVERY;
+    if (t->seq <= t->hot || t->seq - t->recorded >= VR_TRACK_EVERY)
         record_last(t);
 }
 
@@ -149,6 +166,8 @@ struct vr_variants {
     bool frozen;
     uint64_t ids;
     uint64_t recent[8];     /* what the program's exec was remapped to lately (hashes) */
+    size_t *weight;         /* per slot: anchor words in it (set at the first pick) */
+    size_t total;           /* anchor words */
     unsigned nrecent;
     struct variant v[VR_VARIANTS_MAX];
 };
@@ -241,6 +260,7 @@ void vr_variants_free(struct vr_variants *vs, const struct vr_var_ctx *cx)
     free(vs->cnode);
     free(vs->gen);
     free(vs->disabled);
+    free(vs->weight);
     free(vs);
 }
 
@@ -372,6 +392,23 @@ static int create(struct vr_variants *vs, const struct vr_var_ctx *cx, bool *vmm
     return (int)k;
 }
 
+/* Anchor words per slot, counted once. */
+static int weigh(struct vr_variants *vs, const struct vr_var_ctx *cx)
+{
+    if (vs->weight)
+        return 0;
+    size_t n = vr_slices_count(cx->base);
+    vs->weight = calloc(n ? n : 1, sizeof *vs->weight);
+    if (!vs->weight)
+        return -ENOMEM;
+    for (size_t w = 0; w < cx->ns->nwords; w++)
+        if (cx->anchor_slot[w] >= 0 && (size_t)cx->anchor_slot[w] < n) {
+            vs->weight[cx->anchor_slot[w]]++;
+            vs->total++;
+        }
+    return 0;
+}
+
 /* The targets, as one number: a periodic pattern comes back to one. */
 static uint64_t targets_hash(const struct vr_var_ctx *cx)
 {
@@ -410,15 +447,21 @@ int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr
         }
     }
     bool v0_idle = vr_track_complete(t, v0_last);
-    /* A new variant pays when the program's exec is busy (else its nodes
-     * would pass through untranslated) or when the targets come back (a
-     * period: the variant will be reused as it is). Otherwise the program's
+    /* A new variant costs an instantiation and an update of every anchored
+     * node. It pays when the targets come back (a period: it is reused as it
+     * is), or when the program's exec is busy and the moved slots hold most
+     * anchors (else those nodes pass through untranslated; a buffer read
+     * by a few nodes is cheaper to pass through). Otherwise the program's
      * exec, when idle, remaps itself like an idle variant would. */
     uint64_t h = targets_hash(cx);
     bool again = false;
     for (unsigned i = 0; i < vs->nrecent && i < 8; i++)
         again |= vs->recent[i] == h;
-    if (vs->nv + 1 < vs->max && (!v0_idle || again)) {
+    size_t moved = 0;
+    if (!again && !v0_idle && weigh(vs, cx) == 0)
+        for (size_t s = 0; s < vr_slices_count(cx->base); s++)
+            moved += vr_slices_slot_pending(cx->base, s) ? vs->weight[s] : 0;
+    if (vs->nv + 1 < vs->max && (again || (!v0_idle && moved * 2 >= vs->total))) {
         int k = create(vs, cx, vmm);
         if (k > 0)
             return k;
@@ -435,8 +478,9 @@ int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr
             return (int)best;
         drop_one(vs, cx, best);
     }
-    if (v0_idle)
-        vs->recent[vs->nrecent++ % 8] = h;
+    /* Remapped or passed through by the program's exec: remembered, so
+     * that these targets coming back get a variant of their own. */
+    vs->recent[vs->nrecent++ % 8] = h;
     return 0;
 }
 

@@ -28,8 +28,9 @@
  * variant or stream differs from the previous launch's waits (in the
  * stream, cuStreamWaitEvent) for an event after that launch; in the same
  * stream nothing is needed. Completion: every launch gets a sequence number;
- * an event is recorded after a launch only every VR_TRACK_EVERY launches, or
- * when the shim made VMM calls for it, or when someone must know; an event
+ * an event is recorded after a launch every VR_TRACK_EVERY launches, after
+ * every launch up to VR_TRACK_EVERY launches after one the shim made VMM
+ * calls (or passed nodes through) for, and when someone must know; an event
  * that completed says every launch up to its own is complete (the chain
  * above). Never waits on the host.
  *
@@ -58,6 +59,7 @@ struct vr_track {
     uint64_t seq;                 /* successful launches */
     uint64_t done;                /* every launch <= done is complete */
     uint64_t recorded;            /* newest launch an event was recorded after */
+    uint64_t hot;                 /* every launch up to this one gets an event */
     uint64_t asked_seq, asked_upto; /* a query said "not yet" then: not asked again */
     CUstream stream;              /* the last launch's */
     bool ptsz;
@@ -67,6 +69,8 @@ struct vr_track {
 /* True when launches up to `upto` are known complete; queries at most one
  * event, records one after the last launch when none covers `upto` yet. */
 bool vr_track_complete(struct vr_track *t, uint64_t upto);
+/* The same without recording: only an event already recorded is asked. */
+bool vr_track_known(struct vr_track *t, uint64_t upto);
 /* The context was synchronized: every launch made so far is complete. */
 void vr_track_synced(struct vr_track *t);
 /* Before launching variant id `var` in (stream, ptsz): orders it after the
