@@ -166,8 +166,8 @@ struct vr_variants {
     bool frozen;
     uint64_t ids;
     uint64_t recent[8];     /* what the program's exec was remapped to lately (hashes) */
-    size_t *weight;         /* per slot: anchor words in it (set at the first pick) */
-    size_t total;           /* anchor words */
+    size_t *weight;         /* per slot: nodes with an anchor in it (set at the first pick) */
+    size_t total;           /* nodes with an anchor */
     unsigned nrecent;
     struct variant v[VR_VARIANTS_MAX];
 };
@@ -183,8 +183,13 @@ static bool varies(CUgraph graph)
     bool ok = vr_real.cuGraphGetNodes(graph, all, &n) == CUDA_SUCCESS;
     for (size_t i = 0; ok && i < n; i++) {
         CUgraphNodeType t;
+        /* Kernel and empty nodes only: every call that changes them on an
+         * exec is hooked and replayed on the variants. Other types have
+         * exec-mutating entry points of their own (memset, memcpy, host,
+         * child graph, events, semaphores) that the shim does not intercept;
+         * memory allocation nodes must never exist twice. */
         ok = vr_real.cuGraphNodeGetType(all[i], &t) == CUDA_SUCCESS &&
-             t != CU_GRAPH_NODE_TYPE_MEM_ALLOC && t != CU_GRAPH_NODE_TYPE_MEM_FREE;
+             (t == CU_GRAPH_NODE_TYPE_KERNEL || t == CU_GRAPH_NODE_TYPE_EMPTY);
     }
     free(all);
     return ok;
@@ -392,20 +397,35 @@ static int create(struct vr_variants *vs, const struct vr_var_ctx *cx, bool *vmm
     return (int)k;
 }
 
-/* Anchor words per slot, counted once. */
+/* Per slot, the nodes with an anchor in it (what passing it through costs);
+ * total: the nodes with any anchor (what a new variant costs). Counted once. */
 static int weigh(struct vr_variants *vs, const struct vr_var_ctx *cx)
 {
     if (vs->weight)
         return 0;
     size_t n = vr_slices_count(cx->base);
     vs->weight = calloc(n ? n : 1, sizeof *vs->weight);
-    if (!vs->weight)
+    size_t *seen = calloc(n ? n : 1, sizeof *seen); /* node index + 1 that counted it last */
+    if (!vs->weight || !seen) {
+        free(vs->weight);
+        vs->weight = NULL;
+        free(seen);
         return -ENOMEM;
-    for (size_t w = 0; w < cx->ns->nwords; w++)
-        if (cx->anchor_slot[w] >= 0 && (size_t)cx->anchor_slot[w] < n) {
-            vs->weight[cx->anchor_slot[w]]++;
-            vs->total++;
+    }
+    for (size_t i = 0; i < cx->ns->n; i++) {
+        const struct vr_node *nd = &cx->ns->v[i];
+        bool any = false;
+        for (uint32_t k = 0; nd->layout && k < nd->layout->nwords; k++) {
+            int32_t s = cx->anchor_slot[nd->word0 + k];
+            if (s < 0 || (size_t)s >= n || seen[s] == i + 1)
+                continue;
+            seen[s] = i + 1;
+            vs->weight[s]++;
+            any = true;
         }
+        vs->total += any;
+    }
+    free(seen);
     return 0;
 }
 
@@ -472,7 +492,9 @@ int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr
     size_t pending = 0;
     for (size_t s = 0; s < vr_slices_count(cx->base); s++)
         pending += vr_slices_slot_pending(cx->base, s);
-    if (best && (!v0_idle || bestd < pending)) {
+    /* The least recently launched of equals: the others stay idle longer. */
+    if (best && (!v0_idle || bestd < pending ||
+                 (bestd == pending && vs->v[best].last < v0_last))) {
         struct variant *v = &vs->v[best];
         if (remap_to_targets(cx, v, vmm, cx->rebinds, false) == 0 && sync_nodes(vs, cx, v) == 0)
             return (int)best;
