@@ -48,6 +48,7 @@ struct vr_exec {
 
     struct vr_slices *slices;
     int32_t *anchor_slot;  /* per word once active, -1 = not an anchor */
+    uint8_t *slot_back;    /* per slot: its buffer came back while profiled */
     uint32_t *anchored;    /* nodes holding at least one anchor */
     size_t nanchored;
     unsigned peers;        /* vr_alloc_peer_generation() the slices' access reflects */
@@ -327,7 +328,7 @@ static void bury_after(void *owner, struct vr_slices *sl, uint64_t last)
 
 static struct vr_var_ctx var_ctx(struct vr_exec *e)
 {
-    return (struct vr_var_ctx){&e->ns, e->anchor_slot, e->slices, e->xlat, e->kp,
+    return (struct vr_var_ctx){&e->ns, e->anchor_slot, e->slot_back, e->slices, e->xlat, e->kp,
                                bury_after, e, &e->c.transition, &e->c.rebinds};
 }
 
@@ -341,6 +342,8 @@ static void drop_slices(struct vr_exec *e, bool freeze)
     struct vr_var_ctx cx = var_ctx(e);
     vr_variants_drop(e->vars, &cx, freeze);
     free(e->anchor_slot);
+    free(e->slot_back);
+    e->slot_back = NULL;
     free(e->anchored);
     e->anchor_slot = NULL;
     e->anchored = NULL;
@@ -767,6 +770,7 @@ static void decide(struct vr_exec *e)
     }
     if (!d.active) {
         free(d.anchor_slot);
+        free(d.slot_back);
         if (d.slices)
             bury(d.slices, NULL);
         e->state = ST_DISABLED;
@@ -775,6 +779,7 @@ static void decide(struct vr_exec *e)
     }
     e->slices = d.slices;
     e->anchor_slot = d.anchor_slot;
+    e->slot_back = d.slot_back;
     for (size_t i = 0; i < e->ns.n; i++) {
         const struct vr_node *n = &e->ns.v[i];
         bool any = false;

@@ -340,18 +340,24 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
                 slot++;
             }
             out->anchor_slot = malloc(nw * sizeof *out->anchor_slot);
-            if (bound == 0 || !out->anchor_slot) {
+            out->slot_back = calloc(nsel, 1);
+            if (bound == 0 || !out->anchor_slot || !out->slot_back) {
                 reject_selected(cand, ncand, "map_failed");
                 active = false;
             } else {
                 for (size_t w = 0; w < p->nwords; w++)
                     out->anchor_slot[w] = cidx[w] >= 0 ? cand[cidx[w]].slot : -1;
+                for (size_t k = 0; k < ncand; k++)
+                    if (cand[k].slot >= 0)
+                        out->slot_back[cand[k].slot] = cand[k].back;
             }
             out->selected = bound;
         }
         if (!active) {
             free(out->anchor_slot);
             out->anchor_slot = NULL;
+            free(out->slot_back);
+            out->slot_back = NULL;
             if (out->slices && vr_slices_destroy(out->slices) != 0)
                 vr_warn("exec %p: a reservation could not be returned", (void *)exec);
             out->slices = NULL;

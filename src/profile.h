@@ -37,6 +37,7 @@ struct vr_decision {
     bool active;
     struct vr_slices *slices; /* active: the selected allocations, bound */
     int32_t *anchor_slot;     /* active: per word, the anchor's slot or -1 */
+    uint8_t *slot_back;       /* active: per slot, its buffer came back while profiled */
     size_t selected;
 };
 

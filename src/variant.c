@@ -477,6 +477,12 @@ int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr
     bool again = false;
     for (unsigned i = 0; i < vs->nrecent && i < 8; i++)
         again |= vs->recent[i] == h;
+    /* Slots whose buffers alternated while profiled (pingpong) will come
+     * back: as good as seen again. */
+    bool back = cx->slot_back != NULL;
+    for (size_t s = 0; back && s < vr_slices_count(cx->base); s++)
+        back = !vr_slices_slot_pending(cx->base, s) || cx->slot_back[s];
+    again |= back;
     size_t moved = 0;
     if (!again && !v0_idle && weigh(vs, cx) == 0)
         for (size_t s = 0; s < vr_slices_count(cx->base); s++)

@@ -91,6 +91,7 @@ struct vr_variants;
 struct vr_var_ctx {
     const struct vr_nodes *ns;
     const int32_t *anchor_slot;   /* per word: the anchor's slot, or -1 */
+    const uint8_t *slot_back;     /* per slot: its buffer came back while profiled */
     const struct vr_slices *base; /* the program's exec's: targets = what to launch */
     uint8_t *xlat;                /* scratch of ns->max_bytes */
     void **kp;                    /* scratch of ns->max_params */
