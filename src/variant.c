@@ -190,6 +190,15 @@ static bool varies(CUgraph graph)
          * memory allocation nodes must never exist twice. */
         ok = vr_real.cuGraphNodeGetType(all[i], &t) == CUDA_SUCCESS &&
              (t == CU_GRAPH_NODE_TYPE_KERNEL || t == CU_GRAPH_NODE_TYPE_EMPTY);
+        /* A device-updatable node forbids a second instantiation and is
+         * changed where the shim cannot see it. A driver without the entry
+         * point has no such nodes. */
+        CUkernelNodeAttrValue v;
+        if (ok && t == CU_GRAPH_NODE_TYPE_KERNEL && vr_real.cuGraphKernelNodeGetAttribute)
+            ok = vr_real.cuGraphKernelNodeGetAttribute(
+                     all[i], CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE, &v) ==
+                     CUDA_SUCCESS &&
+                 !v.deviceUpdatableKernelNode.deviceUpdatable;
     }
     free(all);
     return ok;

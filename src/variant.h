@@ -104,8 +104,8 @@ struct vr_var_ctx {
 
 /* At instantiation, for an exec that may be varied (max > 1, no
  * instantiation flag but node priorities: never device launch): clones
- * graph when it holds only kernel and empty nodes. Returns 0 or a negative
- * code; *out NULL: never varied. */
+ * graph when it holds only kernel and empty nodes, none device-updatable.
+ * Returns 0 or a negative code; *out NULL: never varied. */
 int vr_variants_new(struct vr_variants **out, CUgraph graph, const struct vr_nodes *ns,
                     unsigned max, unsigned long long flags);
 /* Destroys the variants (their reservations through cx->bury) and the clone. */

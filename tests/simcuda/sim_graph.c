@@ -544,6 +544,24 @@ CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
     return CUDA_SUCCESS;
 }
 
+/* Only the device-updatable attribute is modelled: simcuda has no way to
+ * make a node device-updatable (cuGraphKernelNodeSetAttribute is not
+ * exported), so it reads 0; other attributes: CUDA_ERROR_NOT_SUPPORTED. */
+CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
+                                       CUkernelNodeAttrValue *value_out)
+{
+    SIM_ENTER(cuGraphKernelNodeGetAttribute);
+    SIM_CHECK_INIT();
+    struct sim_node *nd = node_get(hNode);
+    if (!nd || !value_out || nd->type != CU_GRAPH_NODE_TYPE_KERNEL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (attr != CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    memset(value_out, 0, sizeof *value_out);
+    value_out->deviceUpdatableKernelNode.deviceUpdatable = 0;
+    return CUDA_SUCCESS;
+}
+
 static CUresult node_deps(CUgraphNode h, CUgraphNode *deps, CUgraphEdgeData *edge, size_t *n)
 {
     SIM_CHECK_INIT();
