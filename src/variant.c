@@ -227,9 +227,10 @@ int vr_variants_new(struct vr_variants **out, CUgraph graph, const struct vr_nod
         vr_variants_free(vs, NULL);
         return -ENOMEM;
     }
+    /* gen 0: the node holds what the clone holds (the graph at
+     * instantiation); a new variant is sent only the nodes changed since. */
     vs->clock = 1;
     for (size_t i = 0; i < ns->n; i++) {
-        vs->gen[i] = 1; /* a new variant brings every node up to date */
         if (vr_real.cuGraphNodeFindInClone(&vs->cnode[i], ns->v[i].handle, vs->clone) !=
             CUDA_SUCCESS) {
             vr_variants_free(vs, NULL);
