@@ -79,7 +79,17 @@ static void bench(struct bench *b, const char *tag, const char *pattern, const c
      * so its cost estimates are the model's, not this machine's. */
     char cost[] = "SIMCUDA_COST=cuGraphExecKernelNodeSetParams_v2:1000,cuMemMap:1500,"
                   "cuMemUnmap:20000,cuMemSetAccess:30000";
-    char *env[] = {ld, ptx, stats, cost, shim ? log : NULL, shim ? pre : NULL, NULL};
+    /* Under -Db_sanitize=address the preloaded shim comes before libasan,
+     * as in the harness's own runs. */
+    const char *asan = getenv("ASAN_OPTIONS");
+    char aopt[1024], lsan[1024], path[4096];
+    snprintf(aopt, sizeof aopt, "ASAN_OPTIONS=%s%sverify_asan_link_order=0", asan ? asan : "",
+             asan && *asan ? ":" : "");
+    const char *l = getenv("LSAN_OPTIONS"), *p = getenv("PATH");
+    snprintf(lsan, sizeof lsan, "LSAN_OPTIONS=%s", l ? l : "");
+    snprintf(path, sizeof path, "PATH=%s", p ? p : "/usr/bin:/bin");
+    char *env[] = {ld, ptx, stats, cost, aopt, lsan, path, shim ? log : NULL,
+                   shim ? pre : NULL, NULL};
     memset(b, 0, sizeof *b);
     cr_assert_eq(vr_spawn(tag, argv, env, false, &b->proc), 0);
     cr_assert_eq(b->proc.status, 0, "%s: graph_bench exited with %d (3: wrong values): %s", tag,
