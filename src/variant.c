@@ -479,10 +479,12 @@ int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr
     bool v0_idle = vr_track_complete(t, v0_last);
     /* A new variant costs an instantiation and an update of every anchored
      * node. It pays when the targets come back (a period: it is reused as it
-     * is), or when the program's exec is busy and the moved slots hold most
-     * anchors (else those nodes pass through untranslated; a buffer read
-     * by a few nodes is cheaper to pass through). Otherwise the program's
-     * exec, when idle, remaps itself like an idle variant would. */
+     * is), or when the moved slots hold most anchored nodes (whenever the
+     * program's exec is busy they would all pass through untranslated; made
+     * whether or not it is busy now, so the way to a steady state does not
+     * depend on what completed when). A buffer read by a few nodes is
+     * cheaper to pass through. Otherwise the program's exec, when idle,
+     * remaps itself like an idle variant would. */
     uint64_t h = targets_hash(cx);
     bool again = false;
     for (unsigned i = 0; i < vs->nrecent && i < 8; i++)
@@ -494,10 +496,10 @@ int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr
         back = !vr_slices_slot_pending(cx->base, s) || cx->slot_back[s];
     again |= back;
     size_t moved = 0;
-    if (!again && !v0_idle && weigh(vs, cx) == 0)
+    if (!again && weigh(vs, cx) == 0)
         for (size_t s = 0; s < vr_slices_count(cx->base); s++)
             moved += vr_slices_slot_pending(cx->base, s) ? vs->weight[s] : 0;
-    if (vs->nv + 1 < vs->max && (again || (!v0_idle && moved * 2 >= vs->total))) {
+    if (vs->nv + 1 < vs->max && (again || (vs->weight && moved * 2 >= vs->total))) {
         int k = create(vs, cx, vmm);
         if (k > 0)
             return k;

@@ -48,7 +48,7 @@
 #include "slice.h"
 
 #define VR_VARIANTS_MAX 16
-#define VR_TRACK_EVENTS 4
+#define VR_TRACK_EVENTS 8
 #define VR_TRACK_EVERY 16
 
 /* ---- completion and order of an exec's launches ---------------------- */
