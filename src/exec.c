@@ -57,7 +57,6 @@ struct vr_exec {
     uint64_t v0_last;      /* the program's exec's last active launch (t's numbering) */
     struct vr_variants *vars; /* NULL: never varied */
     bool retargeted;       /* a slot's target moved since the last launch */
-    unsigned long long flags; /* instantiation flags */
 
     uint8_t *scratch, *xlat;
     void **kp;
@@ -399,7 +398,6 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph, unsigned long long flags)
     }
     vr_real.cuCtxGetCurrent(&e->ctx);
     e->handle = handle;
-    e->flags = flags;
     restart(e);
     if (e->state == ST_PROFILING && cfg.mode == VR_MODE_PROFILED &&
         vr_variants_new(&e->vars, graph, &e->ns, cfg.variants, flags) != 0)
