@@ -252,9 +252,6 @@ int vr_slices_retarget(struct vr_slices *s, size_t slot, const struct vr_slice_b
         return 0;
     if (b->id && b->padded > sl->size)
         return -E2BIG;
-    for (size_t i = 0; b->id && i < s->n; i++)
-        if (s->slots[i].target.id == b->id)
-            return -EEXIST;
     if (b->id)
         sl->target = *b;
     else

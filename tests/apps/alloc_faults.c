@@ -252,7 +252,7 @@ static int run_freeasync(void)
 {
     CUcontext ctx;
     CUstream s;
-    setup(0, &ctx);
+    vr_ctx_current(0, &ctx);
     alarm(20); /* a blocking free never returns: SIGALRM, status 142 */
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     const size_t n = (4 * MIB) / sizeof(float);
@@ -264,7 +264,7 @@ static int run_freeasync(void)
     fill(s, in, 3.0f, n);
     CK(cuLaunchHostFunc(s, gate, NULL));
     scale(s, out, in, 0.5f, n); /* reads `in` once the gate opens */
-    printf("free_async=%s\n", name(cuMemFreeAsync(in, s)));
+    printf("free_async=%s\n", vr_err_name(cuMemFreeAsync(in, s)));
     atomic_store(&gate_open, 1);
     CK(cuStreamSynchronize(s));
     printf("sum=%.1f\n", sum_floats(out, n));

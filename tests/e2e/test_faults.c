@@ -70,6 +70,14 @@ static const struct call calls[] = {
     { "cuGraphExecKernelNodeSetParams_v2", false },
     { "cuGraphLaunch", false },
     { "cuGraphExecDestroy", false },
+    /* variants (variant.c): the clone kept at instantiation, the execs made
+     * from it, and what tells whether a graph may be varied */
+    { "cuGraphClone", false },
+    { "cuGraphDestroy", true },
+    { "cuGraphNodeFindInClone", false },
+    { "cuGraphKernelNodeGetAttribute", false },
+    { "cuGraphInstantiateWithFlags", false },
+    { "cuStreamWaitEvent", false },
     /* start-up and logging */
     { "cuDriverGetVersion", false },
     { "cuGetErrorName", false },

@@ -1894,6 +1894,16 @@ Test(simcuda, graph_clone)
     CK(cuGraphNodeGetDependencies(cn[1], &dep, &cnt));
     cr_assert_eq(cnt, 1);
     cr_assert_eq(dep, cn[0]);
+    CUgraphNode found;
+    CK(cuGraphNodeFindInClone(&found, n2, c));
+    cr_assert_eq(found, cn[1]);
+    CK(cuGraphNodeFindInClone(&found, n1, c));
+    cr_assert_eq(found, cn[0]);
+    CKE(cuGraphNodeFindInClone(&found, cn[0], g), CUDA_ERROR_INVALID_VALUE); /* g is no clone */
+    CKE(cuGraphNodeFindInClone(&found, cn[0], c), CUDA_ERROR_INVALID_VALUE); /* c's own node */
+    CUgraphNode late = add_fill_node(g, NULL, 0, a, 1.0f, N);
+    CKE(cuGraphNodeFindInClone(&found, late, c), CUDA_ERROR_INVALID_VALUE); /* after the clone */
+    CKE(cuGraphNodeFindInClone(NULL, n1, c), CUDA_ERROR_INVALID_VALUE);
     CK(cuGraphDestroy(g)); /* the clone is independent */
     CUgraphExec x;
     CK(cuGraphInstantiateWithFlags(&x, c, 0));
