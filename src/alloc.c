@@ -50,13 +50,19 @@ enum {
     FB_NO_VMM = 1u << 0, FB_PADDING = 1u << 1, FB_RESERVE = 1u << 2, FB_CREATE = 1u << 3,
     FB_MAP = 1u << 4, FB_ACCESS = 1u << 5, FB_TRACK = 1u << 6, FB_LOW_MEMORY = 1u << 7,
     FB_SYNC = 1u << 8, FB_UNMAP = 1u << 9, FB_RELEASE = 1u << 10, FB_ADDRESS_FREE = 1u << 11,
+    FB_EVENT = 1u << 12,
 };
 
 /* Memory the program freed that the shim has not yet returned. */
-enum { STEP_SYNC = 1, STEP_UNMAP = 2, STEP_RELEASE = 4, STEP_ADDRESS_FREE = 8 };
+enum {
+    STEP_SYNC = 1, STEP_UNMAP = 2, STEP_RELEASE = 4, STEP_ADDRESS_FREE = 8,
+    STEP_EVENT = 16,        /* wait until `done` completed (a stream-ordered free) */
+    STEP_EVENT_DESTROY = 32,
+};
 struct parked {
     struct vr_alloc_info rec;
     CUcontext ctx;   /* to synchronize before unmapping (STEP_SYNC) */
+    CUevent done;    /* recorded after the stream's work that may use the memory */
     unsigned steps;  /* still to do */
 };
 static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER; /* a leaf */
@@ -90,13 +96,17 @@ static int current_device(CUdevice *dev)
 }
 
 /* The driver's answer for a call that needs a current context, asked before
- * the shim touches anything. */
+ * the shim touches anything. A query that fails is the shim's own call, not
+ * the program's: then *ctx is NULL and the calls that follow (a synchronize
+ * first) give the driver's answer about the context. */
 static int need_context(CUcontext *ctx)
 {
     CUcontext c = NULL;
     CUresult r = vr_real.cuCtxGetCurrent ? vr_real.cuCtxGetCurrent(&c) : CUDA_ERROR_NOT_INITIALIZED;
-    if (r != CUDA_SUCCESS)
-        return vr_err_cu(r);
+    if (r != CUDA_SUCCESS) {
+        *ctx = NULL;
+        return 0;
+    }
     if (!c)
         return vr_err_cu(CUDA_ERROR_INVALID_CONTEXT);
     *ctx = c;
@@ -353,9 +363,12 @@ size_t vr_alloc_access(CUmemAccessDesc *desc, size_t cap)
 
 /* ---- parked memory -------------------------------------------------------- */
 
-/* Physical memory a parked entry still holds (a VA alone is not memory). */
+/* Physical memory a parked entry could not return (a VA alone is not
+ * memory; memory waiting for its stream is on its way, not lost). */
 static size_t held(const struct parked *p)
 {
+    if (p->steps & STEP_EVENT)
+        return 0;
     return (p->steps & (STEP_UNMAP | STEP_RELEASE)) ? p->rec.padded : 0;
 }
 
@@ -392,14 +405,34 @@ static unsigned release_steps(struct parked *p, bool may_sync)
 {
     const struct vr_alloc_info *rec = &p->rec;
     CUresult r;
+    if (p->steps & STEP_EVENT) {
+        r = vr_real.cuEventQuery(p->done);
+        if (r == CUDA_ERROR_NOT_READY && may_sync)
+            r = vr_real.cuEventSynchronize(p->done);
+        if (r == CUDA_ERROR_NOT_READY)
+            return p->steps;
+        /* Done; or the event cannot tell, and the context must (STEP_SYNC). */
+        p->steps &= ~(unsigned)STEP_EVENT;
+        if (r != CUDA_SUCCESS)
+            p->steps |= STEP_SYNC;
+    }
+    if (p->steps & STEP_EVENT_DESTROY) {
+        r = vr_real.cuEventDestroy_v2(p->done);
+        if (r == CUDA_SUCCESS)
+            p->steps &= ~(unsigned)STEP_EVENT_DESTROY;
+        else
+            log_fallback(FB_EVENT, "cuMemFreeAsync", "cuEventDestroy failed; retried later");
+    }
     if (p->steps & STEP_SYNC) {
         if (!may_sync)
             return p->steps;
-        r = vr_real.cuCtxPushCurrent_v2(p->ctx);
+        /* Without its context (a failed query at free) the current one. */
+        r = p->ctx ? vr_real.cuCtxPushCurrent_v2(p->ctx) : CUDA_SUCCESS;
         if (r == CUDA_SUCCESS) {
             CUcontext popped;
             r = vr_real.cuCtxSynchronize();
-            vr_real.cuCtxPopCurrent_v2(&popped);
+            if (p->ctx)
+                vr_real.cuCtxPopCurrent_v2(&popped);
         }
         /* A context that is gone runs no kernel any more. */
         if (r == CUDA_SUCCESS || r == CUDA_ERROR_INVALID_CONTEXT ||
@@ -678,16 +711,21 @@ int vr_alloc_create(CUdeviceptr *dptr, size_t size)
 /* ---- free ------------------------------------------------------------------ */
 
 /* The program's memory is gone once the registry lost it: from here on the
- * program's call succeeds, whatever the shim's own calls say. */
-static void forget_and_release(const struct vr_alloc_info *rec, CUcontext ctx, bool synced)
+ * program's call succeeds, whatever the shim's own calls say. Unless
+ * `synced`, the memory is unmapped only once `done` completed (when given)
+ * or the context was synchronized. */
+static void forget_and_release(const struct vr_alloc_info *rec, CUcontext ctx, bool synced,
+                               CUevent done)
 {
     vr_stat_add(VR_C_vmm_bytes, -(int64_t)rec->padded);
     vr_stat_add(VR_C_padding_bytes, -(int64_t)(rec->padded - rec->size));
     memory_used(rec->device, -(long long)rec->padded);
     vr_exec_forget_alloc(rec->id, synced);
-    struct parked p = { .rec = *rec, .ctx = ctx,
+    struct parked p = { .rec = *rec, .ctx = ctx, .done = done,
                         .steps = STEP_UNMAP | STEP_RELEASE | STEP_ADDRESS_FREE };
-    if (!synced)
+    if (done)
+        p.steps |= STEP_EVENT | STEP_EVENT_DESTROY;
+    else if (!synced)
         p.steps |= STEP_SYNC;
     release_or_park(&p, false, 0);
 }
@@ -708,7 +746,7 @@ static int free_vmm(const struct vr_alloc_info *rec, CUcontext ctx)
                  vr_cu_name(r));
         log_fallback(FB_SYNC, "cuMemFree", reason);
     }
-    forget_and_release(rec, ctx, r == CUDA_SUCCESS);
+    forget_and_release(rec, ctx, r == CUDA_SUCCESS, NULL);
     return 0;
 }
 
@@ -740,8 +778,10 @@ int vr_alloc_free(CUdeviceptr dptr)
 }
 
 /* The driver never saw varemap's VMM allocations as cuMemAlloc memory, so a
- * stream-ordered free of one is done here: after the stream's work, then as
- * cuMemFree. Anything else is the driver's. */
+ * stream-ordered free of one is done here, without blocking the host (the
+ * driver's does not): an event recorded on the stream now, and the memory
+ * unmapped and released once it completed, at a later hook or at exit.
+ * Anything else is the driver's. */
 int vr_alloc_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread)
 {
     struct vr_alloc_info rec;
@@ -760,25 +800,45 @@ int vr_alloc_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread)
     }
     if ((rc = need_context(&ctx)) != 0)
         return rc;
-    CUresult r = per_thread && vr_real.cuStreamSynchronize_ptsz
-                     ? vr_real.cuStreamSynchronize_ptsz(stream)
-                     : vr_real.cuStreamSynchronize(stream);
+    CUevent done = NULL;
+    CUresult r = vr_real.cuEventCreate(&done, CU_EVENT_DISABLE_TIMING);
+    if (r == CUDA_SUCCESS) {
+        r = per_thread && vr_real.cuEventRecord_ptsz ? vr_real.cuEventRecord_ptsz(done, stream)
+                                                     : vr_real.cuEventRecord(done, stream);
+        if (r != CUDA_SUCCESS && vr_real.cuEventDestroy_v2(done) != CUDA_SUCCESS)
+            vr_warn("an event of a failed cuMemFreeAsync could not be destroyed");
+        if (r != CUDA_SUCCESS)
+            done = NULL;
+    }
+    /* The stream is the program's: its errors are the native call's. */
     if (r != CUDA_SUCCESS && programs_error(r))
         return vr_err_cu(r);
-    if (detach(dptr, &rec) != 0)
+    if (detach(dptr, &rec) != 0) {
+        if (done && vr_real.cuEventDestroy_v2(done) != CUDA_SUCCESS)
+            vr_warn("an event of a failed cuMemFreeAsync could not be destroyed");
         return vr_err_cu(CUDA_ERROR_INVALID_VALUE); /* freed by another thread meanwhile */
-    if (r != CUDA_SUCCESS) {
+    }
+    if (!done) {
         char reason[160];
         snprintf(reason, sizeof reason,
-                 "cuStreamSynchronize: %s; memory kept mapped, released later", vr_cu_name(r));
+                 "cuEventCreate/cuEventRecord: %s; memory kept mapped until a later "
+                 "synchronizing call", vr_cu_name(r));
         log_fallback(FB_SYNC, "cuMemFreeAsync", reason);
     }
-    forget_and_release(&rec, ctx, r == CUDA_SUCCESS);
+    forget_and_release(&rec, ctx, false, done);
     drain(false);
     return 0;
 }
 
 /* ---- queries ---------------------------------------------------------------- */
+
+int vr_alloc_mem_info(size_t *free_bytes, size_t *total)
+{
+    /* Memory freed in stream order whose stream is done goes back first, so
+     * the answer is the one the driver alone would give. */
+    drain(false);
+    return vr_err_cu(vr_real.cuMemGetInfo_v2(free_bytes, total));
+}
 
 int vr_alloc_address_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {

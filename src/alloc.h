@@ -38,6 +38,11 @@
  * whose context enabled peer access to a context of D
  * (cuCtxEnablePeerAccess(ctx of D) called in a context of E).
  *
+ * cuMemFreeAsync of a VMM-backed allocation does not block (nor does the
+ * driver's): an event is recorded on the stream, and the memory is unmapped
+ * and released once it completed, at a later alloc, free or cuMemGetInfo
+ * hook, or at exit; cuMemGetInfo answers after returning what is done.
+ *
  * Freeing: cuMemFree needs a current context (else the driver's
  * CUDA_ERROR_INVALID_CONTEXT and nothing is freed), synchronizes it like
  * the native free, unbinds the allocation from every slice
@@ -82,6 +87,7 @@ int vr_alloc_create(CUdeviceptr *dptr, size_t size);                       /* cu
 int vr_alloc_free(CUdeviceptr dptr);                                       /* cuMemFree */
 int vr_alloc_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread); /* cuMemFreeAsync */
 int vr_alloc_address_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr);
+int vr_alloc_mem_info(size_t *free_bytes, size_t *total);                  /* cuMemGetInfo */
 /* cuMemRetainAllocationHandle / cuMemGetAccess: on shim-backed cuMemAlloc
  * memory they fail as they do on native memory. */
 int vr_alloc_retain_handle(CUmemGenericAllocationHandle *handle, void *addr);

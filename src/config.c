@@ -254,6 +254,17 @@ static int parse_launches(struct load *ld, const char *text)
     return 0;
 }
 
+static int parse_variants(struct load *ld, const char *text)
+{
+    const char *s = text;
+    uint64_t v;
+
+    if (parse_digits(&s, &v) < 0 || *s != '\0' || v > 16)
+        return -EINVAL;
+    ld->cfg->variants = (unsigned)v;
+    return 0;
+}
+
 static int parse_vmm_min(struct load *ld, const char *text)
 {
     uint64_t v;
@@ -345,6 +356,11 @@ static void show_launches(const struct load *ld, char *buf, size_t cap)
     snprintf(buf, cap, "%u", ld->cfg->profile_launches);
 }
 
+static void show_variants(const struct load *ld, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%u", ld->cfg->variants);
+}
+
 /* Shown the way the defaults are written ("1M", "1G") when exact. */
 static void show_size(uint64_t v, char *buf, size_t cap)
 {
@@ -401,6 +417,8 @@ static const struct setting settings[] = {
       parse_level, show_level, false, false },
     { "VAREMAP_PROFILE_LAUNCHES", "3", "an integer from 1 to 1000",
       parse_launches, show_launches, false, false },
+    { "VAREMAP_VARIANTS", "4", "an integer from 0 to 16 (0 or 1: no variants)",
+      parse_variants, show_variants, false, false },
     { "VAREMAP_VMM_MIN_BYTES", "1M", "a byte count with an optional K, M or G suffix",
       parse_vmm_min, show_vmm_min, false, false },
     { "VAREMAP_MAX_PADDING", "1G", "a byte count with an optional K, M or G suffix",

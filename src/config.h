@@ -34,6 +34,8 @@ struct vr_config {
     char log_pattern[VR_PATH_MAX]; /* VAREMAP_LOG as written, for a forked child */
     enum vr_level log_level;       /* VAREMAP_LOG_LEVEL, default info */
     unsigned profile_launches;     /* VAREMAP_PROFILE_LAUNCHES, 1..1000, default 3 */
+    unsigned variants;             /* VAREMAP_VARIANTS, 0..16, default 4: executable graphs per
+                                    * active exec, the program's own included (variant.h) */
     uint64_t vmm_min_bytes;        /* VAREMAP_VMM_MIN_BYTES, default 1M */
     uint64_t max_padding;          /* VAREMAP_MAX_PADDING, default 1G */
     double max_padding_ratio;      /* VAREMAP_MAX_PADDING_RATIO, 0 < r <= 1, default 0.125 */

@@ -15,6 +15,8 @@
 #include "profile.h"
 #include "slice.h"
 #include "stats.h"
+#include "xlat.h"
+#include "variant.h"
 
 static struct vr_config cfg;
 static atomic_bool degraded;
@@ -22,6 +24,7 @@ static atomic_bool degraded;
 void vr_exec_configure(const struct vr_config *c)
 {
     cfg = *c;
+    vr_profile_configure(cfg.variants > 1);
 }
 
 enum state { ST_PROFILING, ST_ACTIVE, ST_DISABLED, ST_OBSERVED, ST_DEDUP };
@@ -46,17 +49,15 @@ struct vr_exec {
 
     struct vr_slices *slices;
     int32_t *anchor_slot;  /* per word once active, -1 = not an anchor */
+    uint8_t *slot_back;    /* per slot: its buffer came back while profiled */
     uint32_t *anchored;    /* nodes holding at least one anchor */
     size_t nanchored;
     unsigned peers;        /* vr_alloc_peer_generation() the slices' access reflects */
 
-    CUevent done;          /* recorded after each active launch */
-    uint64_t launch_seq;   /* active launches made */
-    uint64_t event_seq;    /* the launch `done` was recorded after */
-    bool idle;             /* `done` completed since the last launch */
-    bool busy;             /* `done` was seen incomplete since the last launch */
-    CUstream last_stream;
-    bool last_ptsz;
+    struct vr_track t;     /* order and completion of the active launches */
+    uint64_t v0_last;      /* the program's exec's last active launch (t's numbering) */
+    struct vr_variants *vars; /* NULL: never varied */
+    bool retargeted;       /* a slot's target moved since the last launch */
 
     uint8_t *scratch, *xlat;
     void **kp;
@@ -219,8 +220,10 @@ static void recycle(struct vr_exec *e)
 /* ---- torn-down reservations waiting for their last launch --------------- */
 
 struct tomb {
-    struct vr_slices *slices;
+    struct vr_slices *slices; /* NULL: only the event is left to destroy */
     CUevent done;          /* NULL: completion unknown, retired at exit */
+    CUcontext ctx;         /* the exec's, synchronized at exit when completion is unknown */
+    bool unused;           /* no launch ever read the slices */
     struct tomb *next;
 };
 
@@ -228,16 +231,18 @@ static vr_mutex tomb_lock = VR_MUTEX_INIT;
 static struct tomb *tombs;
 static atomic_size_t ntombs;
 
-static void bury(struct vr_slices *s, CUevent done)
+static void bury(struct vr_slices *s, CUevent done, CUcontext ctx, bool unused)
 {
     struct tomb *t = malloc(sizeof *t);
     if (!t) {
         vr_warn("out of memory: a reservation of %zu bytes is kept until exit",
-                vr_slices_reserved(s));
+                s ? vr_slices_reserved(s) : 0);
         return;
     }
     t->slices = s;
     t->done = done;
+    t->ctx = ctx;
+    t->unused = unused;
     vr_mutex_lock(&tomb_lock);
     t->next = tombs;
     tombs = t;
@@ -257,6 +262,33 @@ static void log_fallback(const char *what, const char *reason)
     vr_log_emit(&w, VR_LEVEL_INFO);
 }
 
+/* Destroys an event of the shim's, or leaves it to a later drain when the
+ * driver refuses (it is the shim's object: it must not outlive the shim). */
+static void drop_event(CUevent ev)
+{
+    if (ev && vr_real.cuEventDestroy_v2(ev) != CUDA_SUCCESS)
+        bury(NULL, ev, NULL, true);
+}
+
+/* At exit, for a reservation whose last launch was never seen complete:
+ * true once the exec's context finished its work, or is gone (and its work
+ * with it). Without the context, only the current one can be asked. */
+static bool ctx_finished(CUcontext ctx)
+{
+    CUcontext popped;
+    CUresult r = ctx ? vr_real.cuCtxPushCurrent_v2(ctx) : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS) {
+        r = vr_real.cuCtxSynchronize();
+        if (ctx)
+            vr_real.cuCtxPopCurrent_v2(&popped);
+        /* With ctx pushed, an invalid current context is ctx, gone (a
+         * released primary context reads so). */
+        return r == CUDA_SUCCESS ||
+               (ctx && (r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED));
+    }
+    return r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED;
+}
+
 void vr_exec_drain(bool final)
 {
     if (atomic_load_explicit(&ntombs, memory_order_relaxed) == 0)
@@ -265,24 +297,27 @@ void vr_exec_drain(bool final)
     struct tomb *list = tombs;
     tombs = NULL;
     vr_mutex_unlock(&tomb_lock);
-    bool synced = false;
     while (list) {
         struct tomb *t = list;
         list = t->next;
-        bool idle = t->done && vr_real.cuEventQuery(t->done) == CUDA_SUCCESS;
-        if (!idle && final && !synced) {
+        if (t->slices) {
+            bool idle = t->unused || (t->done && vr_real.cuEventQuery(t->done) == CUDA_SUCCESS);
             /* The program is exiting: nothing it does can gate this any more. */
-            synced = vr_real.cuCtxSynchronize() == CUDA_SUCCESS;
+            if (!idle && final)
+                idle = ctx_finished(t->ctx);
+            if (idle && vr_slices_destroy(t->slices) == 0)
+                t->slices = NULL;
         }
-        if ((idle || synced) && vr_slices_destroy(t->slices) == 0) {
-            if (t->done)
-                vr_real.cuEventDestroy_v2(t->done);
+        if (!t->slices && t->done && vr_real.cuEventDestroy_v2(t->done) == CUDA_SUCCESS)
+            t->done = NULL;
+        if (!t->slices && !t->done) {
             free(t);
             atomic_fetch_sub(&ntombs, 1);
             continue;
         }
         if (final) {
-            log_fallback("teardown", "a reservation could not be returned at exit");
+            log_fallback("teardown", t->slices ? "a reservation could not be returned at exit"
+                                               : "an event could not be destroyed at exit");
             vr_slices_forget(t->slices);
             free(t);
             atomic_fetch_sub(&ntombs, 1);
@@ -350,53 +385,54 @@ static int alloc_scratch(struct vr_exec *e)
     return e->scratch && e->xlat && e->kp ? 0 : -ENOMEM;
 }
 
-/* Hands the slices to the tomb list, to be unmapped once the exec's last
- * launch is known complete; never waits. */
-static void drop_slices(struct vr_exec *e)
+/* A reservation leaves: destroyed now when launches up to `last` are known
+ * complete, else buried with an event after the last launch; never waits. */
+static void bury_after(void *owner, struct vr_slices *sl, uint64_t last)
+{
+    struct vr_exec *e = owner;
+    if (vr_track_known(&e->t, last)) {
+        if (vr_slices_destroy(sl) != 0)
+            bury(sl, NULL, e->ctx, true);
+        return;
+    }
+    CUevent ev = vr_track_event_after(&e->t, drop_event);
+    bury(sl, ev, e->ctx, false);
+}
+
+static struct vr_var_ctx var_ctx(struct vr_exec *e)
+{
+    return (struct vr_var_ctx){&e->ns, e->anchor_slot, e->slot_back, e->slices, e->xlat, e->kp,
+                               bury_after, e, &e->c.transition, &e->c.rebinds};
+}
+
+/* Hands the slices (the variants' too) to the tomb list, to be unmapped
+ * once the launches that could read them are known complete; never waits.
+ * `freeze`: no variant is made again (the clone no longer matches). */
+static void drop_slices(struct vr_exec *e, bool freeze)
 {
     if (e->state == ST_ACTIVE)
         vr_stat_add(VR_C_execs_active, -1);
+    struct vr_var_ctx cx = var_ctx(e);
+    vr_variants_drop(e->vars, &cx, freeze);
     free(e->anchor_slot);
+    free(e->slot_back);
+    e->slot_back = NULL;
     free(e->anchored);
     e->anchor_slot = NULL;
     e->anchored = NULL;
     e->nanchored = 0;
-    if (!e->slices) {
-        if (e->done)
-            vr_real.cuEventDestroy_v2(e->done);
-        e->done = NULL;
-        return;
-    }
-    CUevent done = e->done;
-    if (e->launch_seq && e->event_seq != e->launch_seq) {
-        /* The last launch is not covered: an event after it in its stream. */
-        CUresult r = e->last_ptsz && vr_real.cuEventRecord_ptsz
-                         ? vr_real.cuEventRecord_ptsz(done, e->last_stream)
-                         : vr_real.cuEventRecord(done, e->last_stream);
-        if (r != CUDA_SUCCESS) {
-            vr_real.cuEventDestroy_v2(done);
-            done = NULL;
-        }
-    }
-    if (!e->launch_seq && done) {
-        vr_real.cuEventDestroy_v2(done);
-        done = NULL;
-        if (vr_slices_destroy(e->slices) == 0) {
-            e->slices = NULL;
-            e->done = NULL;
-            return;
-        }
-    }
-    bury(e->slices, done);
+    if (e->slices)
+        bury_after(e, e->slices, e->v0_last);
     e->slices = NULL;
-    e->done = NULL;
-    e->launch_seq = e->event_seq = 0;
-    e->idle = e->busy = false;
 }
 
 static void free_contents(struct vr_exec *e)
 {
-    drop_slices(e);
+    drop_slices(e, true);
+    struct vr_var_ctx cx = var_ctx(e);
+    vr_variants_free(e->vars, &cx);
+    e->vars = NULL;
+    vr_track_free(&e->t, drop_event);
     vr_profile_free(e->prof);
     e->prof = NULL;
     vr_nodes_free(&e->ns);
@@ -415,7 +451,7 @@ static void restart(struct vr_exec *e)
         e->state = ST_DEDUP;
 }
 
-void vr_exec_track(CUgraphExec handle, CUgraph graph)
+void vr_exec_track(CUgraphExec handle, CUgraph graph, unsigned long long flags)
 {
     if (cfg.mode == VR_MODE_OFF)
         return;
@@ -437,6 +473,9 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph)
     vr_real.cuCtxGetCurrent(&e->ctx);
     e->handle = handle;
     restart(e);
+    if (e->state == ST_PROFILING && cfg.mode == VR_MODE_PROFILED &&
+        vr_variants_new(&e->vars, graph, &e->ns, cfg.variants, flags) != 0)
+        vr_warn("exec %p: its graph could not be cloned; it is not varied", (void *)handle);
 
     /* An exec handle the driver reuses after a destroy we did not see. */
     struct vr_exec *stale = unlink_exec(handle);
@@ -467,20 +506,19 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph)
 
 /* ---- completion --------------------------------------------------------- */
 
-/* True when the exec's last launch is known complete. Asks the driver at most
- * once between launches; a failed query means "not complete". */
+/* True when the program's exec's last launch is known complete. Asks the
+ * driver at most once between launches; a failed query means "not
+ * complete". */
 static bool exec_idle(struct vr_exec *e)
 {
-    if (!e->launch_seq || e->idle)
-        return true;
-    if (e->busy || e->event_seq != e->launch_seq)
-        return false;
-    if (vr_real.cuEventQuery(e->done) == CUDA_SUCCESS) {
-        e->idle = true;
-        return true;
-    }
-    e->busy = true;
-    return false;
+    return vr_track_complete(&e->t, e->v0_last);
+}
+
+/* Whether a slot may be retargeted while the program's exec is busy: a
+ * variant may hold the new target at the next launch. */
+static bool may_vary(const struct vr_exec *e)
+{
+    return vr_variants_usable(e->vars);
 }
 
 /* ---- translation -------------------------------------------------------- */
@@ -503,17 +541,41 @@ static bool binding_of(uint64_t word, struct vr_slice_bind *b)
  * launch remaps it before running); else as the program wrote it. */
 static uint64_t translate_anchor(struct vr_exec *e, int32_t home, uint64_t w)
 {
+    /* Its own slot first: a position keeps its slot, so a buffer that comes
+     * back (pingpong, periodic) changes no installed word. With variants a
+     * slot may move while the program's exec is busy: the launch picks a
+     * variant that holds the targets. */
+    bool vary = may_vary(e);
+    const struct vr_slice_bind *h = vr_slices_target(e->slices, (size_t)home);
+    bool in_home = h->id && w >= h->base && w <= h->base + h->size;
+    if (in_home && (vary || !vr_slices_slot_pending(e->slices, (size_t)home)))
+        return vr_slices_va(e->slices, (size_t)home) + (w - h->base);
     int s = vr_slices_slot_of(e->slices, w, VR_VIEW_TARGET);
-    if (s >= 0 && !vr_slices_slot_pending(e->slices, (size_t)s))
+    if (!vary && s >= 0 && !vr_slices_slot_pending(e->slices, (size_t)s))
         return vr_slices_translate(e->slices, w, VR_VIEW_STABLE);
-    if (atomic_load_explicit(&degraded, memory_order_relaxed) || !exec_idle(e))
+    if (atomic_load_explicit(&degraded, memory_order_relaxed) || (!vary && !exec_idle(e)))
         return w;
-    if (s < 0) {
+    if (in_home)
+        return vr_slices_va(e->slices, (size_t)home) + (w - h->base);
+    if (s < 0 || vary) {
         struct vr_slice_bind b;
         if (!binding_of(w, &b) || vr_slices_retarget(e->slices, (size_t)home, &b) != 0)
             return w;
+        e->retargeted = true;
+        return vr_slices_va(e->slices, (size_t)home) + (w - b.base);
     }
     return vr_slices_translate(e->slices, w, VR_VIEW_TARGET);
+}
+
+static uint64_t xlat_setparams(void *ctx, int32_t home, uint64_t w)
+{
+    return translate_anchor(ctx, home, w);
+}
+
+static uint64_t xlat_stable(void *ctx, int32_t home, uint64_t w)
+{
+    (void)home;
+    return vr_slices_translate(((struct vr_exec *)ctx)->slices, w, VR_VIEW_STABLE);
 }
 
 /* dst = src with the anchors translated; only anchors: any other word is
@@ -521,18 +583,8 @@ static uint64_t translate_anchor(struct vr_exec *e, int32_t home, uint64_t w)
 static void translate_node(struct vr_exec *e, const struct vr_node *n, const uint8_t *src,
                            uint8_t *dst, bool setparams)
 {
-    memcpy(dst, src, n->layout->bytes);
-    for (uint32_t k = 0; k < n->layout->nwords; k++) {
-        int32_t home = e->anchor_slot[n->word0 + k];
-        if (home < 0)
-            continue;
-        uint32_t off = n->layout->words[k];
-        uint64_t w = vr_load_word(src + off);
-        uint64_t t = setparams ? translate_anchor(e, home, w)
-                               : vr_slices_translate(e->slices, w, VR_VIEW_STABLE);
-        if (t != w)
-            vr_store_word(dst + off, t);
-    }
+    vr_xlat_args(n->layout->words, e->anchor_slot + n->word0, n->layout->nwords,
+                 n->layout->bytes, src, dst, setparams ? xlat_setparams : xlat_stable, e);
 }
 
 /* ---- SetParams --------------------------------------------------------- */
@@ -546,6 +598,15 @@ static void set_intended(struct vr_exec *e, struct vr_node *n)
         vr_profile_touch(e->prof, (size_t)(n - e->ns.v));
 }
 
+/* A change the variants cannot replay: they go, and none is made again. */
+static void unvary(struct vr_exec *e)
+{
+    if (!vr_variants_usable(e->vars))
+        return;
+    struct vr_var_ctx cx = var_ctx(e);
+    vr_variants_drop(e->vars, &cx, true);
+}
+
 static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node,
                           enum vr_sp_entry entry, const void *params)
 {
@@ -555,6 +616,8 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
 
     if (!n || !n->layout || !kernel || e->state == ST_OBSERVED) {
         r = vr_forward_raw(e->handle, node, entry, params);
+        if (r == CUDA_SUCCESS)
+            unvary(e); /* what the driver holds now is not known here */
         note_forward(e, n, !n ? "unknown_node" : !kernel ? "not_kernel"
                          : e->state == ST_OBSERVED ? "observe" : "opaque");
         return vr_err_cu(r);
@@ -568,6 +631,7 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
         if (r == CUDA_SUCCESS) {
             vr_node_make_opaque(&e->ns, n);
             n->f = c.f;
+            unvary(e);
         }
         note_forward(e, n, why);
         return vr_err_cu(r);
@@ -607,6 +671,7 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
         set_intended(e, n);
         memcpy(n->installed, send, l->bytes);
         n->f = c.f;
+        vr_variants_touch(e->vars, (size_t)(n - e->ns.v));
     }
     return vr_err_cu(r);
 
@@ -726,11 +791,15 @@ static int fix_nodes(struct vr_exec *e)
         if (!wrong)
             continue;
         translate_node(e, n, n->intended, e->xlat, false);
+        /* The shim's own update, like the transition's: not one of the
+         * program's calls. */
         CUresult r = vr_node_issue(e->handle, n, e->xlat, e->kp);
-        note_forward(e, n, "rebind");
-        if (r == CUDA_SUCCESS)
+        e->c.transition++;
+        vr_stat_inc(VR_C_transition_updates);
+        if (r == CUDA_SUCCESS) {
             memcpy(n->installed, e->xlat, n->layout->bytes);
-        else if (rc == 0)
+            vr_variants_touch(e->vars, e->anchored[i]);
+        } else if (rc == 0)
             rc = vr_err_cu(r);
     }
     return rc;
@@ -752,10 +821,26 @@ static void log_rebind(struct vr_exec *e, size_t slot, uint64_t from, uint64_t t
     vr_log_emit(&w, VR_LEVEL_INFO);
 }
 
+/* Gives up the pending rebinds, but never the unbinding of a freed
+ * allocation (target id 0): its address may be handed out again, and a slot
+ * still bound to it would translate the new allocation's words into the old
+ * memory. It stays pending (outside the stable view) until the exec is idle. */
 static void cancel_all(struct vr_exec *e)
 {
-    for (size_t s = 0; s < vr_slices_count(e->slices); s++)
-        vr_slices_cancel(e->slices, s);
+    static const struct vr_slice_bind none = {0};
+    for (size_t s = 0; s < vr_slices_count(e->slices); s++) {
+        if (!vr_slices_slot_pending(e->slices, s) || vr_slices_target(e->slices, s)->id == 0)
+            continue;
+        /* A retarget may have replaced a pending unbind (a new buffer at the
+         * freed one's address): giving it up must not bring the freed
+         * buffer back. */
+        const struct vr_slice_bind *cur = vr_slices_current(e->slices, s);
+        struct vr_alloc_info a;
+        if (cur->id && (vr_alloc_find(cur->base, &a) != 0 || a.id != cur->id))
+            vr_slices_retarget(e->slices, s, &none);
+        else
+            vr_slices_cancel(e->slices, s);
+    }
 }
 
 /* Makes the pending remaps before a launch, or gives them up: only when the
@@ -806,8 +891,10 @@ static void transition(struct vr_exec *e)
         CUresult r = vr_node_issue(e->handle, n, e->xlat, e->kp);
         e->c.transition++;
         vr_stat_inc(VR_C_transition_updates);
-        if (r == CUDA_SUCCESS)
+        if (r == CUDA_SUCCESS) {
             memcpy(n->installed, e->xlat, n->layout->bytes);
+            vr_variants_touch(e->vars, e->anchored[i]);
+        }
     }
 }
 
@@ -822,29 +909,24 @@ static void decide(struct vr_exec *e)
         e->state = ST_OBSERVED;
         return;
     }
-    if (d.active && vr_real.cuEventCreate(&e->done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-        vr_warn("exec %p: cannot create its completion event; not remapped", (void *)e->handle);
-        e->done = NULL;
-        d.active = false;
-    }
     if (d.active) {
         e->anchored = malloc((e->ns.n ? e->ns.n : 1) * sizeof *e->anchored);
-        if (!e->anchored) {
-            vr_real.cuEventDestroy_v2(e->done);
-            e->done = NULL;
+        if (!e->anchored)
             d.active = false;
-        }
     }
     if (!d.active) {
         free(d.anchor_slot);
-        if (d.slices)
-            bury(d.slices, NULL);
+        free(d.slot_back);
+        /* No node points into the slices yet: nothing can be reading them. */
+        if (d.slices && vr_slices_destroy(d.slices) != 0)
+            bury(d.slices, NULL, e->ctx, true);
         e->state = ST_DISABLED;
         vr_stat_inc(VR_C_execs_disabled);
         return;
     }
     e->slices = d.slices;
     e->anchor_slot = d.anchor_slot;
+    e->slot_back = d.slot_back;
     for (size_t i = 0; i < e->ns.n; i++) {
         const struct vr_node *n = &e->ns.v[i];
         bool any = false;
@@ -854,12 +936,59 @@ static void decide(struct vr_exec *e)
             e->anchored[e->nanchored++] = (uint32_t)i;
     }
     e->state = ST_ACTIVE;
+    /* Rebinds are most likely right after the decision: the next launches
+     * get completion events (variant.h). */
+    e->t.hot = e->t.seq + VR_TRACK_EVERY + 1;
     e->peers = vr_alloc_peer_generation();
     vr_stat_inc(VR_C_execs_active);
     transition(e);
 }
 
 /* ---- launch ------------------------------------------------------------ */
+
+/* Active: the program's exec, or a variant holding the slots' targets. The
+ * variant is made ready (remapped, its nodes brought up to date) before
+ * anything is launched; the program's exec applies its own pending remaps. */
+static int launch_active(struct vr_exec *e, CUstream stream, bool per_thread)
+{
+    unsigned peers = vr_alloc_peer_generation();
+    if (peers != e->peers) {
+        vr_slices_reaccess(e->slices);
+        vr_variants_reaccess(e->vars);
+        e->peers = peers;
+    }
+    int var = 0;
+    bool vmm = false;
+    if (vr_slices_pending(e->slices)) {
+        if (e->retargeted && may_vary(e) && fix_nodes(e) != 0)
+            unvary(e);
+        e->retargeted = false;
+        struct vr_var_ctx cx = var_ctx(e);
+        if (!atomic_load_explicit(&degraded, memory_order_relaxed))
+            var = vr_variants_pick(e->vars, &e->t, &cx, e->v0_last, &vmm);
+        if (var == 0) {
+            vmm = true;
+            int rc = apply_pending(e);
+            if (rc != 0)
+                return rc; /* the graph would read what the program did not ask for */
+        }
+    }
+    CUgraphExec h = var ? vr_variants_handle(e->vars, var) : e->handle;
+    uint64_t id = var ? vr_variants_id(e->vars, var) : 0;
+    int rc = vr_track_order(&e->t, id, stream, per_thread);
+    if (rc != 0)
+        return rc;
+    CUresult r = per_thread ? vr_real.cuGraphLaunch_ptsz(h, stream)
+                            : vr_real.cuGraphLaunch(h, stream);
+    if (r != CUDA_SUCCESS)
+        return vr_err_cu(r);
+    vr_track_launched(&e->t, id, stream, per_thread, vmm);
+    if (var)
+        vr_variants_launched(e->vars, var, e->t.seq);
+    else
+        e->v0_last = e->t.seq;
+    return 0;
+}
 
 static int launch_locked(struct vr_exec *e, CUstream stream, bool per_thread)
 {
@@ -873,37 +1002,14 @@ static int launch_locked(struct vr_exec *e, CUstream stream, bool per_thread)
             decide(e);
         }
     }
-    if (e->state == ST_ACTIVE) {
-        unsigned peers = vr_alloc_peer_generation();
-        if (peers != e->peers) {
-            vr_slices_reaccess(e->slices);
-            e->peers = peers;
-        }
-        if (vr_slices_pending(e->slices)) {
-            int rc = apply_pending(e);
-            if (rc != 0)
-                return rc; /* the graph would read what the program did not ask for */
-        }
-    }
+    if (e->state == ST_ACTIVE)
+        return launch_active(e, stream, per_thread);
     CUresult r = per_thread ? vr_real.cuGraphLaunch_ptsz(e->handle, stream)
                             : vr_real.cuGraphLaunch(e->handle, stream);
     if (r != CUDA_SUCCESS)
         return vr_err_cu(r);
-    if (e->state == ST_PROFILING) {
+    if (e->state == ST_PROFILING)
         vr_profile_observe(e->prof, &e->ns);
-    } else if (e->state == ST_ACTIVE) {
-        e->launch_seq++;
-        e->idle = e->busy = false;
-        e->last_stream = stream;
-        e->last_ptsz = per_thread;
-        CUresult er = per_thread && vr_real.cuEventRecord_ptsz
-                          ? vr_real.cuEventRecord_ptsz(e->done, stream)
-                          : vr_real.cuEventRecord(e->done, stream);
-        /* Without the event this launch is never known complete: no remap
-         * until a later one is recorded (launches of an exec are ordered). */
-        if (er == CUDA_SUCCESS)
-            e->event_seq = e->launch_seq;
-    }
     return 0;
 }
 
@@ -928,7 +1034,7 @@ static void reset_locked(struct vr_exec *e, CUgraph graph)
 {
     /* The driver now holds the update graph's parameters: no node reads a
      * slice; the slices go once the last launch is done. */
-    drop_slices(e);
+    drop_slices(e, true);
     vr_profile_free(e->prof);
     e->prof = NULL;
     log_exec_event("exec_reset", e);
@@ -962,6 +1068,21 @@ void vr_exec_updated(CUgraphExec exec, CUgraph graph)
         reset_locked(e, graph);
         vr_mutex_unlock(&e->lock);
     }
+}
+
+int vr_exec_set_enabled(CUgraphExec exec, CUgraphNode node, unsigned enabled)
+{
+    struct vr_exec *e = cfg.mode == VR_MODE_OFF ? NULL : acquire(exec);
+    CUresult r = vr_real.cuGraphNodeSetEnabled(exec, node, enabled);
+    if (e) {
+        if (r == CUDA_SUCCESS && e->vars) {
+            struct vr_node *n = vr_nodes_find(&e->ns, node);
+            struct vr_var_ctx cx = var_ctx(e);
+            vr_variants_set_enabled(e->vars, &cx, n ? (size_t)(n - e->ns.v) : SIZE_MAX, enabled);
+        }
+        vr_mutex_unlock(&e->lock);
+    }
+    return vr_err_cu(r);
 }
 
 int vr_exec_destroy(CUgraphExec exec)
@@ -1011,20 +1132,35 @@ void vr_exec_forget_alloc(uint64_t id, bool synced)
         if (!lock_if_same(&v[i]))
             continue;
         struct vr_exec *e = v[i].e;
-        int s = e->slices ? vr_slices_find(e->slices, id) : -1;
-        if (s >= 0) {
-            if (synced && cur && cur == e->ctx)
-                e->idle = true; /* the free synchronized this exec's context */
-            if (vr_slices_target(e->slices, (size_t)s)->id == id) {
+        bool holds = vr_variants_holds(e->vars, id);
+        for (size_t s = 0; e->slices && s < vr_slices_count(e->slices) && !holds; s++)
+            holds = vr_slices_current(e->slices, s)->id == id ||
+                    vr_slices_target(e->slices, s)->id == id;
+        /* The free synchronized this exec's context. Only an exec that reads
+         * the buffer is told: another thread may have launched another exec
+         * since, which the synchronization did not cover. */
+        if (holds && synced && cur && cur == e->ctx)
+            vr_track_synced(&e->t);
+        /* Several slots may hold one buffer (anchors are positions). */
+        for (size_t s = 0; e->slices && s < vr_slices_count(e->slices); s++) {
+            if (vr_slices_current(e->slices, s)->id != id &&
+                vr_slices_target(e->slices, s)->id != id)
+                continue;
+            if (vr_slices_target(e->slices, s)->id == id) {
                 struct vr_slice_bind none = {0};
-                vr_slices_retarget(e->slices, (size_t)s, &none);
+                vr_slices_retarget(e->slices, s, &none);
+                e->retargeted = true;
             }
             /* Unmapped now when nothing can read it, else at a later launch. */
-            if (vr_slices_current(e->slices, (size_t)s)->id == id && exec_idle(e) &&
-                vr_slices_remap(e->slices, (size_t)s) != 0)
+            if (vr_slices_current(e->slices, s)->id == id && exec_idle(e) &&
+                vr_slices_remap(e->slices, s) != 0)
                 log_fallback("free", "a slice of a freed buffer could not be unmapped yet");
-            if (vr_slices_current(e->slices, (size_t)s)->id != id)
-                vr_slices_cancel(e->slices, (size_t)s);
+            if (vr_slices_current(e->slices, s)->id != id)
+                vr_slices_cancel(e->slices, s);
+        }
+        if (e->slices) {
+            struct vr_var_ctx cx = var_ctx(e);
+            vr_variants_forget_alloc(e->vars, &e->t, &cx, id);
         }
         vr_mutex_unlock(&e->lock);
     }

@@ -35,8 +35,14 @@
 
 void vr_exec_configure(const struct vr_config *cfg);
 
-/* After a successful instantiate: reads the graph and starts the profile. */
-void vr_exec_track(CUgraphExec exec, CUgraph graph);
+/* After a successful instantiate with these flags: reads the graph, keeps a
+ * clone of it when the exec may get variants (variant.h), starts the
+ * profile. */
+void vr_exec_track(CUgraphExec exec, CUgraph graph, unsigned long long flags);
+
+/* cuGraphNodeSetEnabled through the shim: the program's exec and every
+ * variant of it. */
+int vr_exec_set_enabled(CUgraphExec exec, CUgraphNode node, unsigned enabled);
 
 /* One SetParams through entry point `entry`; params is the program's struct.
  * One function per entry point, so the hook's constant picks it at compile

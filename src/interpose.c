@@ -297,6 +297,11 @@ static CUresult vr_on_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
     return vr_err_to_cu(vr_alloc_free_async(dptr, stream, true));
 }
 
+static CUresult vr_on_cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    return vr_err_to_cu(vr_alloc_mem_info(free_bytes, total));
+}
+
 static CUresult vr_on_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
     return vr_err_to_cu(vr_alloc_address_range(pbase, psize, dptr));
@@ -320,31 +325,33 @@ static CUresult vr_on_cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags)
 
 /* ---- graphs ----------------------------------------------------------- */
 
-static CUresult tracked(CUresult r, CUgraphExec *exec, CUgraph graph)
+static CUresult tracked(CUresult r, CUgraphExec *exec, CUgraph graph, unsigned long long flags)
 {
     if (!atomic_load_explicit(&started, memory_order_relaxed))
         emit_start(true);
     if (r == CUDA_SUCCESS && exec)
-        vr_exec_track(*exec, graph);
+        vr_exec_track(*exec, graph, flags);
     return r;
 }
 
 static CUresult vr_on_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
                                                   unsigned long long flags)
 {
-    return tracked(vr_real.cuGraphInstantiateWithFlags(exec, graph, flags), exec, graph);
+    return tracked(vr_real.cuGraphInstantiateWithFlags(exec, graph, flags), exec, graph, flags);
 }
 
 static CUresult vr_on_cuGraphInstantiateWithParams(CUgraphExec *exec, CUgraph graph,
                                                    CUDA_GRAPH_INSTANTIATE_PARAMS *params)
 {
-    return tracked(vr_real.cuGraphInstantiateWithParams(exec, graph, params), exec, graph);
+    return tracked(vr_real.cuGraphInstantiateWithParams(exec, graph, params), exec, graph,
+                   params ? params->flags : 0);
 }
 
 static CUresult vr_on_cuGraphInstantiateWithParams_ptsz(CUgraphExec *exec, CUgraph graph,
                                                         CUDA_GRAPH_INSTANTIATE_PARAMS *params)
 {
-    return tracked(vr_real.cuGraphInstantiateWithParams_ptsz(exec, graph, params), exec, graph);
+    return tracked(vr_real.cuGraphInstantiateWithParams_ptsz(exec, graph, params), exec, graph,
+                   params ? params->flags : 0);
 }
 
 static CUresult vr_on_cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node,
@@ -390,6 +397,12 @@ static CUresult vr_on_cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraph
     if (r == CUDA_SUCCESS)
         vr_exec_updated(exec, graph);
     return r;
+}
+
+/* The variants of the exec must hold the same: applied to each. */
+static CUresult vr_on_cuGraphNodeSetEnabled(CUgraphExec exec, CUgraphNode node, unsigned int enabled)
+{
+    return vr_err_to_cu(vr_exec_set_enabled(exec, node, enabled));
 }
 
 static CUresult vr_on_cuGraphExecDestroy(CUgraphExec exec)

@@ -12,11 +12,22 @@
 struct vr_profile {
     size_t nwords;
     unsigned launches;
-    uint64_t *val, *id, *base; /* per word: first value, its allocation (0: none or moved) */
-    uint32_t *dirty;           /* nodes whose intended words changed since the last launch */
+    /* per word: first value, its allocation (0: none, or not an anchor any
+     * more) and base; sig: the sequence of allocations seen there (equal to
+     * id while it never changed), size: the first allocation's size */
+    uint64_t *val, *id, *base, *sig, *size, *prev;
+    uint8_t *back;   /* the first allocation came back after another (pingpong) */
+    uint32_t *dirty; /* nodes whose intended words changed since the last launch */
     size_t ndirty;
-    uint8_t *marked;           /* bit per node: listed in dirty */
+    uint8_t *marked; /* bit per node: listed in dirty */
 };
+
+static bool variants_on;
+
+void vr_profile_configure(bool variants)
+{
+    variants_on = variants;
+}
 
 int vr_profile_new(struct vr_profile **out, size_t nwords, size_t nnodes)
 {
@@ -28,9 +39,14 @@ int vr_profile_new(struct vr_profile **out, size_t nwords, size_t nnodes)
     p->val = calloc(n, sizeof *p->val);
     p->id = calloc(n, sizeof *p->id);
     p->base = calloc(n, sizeof *p->base);
+    p->sig = calloc(n, sizeof *p->sig);
+    p->size = calloc(n, sizeof *p->size);
+    p->prev = calloc(n, sizeof *p->prev);
+    p->back = calloc(n, 1);
     p->dirty = calloc(nnodes ? nnodes : 1, sizeof *p->dirty);
     p->marked = calloc(nnodes / 8 + 1, 1);
-    if (!p->val || !p->id || !p->base || !p->dirty || !p->marked) {
+    if (!p->val || !p->id || !p->base || !p->sig || !p->size || !p->prev || !p->back ||
+        !p->dirty || !p->marked) {
         vr_profile_free(p);
         return -ENOMEM;
     }
@@ -45,6 +61,10 @@ void vr_profile_free(struct vr_profile *p)
     free(p->val);
     free(p->id);
     free(p->base);
+    free(p->sig);
+    free(p->size);
+    free(p->prev);
+    free(p->back);
     free(p->dirty);
     free(p->marked);
     free(p);
@@ -75,6 +95,13 @@ uint64_t vr_profile_alloc_of(uint64_t word, uint64_t *base)
     return 0;
 }
 
+/* A word is an anchor by position: at every profiled launch it pointed at
+ * the same offset of an allocation of the same size. The allocation may
+ * differ from launch to launch (a buffer replaced every step, from a pool
+ * or freshly allocated): positions that saw the same sequence of
+ * allocations share one slice, rebound when the program moves them. The
+ * sequence is mixed into sig only where the allocation changes, so a node
+ * not read again (unchanged) leaves it as reading it would. */
 static void observe_node(struct vr_profile *p, const struct vr_node *n, bool first)
 {
     if (!n->layout)
@@ -84,14 +111,23 @@ static void observe_node(struct vr_profile *p, const struct vr_node *n, bool fir
         if (!first && !p->id[w])
             continue;
         uint64_t v = vr_load_word(n->intended + n->layout->words[k]);
+        struct vr_alloc_info a;
         uint64_t base = 0, id = vr_profile_alloc_of(v, &base);
+        if (id && vr_alloc_find(base, &a) != 0)
+            id = 0;
         if (first) {
             p->val[w] = v;
             p->id[w] = id;
             p->base[w] = base;
-        } else if (p->val[w] != v || p->id[w] != id) {
+            p->sig[w] = id;
+            p->size[w] = id ? a.size : 0;
+        } else if (!id || v - base != p->val[w] - p->base[w] || a.size != p->size[w]) {
             p->id[w] = 0;
+        } else if (id != p->prev[w]) {
+            p->sig[w] = (p->sig[w] ^ id) * UINT64_C(0x9e3779b97f4a7c15) + 1;
+            p->back[w] |= id == p->id[w];
         }
+        p->prev[w] = id;
     }
 }
 
@@ -116,6 +152,8 @@ void vr_profile_observe(struct vr_profile *p, const struct vr_nodes *ns)
 
 struct candidate {
     uint64_t id, ptr;
+    size_t word;        /* its first anchor */
+    bool moved, back;   /* its buffer changed during the profile; and came back */
     size_t size;
     unsigned anchors;
     const char *verdict;
@@ -213,7 +251,7 @@ static size_t group(const struct vr_profile *p, struct candidate *cand, int32_t 
     }
     for (size_t w = 0; w < p->nwords; w++) {
         cidx[w] = -1;
-        uint64_t id = p->id[w];
+        uint64_t id = p->id[w] ? p->sig[w] : 0;
         if (!id)
             continue;
         size_t h = (size_t)(id * UINT64_C(0x9e3779b97f4a7c15) >> 20) & (hcap - 1);
@@ -222,7 +260,9 @@ static size_t group(const struct vr_profile *p, struct candidate *cand, int32_t 
         if (!hid[h]) {
             hid[h] = id;
             hk[h] = (uint32_t)ncand;
-            cand[ncand] = (struct candidate){.id = id, .ptr = p->base[w], .slot = -1};
+            cand[ncand] = (struct candidate){.id = p->id[w], .ptr = p->base[w], .slot = -1,
+                                             .word = w, .moved = p->sig[w] != p->id[w],
+                                             .back = p->back[w] != 0};
             ncand++;
         }
         cidx[w] = (int32_t)hk[h];
@@ -240,10 +280,30 @@ static void reject_selected(struct candidate *cand, size_t ncand, const char *wh
             cand[k].verdict = why;
 }
 
+/* The intended value of scanned word w now. */
+static bool current_word(const struct vr_nodes *ns, size_t w, uint64_t *out)
+{
+    size_t lo = 0, hi = ns->n;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ns->v[mid].word0 <= w)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < ns->n && ns->v[i].word0 <= w; i++) {
+        const struct vr_node *n = &ns->v[i];
+        if (n->layout && w < (size_t)n->word0 + n->layout->nwords) {
+            *out = vr_load_word(n->intended + n->layout->words[w - n->word0]);
+            return true;
+        }
+    }
+    return false;
+}
+
 void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphExec exec,
                        bool observe, struct vr_decision *out)
 {
-    (void)ns;
     memset(out, 0, sizeof *out);
     size_t nw = p->nwords ? p->nwords : 1;
     struct candidate *cand = calloc(nw, sizeof *cand);
@@ -259,7 +319,13 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
     size_t nsel = 0, reserved = 0;
     for (size_t k = 0; k < ncand; k++) {
         struct vr_alloc_info *a = &cand[k].info;
-        if (vr_alloc_find(cand[k].ptr, a) != 0 || a->id != cand[k].id) {
+        /* A position group is bound to what its words point at now: the
+         * buffer may have moved since the last profiled launch. */
+        uint64_t now;
+        if (current_word(ns, cand[k].word, &now) &&
+            vr_profile_alloc_of(now, &cand[k].ptr) != 0)
+            cand[k].id = 0;
+        if (vr_alloc_find(cand[k].ptr, a) != 0 || (cand[k].id && a->id != cand[k].id)) {
             cand[k].verdict = "freed";
             continue;
         }
@@ -271,7 +337,13 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
         /* A slice pays when the buffer changes: one remap instead of one
          * update per anchor. Fewer anchors than that: dedup serves it. Only
          * judged on this process's own measurements, never on the priors. */
-        if (costs_measured() && cand[k].anchors * vr_cost_get(VR_COST_SETPARAMS) < remap_ns()) {
+        /* A buffer that moved at every profiled launch will be remapped at
+         * every launch: judged on the estimates even before they are
+         * measured, unless it came back (a variant will hold it: no remap
+         * once settled). */
+        bool every = cand[k].moved && !(cand[k].back && variants_on);
+        if ((every || costs_measured()) &&
+            cand[k].anchors * vr_cost_get(VR_COST_SETPARAMS) < remap_ns()) {
             cand[k].verdict = V_NOT_WORTH_IT;
             continue;
         }
@@ -301,18 +373,24 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
                 slot++;
             }
             out->anchor_slot = malloc(nw * sizeof *out->anchor_slot);
-            if (bound == 0 || !out->anchor_slot) {
+            out->slot_back = calloc(nsel, 1);
+            if (bound == 0 || !out->anchor_slot || !out->slot_back) {
                 reject_selected(cand, ncand, "map_failed");
                 active = false;
             } else {
                 for (size_t w = 0; w < p->nwords; w++)
                     out->anchor_slot[w] = cidx[w] >= 0 ? cand[cidx[w]].slot : -1;
+                for (size_t k = 0; k < ncand; k++)
+                    if (cand[k].slot >= 0)
+                        out->slot_back[cand[k].slot] = cand[k].back;
             }
             out->selected = bound;
         }
         if (!active) {
             free(out->anchor_slot);
             out->anchor_slot = NULL;
+            free(out->slot_back);
+            out->slot_back = NULL;
             if (out->slices && vr_slices_destroy(out->slices) != 0)
                 vr_warn("exec %p: a reservation could not be returned", (void *)exec);
             out->slices = NULL;

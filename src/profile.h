@@ -25,6 +25,10 @@
 
 struct vr_profile;
 
+/* Whether execs may get variants (variant.h): a buffer that alternates is
+ * then worth a slice whatever its anchors. */
+void vr_profile_configure(bool variants);
+
 int vr_profile_new(struct vr_profile **out, size_t nwords, size_t nnodes);
 void vr_profile_free(struct vr_profile *p);
 unsigned vr_profile_launches(const struct vr_profile *p);
@@ -41,6 +45,7 @@ struct vr_decision {
     bool active;
     struct vr_slices *slices; /* active: the selected allocations, bound */
     int32_t *anchor_slot;     /* active: per word, the anchor's slot or -1 */
+    uint8_t *slot_back;       /* active: per slot, its buffer came back while profiled */
     size_t selected;
 };
 

@@ -9,6 +9,7 @@
 #include "driver.h"
 #include "err.h"
 #include "stats.h"
+#include "xlat.h"
 
 struct slot {
     CUdeviceptr va;
@@ -17,13 +18,9 @@ struct slot {
     struct vr_slice_bind target;
 };
 
-struct range {
-    CUdeviceptr lo, hi, va; /* hi = base + size, included */
-    size_t slot;
-};
-
+/* A view: the ranges of one kind of binding, sorted by lo (xlat.h). */
 struct map {
-    struct range *r;
+    struct vr_xlat_range *r;
     size_t n;
 };
 
@@ -143,7 +140,7 @@ size_t vr_slices_mapped_bytes(const struct vr_slices *s)
 
 static int by_lo(const void *a, const void *b)
 {
-    const struct range *x = a, *y = b;
+    const struct vr_xlat_range *x = a, *y = b;
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
@@ -155,12 +152,12 @@ static void rebuild(struct vr_slices *s)
     for (size_t i = 0; i < s->n; i++) {
         const struct slot *sl = &s->slots[i];
         if (sl->cur.id)
-            s->cur.r[s->cur.n++] = (struct range){sl->cur.base, sl->cur.base + sl->cur.size,
-                                                  sl->va, i};
+            s->cur.r[s->cur.n++] = (struct vr_xlat_range){sl->cur.base,
+                                                          sl->cur.base + sl->cur.size, sl->va, i};
         if (sl->target.id)
-            s->target.r[s->target.n++] = (struct range){sl->target.base,
-                                                        sl->target.base + sl->target.size,
-                                                        sl->va, i};
+            s->target.r[s->target.n++] = (struct vr_xlat_range){sl->target.base,
+                                                                sl->target.base + sl->target.size,
+                                                                sl->va, i};
         s->npending += sl->cur.id != sl->target.id;
     }
     qsort(s->cur.r, s->cur.n, sizeof *s->cur.r, by_lo);
@@ -206,27 +203,16 @@ int vr_slices_bind(struct vr_slices *s, size_t slot, const struct vr_slice_bind 
     return rc;
 }
 
-/* The last range starting at or below word; few slots per exec. */
-static const struct range *lookup(const struct map *m, uint64_t word)
+static const struct vr_xlat_range *lookup(const struct map *m, uint64_t word)
 {
-    size_t lo = 0, hi = m->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (m->r[mid].lo <= word)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo > 0 && word <= m->r[lo - 1].hi)
-        return &m->r[lo - 1];
-    return NULL;
+    return vr_xlat_lookup(m->r, m->n, word);
 }
 
-static const struct range *lookup_view(const struct vr_slices *s, uint64_t word, enum vr_view view)
+static const struct vr_xlat_range *lookup_view(const struct vr_slices *s, uint64_t word, enum vr_view view)
 {
     if (view == VR_VIEW_TARGET)
         return lookup(&s->target, word);
-    const struct range *r = lookup(&s->cur, word);
+    const struct vr_xlat_range *r = lookup(&s->cur, word);
     if (r && view == VR_VIEW_STABLE && s->slots[r->slot].target.id != s->slots[r->slot].cur.id)
         return NULL;
     return r;
@@ -234,13 +220,13 @@ static const struct range *lookup_view(const struct vr_slices *s, uint64_t word,
 
 uint64_t vr_slices_translate(const struct vr_slices *s, uint64_t word, enum vr_view view)
 {
-    const struct range *r = lookup_view(s, word, view);
+    const struct vr_xlat_range *r = lookup_view(s, word, view);
     return r ? r->va + (word - r->lo) : word;
 }
 
 int vr_slices_slot_of(const struct vr_slices *s, uint64_t word, enum vr_view view)
 {
-    const struct range *r = lookup_view(s, word, view);
+    const struct vr_xlat_range *r = lookup_view(s, word, view);
     return r ? (int)r->slot : -1;
 }
 
@@ -266,9 +252,6 @@ int vr_slices_retarget(struct vr_slices *s, size_t slot, const struct vr_slice_b
         return 0;
     if (b->id && b->padded > sl->size)
         return -E2BIG;
-    for (size_t i = 0; b->id && i < s->n; i++)
-        if (s->slots[i].target.id == b->id)
-            return -EEXIST;
     if (b->id)
         sl->target = *b;
     else
@@ -303,7 +286,11 @@ int vr_slices_remap(struct vr_slices *s, size_t slot)
         return 0;
     int rc = unmap_slot(sl);
     if (rc != 0) {
-        sl->target = sl->cur;
+        /* A rebind is given up. An unbind is not: the allocation is gone and
+         * its address may be handed out again, so the slot stays pending,
+         * outside the stable view, until a later remap unmaps it. */
+        if (sl->target.id)
+            sl->target = sl->cur;
     } else if (sl->target.id) {
         rc = map_slot(sl, &sl->target);
         if (rc != 0)

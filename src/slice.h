@@ -65,8 +65,10 @@ int vr_slices_slot_of(const struct vr_slices *s, uint64_t word, enum vr_view vie
 /* The slot whose window contains the slice address va (end included), or -1. */
 int vr_slices_slot_at(const struct vr_slices *s, uint64_t va);
 
-/* Makes b the slot's target. -E2BIG when it does not fit, -EEXIST when b is
- * the target of another slot. b->id 0 means "unbind at the next remap". */
+/* Makes b the slot's target. -E2BIG when it does not fit. One allocation may
+ * be the target of several slots (anchors are positions: two groups of
+ * positions may point at one buffer for a while). b->id 0 means "unbind at
+ * the next remap". */
 int vr_slices_retarget(struct vr_slices *s, size_t slot, const struct vr_slice_bind *b);
 /* Forgets a slot's pending change: target = current. */
 void vr_slices_cancel(struct vr_slices *s, size_t slot);
@@ -76,8 +78,9 @@ bool vr_slices_pending(const struct vr_slices *s);
 bool vr_slices_slot_pending(const struct vr_slices *s, size_t slot);
 
 /* Makes the slot hold its target: unmap, map, set access. A failed unmap
- * keeps the old binding and cancels the change; a failed map leaves the slot
- * unbound. Returns 0 or the driver's error. */
+ * keeps the old binding and cancels a rebind, but not an unbind (target id
+ * 0: the allocation was freed), which stays pending; a failed map leaves
+ * the slot unbound. Returns 0 or the driver's error. */
 int vr_slices_remap(struct vr_slices *s, size_t slot);
 
 /* The slot bound to or targeting allocation id, or -1. */

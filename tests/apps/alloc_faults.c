@@ -14,58 +14,34 @@
  *   alloc_faults fill SIZE allocate SIZE bytes until out of memory: the count
  *   alloc_faults peer [--no-peer]  (2 devices) a kernel on device 1 reads
  *                          device 0's buffer, after enabling peer access
+ *   alloc_faults freeasync a stream-ordered free of a buffer that a kernel
+ *                          queued behind a host function still reads; the
+ *                          host function waits for the program's next step,
+ *                          so a free that blocks hangs (the alarm fires)
  *
  * The kernels come from the PTX named by VR_PTX.
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include <cuda.h>
-
-#include "ptx_text.h"
 #include "varemap/varemap.h"
-
-static const char *name(CUresult r)
-{
-    const char *s = NULL;
-    return cuGetErrorName(r, &s) == CUDA_SUCCESS && s ? s : "?";
-}
-
-#define CK(call)                                                                   \
-    do {                                                                           \
-        CUresult r_ = (call);                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                  \
-            fprintf(stderr, "alloc_faults: %s:%d: %s: %s\n", __FILE__, __LINE__,   \
-                    #call, name(r_));                                              \
-            exit(1);                                                               \
-        }                                                                          \
-    } while (0)
+#define VR_PROG "alloc_faults"
+#include "vr_check.h"
 
 #define MIB ((size_t)1 << 20)
 
 static CUmodule module;
 
-static void setup(int device, CUcontext *ctx)
-{
-    CUdevice dev;
-    CK(cuDeviceGet(&dev, device));
-    CK(cuDevicePrimaryCtxRetain(ctx, dev));
-    CK(cuCtxSetCurrent(*ctx));
-}
-
 static CUfunction kernel(const char *fn)
 {
     if (!module) {
-        const char *path = getenv("VR_PTX");
-        char *ptx = path ? vr_read_text(path) : NULL;
-        if (!ptx) {
-            fprintf(stderr, "alloc_faults: no PTX (VR_PTX)\n");
-            exit(1);
-        }
+        char *ptx = vr_ptx_or_die(getenv("VR_PTX"));
         CK(cuModuleLoadData(&module, ptx));
         free(ptx);
     }
@@ -135,7 +111,7 @@ static int run_noctx(void)
 {
     CUcontext ctx;
     CUstream s;
-    setup(0, &ctx);
+    vr_ctx_current(0, &ctx);
     CK(cuStreamCreate(&s, 0));
     const size_t n = (4 * MIB) / sizeof(float);
     CUdeviceptr p, out;
@@ -148,10 +124,10 @@ static int run_noctx(void)
     pthread_t t;
     if (pthread_create(&t, NULL, noctx_thread, &r) != 0 || pthread_join(t, NULL) != 0)
         return 1;
-    printf("noctx free=%s range=%s\n", name(r.free), name(r.range));
+    printf("noctx free=%s range=%s\n", vr_err_name(r.free), vr_err_name(r.range));
     CK(cuStreamSynchronize(s));
     printf("sum out=%.1f p=%.1f\n", sum_floats(out, n), sum_floats(p, n));
-    printf("free=%s\n", name(cuMemFree_v2(p)));
+    printf("free=%s\n", vr_err_name(cuMemFree_v2(p)));
     CK(cuMemFree_v2(out));
     CK(cuStreamDestroy_v2(s));
     return 0;
@@ -162,29 +138,31 @@ static int run_noctx(void)
 static int run_padding(void)
 {
     CUcontext ctx;
-    setup(0, &ctx);
+    vr_ctx_current(0, &ctx);
     /* Not a multiple of the granularity or the page: the shim pads it. */
     const size_t size = 3 * MIB + 4096 + 256;
     CUdeviceptr p, base = 0;
     size_t got = 0;
     CK(cuMemAlloc_v2(&p, size));
     CUresult r = cuMemGetAddressRange_v2(&base, &got, p + size - 1);
-    printf("range last=%s base_ok=%d size=%zu\n", name(r), base == p, got);
-    printf("range end=%s\n", name(cuMemGetAddressRange_v2(&base, &got, p + size)));
-    printf("range padding=%s\n", name(cuMemGetAddressRange_v2(&base, &got, p + 4 * MIB - 1)));
+    printf("range last=%s base_ok=%d size=%zu\n", vr_err_name(r), base == p, got);
+    printf("range end=%s\n", vr_err_name(cuMemGetAddressRange_v2(&base, &got, p + size)));
+    printf("range padding=%s\n",
+           vr_err_name(cuMemGetAddressRange_v2(&base, &got, p + 4 * MIB - 1)));
 
     CUmemGenericAllocationHandle h;
-    printf("retain base=%s\n", name(cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)p)));
+    printf("retain base=%s\n", vr_err_name(cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)p)));
     printf("retain inner=%s\n",
-           name(cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)(p + 4096))));
-    printf("retain null=%s\n", name(cuMemRetainAllocationHandle(NULL, (void *)(uintptr_t)p)));
+           vr_err_name(cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)(p + 4096))));
+    printf("retain null=%s\n",
+           vr_err_name(cuMemRetainAllocationHandle(NULL, (void *)(uintptr_t)p)));
     unsigned long long flags = 0;
     CUmemLocation loc = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 };
-    printf("access base=%s\n", name(cuMemGetAccess(&flags, &loc, p)));
-    printf("access null=%s\n", name(cuMemGetAccess(NULL, &loc, p)));
+    printf("access base=%s\n", vr_err_name(cuMemGetAccess(&flags, &loc, p)));
+    printf("access null=%s\n", vr_err_name(cuMemGetAccess(NULL, &loc, p)));
     CUmemLocation bad = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 99 };
-    printf("access baddev=%s\n", name(cuMemGetAccess(&flags, &bad, p)));
-    printf("free=%s\n", name(cuMemFree_v2(p)));
+    printf("access baddev=%s\n", vr_err_name(cuMemGetAccess(&flags, &bad, p)));
+    printf("free=%s\n", vr_err_name(cuMemFree_v2(p)));
 
     /* Whole-granularity allocations: no padding, so only a guard gap keeps
      * one's end out of the next one. */
@@ -226,7 +204,7 @@ static int run_free(void)
 {
     CUcontext ctx;
     CUstream s;
-    setup(0, &ctx);
+    vr_ctx_current(0, &ctx);
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     const size_t n = (4 * MIB) / sizeof(float);
     size_t free0, free1, total;
@@ -241,14 +219,14 @@ static int run_free(void)
         scale(s, out, p, 0.5f, n);
         /* The native free waits for the kernels; with the shim, a failed
          * wait must not unmap under them either. */
-        printf("round=%d free=%s\n", round, name(cuMemFree_v2(p)));
+        printf("round=%d free=%s\n", round, vr_err_name(cuMemFree_v2(p)));
         CK(cuStreamSynchronize(s));
         sum += sum_floats(out, n);
     }
     printf("sum=%.1f\n", sum);
     CUdeviceptr q;
     CK(cuMemAlloc_v2(&q, 4 * MIB)); /* a later hook: a retry may release now */
-    printf("last free=%s\n", name(cuMemFree_v2(q)));
+    printf("last free=%s\n", vr_err_name(cuMemFree_v2(q)));
     CK(cuMemGetInfo_v2(&free1, &total));
     printf("returned=%d\n", free1 == free0);
     struct varemap_stats st = { 0 };
@@ -259,12 +237,50 @@ static int run_free(void)
     return 0;
 }
 
+/* ---- freeasync ---- */
+
+static atomic_int gate_open;
+
+static void CUDA_CB gate(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&gate_open))
+        usleep(1000);
+}
+
+static int run_freeasync(void)
+{
+    CUcontext ctx;
+    CUstream s;
+    vr_ctx_current(0, &ctx);
+    alarm(20); /* a blocking free never returns: SIGALRM, status 142 */
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    const size_t n = (4 * MIB) / sizeof(float);
+    size_t free0, free1, total;
+    CUdeviceptr in, out;
+    CK(cuMemAlloc_v2(&out, 4 * MIB));
+    CK(cuMemGetInfo_v2(&free0, &total));
+    CK(cuMemAlloc_v2(&in, 4 * MIB));
+    fill(s, in, 3.0f, n);
+    CK(cuLaunchHostFunc(s, gate, NULL));
+    scale(s, out, in, 0.5f, n); /* reads `in` once the gate opens */
+    printf("free_async=%s\n", vr_err_name(cuMemFreeAsync(in, s)));
+    atomic_store(&gate_open, 1);
+    CK(cuStreamSynchronize(s));
+    printf("sum=%.1f\n", sum_floats(out, n));
+    CK(cuMemGetInfo_v2(&free1, &total));
+    printf("returned=%d\n", free1 == free0);
+    CK(cuMemFree_v2(out));
+    CK(cuStreamDestroy_v2(s));
+    return 0;
+}
+
 /* ---- fill ---- */
 
 static int run_fill(size_t size)
 {
     CUcontext ctx;
-    setup(0, &ctx);
+    vr_ctx_current(0, &ctx);
     size_t cap = 1024, count = 0;
     CUdeviceptr *p = malloc(cap * sizeof *p);
     CUresult r = CUDA_SUCCESS;
@@ -283,7 +299,7 @@ static int run_fill(size_t size)
     }
     if (!p)
         return 1;
-    printf("fill size=%zu count=%zu stop=%s\n", size, count, name(r));
+    printf("fill size=%zu count=%zu stop=%s\n", size, count, vr_err_name(r));
     struct varemap_stats st = { 0 };
     if (stats(&st) == 0)
         fprintf(stderr, "vmm_bytes_live=%llu\n", (unsigned long long)st.vmm_bytes);
@@ -322,7 +338,7 @@ static int run_peer(int enable)
     printf("can_access=%d\n", can);
     CK(cuCtxSetCurrent(c1));
     if (enable)
-        printf("enable=%s\n", name(cuCtxEnablePeerAccess(c0, 0)));
+        printf("enable=%s\n", vr_err_name(cuCtxEnablePeerAccess(c0, 0)));
     CK(cuMemAlloc_v2(&out, 4 * MIB)); /* device 1's own */
     CK(cuCtxSetCurrent(c0));
     CK(cuMemAlloc_v2(&after, 4 * MIB));
@@ -334,10 +350,7 @@ static int run_peer(int enable)
     CUmodule m1;
     CUfunction sc;
     {
-        const char *path = getenv("VR_PTX");
-        char *ptx = path ? vr_read_text(path) : NULL;
-        if (!ptx)
-            return 1;
+        char *ptx = vr_ptx_or_die(getenv("VR_PTX"));
         CK(cuModuleLoadData(&m1, ptx));
         free(ptx);
         CK(cuModuleGetFunction(&sc, m1, "vr_scale_f32"));
@@ -350,7 +363,7 @@ static int run_peer(int enable)
         void *args[] = { &out, &in, &k, &nn };
         CK(cuLaunchKernel(sc, 4, 1, 1, 128, 1, 1, 0, NULL, args, NULL));
         CUresult r = cuCtxSynchronize();
-        printf("read %s=%s sum=%.1f\n", i ? "after" : "before", name(r),
+        printf("read %s=%s sum=%.1f\n", i ? "after" : "before", vr_err_name(r),
                r == CUDA_SUCCESS ? sum_floats(out, n) : 0.0);
         fflush(stdout);
     }
@@ -375,6 +388,8 @@ int main(int argc, char **argv)
         return run_fill((size_t)strtoull(argv[2], NULL, 0));
     if (!strcmp(mode, "peer"))
         return run_peer(!(argc > 2 && !strcmp(argv[2], "--no-peer")));
-    fprintf(stderr, "usage: alloc_faults noctx|padding|free|fill SIZE|peer [--no-peer]\n");
+    if (!strcmp(mode, "freeasync"))
+        return run_freeasync();
+    fprintf(stderr, "usage: alloc_faults noctx|padding|free|fill SIZE|peer [--no-peer]|freeasync\n");
     return 2;
 }

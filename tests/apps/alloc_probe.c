@@ -7,33 +7,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <cuda.h>
-
 #include "varemap/varemap.h"
-
-static const char *name(CUresult r)
-{
-    const char *s = NULL;
-    return cuGetErrorName(r, &s) == CUDA_SUCCESS && s ? s : "?";
-}
-
-#define CK(call)                                                                   \
-    do {                                                                           \
-        CUresult r_ = (call);                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                  \
-            fprintf(stderr, "alloc_probe: %s: %s\n", #call, name(r_));             \
-            return 1;                                                              \
-        }                                                                          \
-    } while (0)
+#define VR_PROG "alloc_probe"
+#include "vr_check.h"
 
 int main(void)
 {
-    CUdevice dev;
-    CUcontext ctx;
     CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
+    CUdevice dev = vr_ctx_current(0, NULL);
 
     /* Odd size: the shim pads it to the granularity, the program must not see it. */
     const size_t size = (3u << 20) + 4096;
@@ -60,11 +41,11 @@ int main(void)
                     (unsigned long long)st.vmm_bytes, (unsigned long long)st.padding_bytes);
     }
 
-    printf("free_interior=%s\n", name(cuMemFree_v2(p + 4096)));
-    printf("free=%s\n", name(cuMemFree_v2(p)));
-    printf("free_again=%s\n", name(cuMemFree_v2(p)));
-    printf("free_unknown=%s\n", name(cuMemFree_v2((CUdeviceptr)0x10000)));
-    printf("range_after_free=%s\n", name(cuMemGetAddressRange_v2(&base, &got, p)));
+    printf("free_interior=%s\n", vr_err_name(cuMemFree_v2(p + 4096)));
+    printf("free=%s\n", vr_err_name(cuMemFree_v2(p)));
+    printf("free_again=%s\n", vr_err_name(cuMemFree_v2(p)));
+    printf("free_unknown=%s\n", vr_err_name(cuMemFree_v2((CUdeviceptr)0x10000)));
+    printf("range_after_free=%s\n", vr_err_name(cuMemGetAddressRange_v2(&base, &got, p)));
     CK(cuMemGetInfo_v2(&free2, &total));
     printf("shrunk=%d returned=%d\n", free1 < free0, free2 == free0);
 
@@ -73,7 +54,7 @@ int main(void)
     CK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     CK(cuMemAlloc_v2(&p, 4u << 20));
     CK(cuMemsetD8Async(p, 1, 4u << 20, stream));
-    printf("free_async=%s\n", name(cuMemFreeAsync(p, stream)));
+    printf("free_async=%s\n", vr_err_name(cuMemFreeAsync(p, stream)));
     CK(cuStreamSynchronize(stream));
     CK(cuMemGetInfo_v2(&free2, &total));
     printf("returned_async=%d\n", free2 == free0);

@@ -7,42 +7,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda.h>
-#include "ptx_text.h"
+#define VR_PROG "bad_calls"
+#include "vr_check.h"
 
-static const char *name(CUresult r)
-{
-    const char *s = NULL;
-    return cuGetErrorName(r, &s) == CUDA_SUCCESS && s ? s : "?";
-}
-
-#define SHOW(call) printf("%-58s %s\n", #call, name(call))
-
-#define CK(call)                                                                   \
-    do {                                                                           \
-        CUresult r_ = (call);                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                  \
-            fprintf(stderr, "bad_calls: %s: %s\n", #call, name(r_));               \
-            return 1;                                                              \
-        }                                                                          \
-    } while (0)
+#define SHOW(call) printf("%-58s %s\n", #call, vr_err_name(call))
 
 int main(int argc, char **argv)
 {
     const char *ptx_path = argc > 1 ? argv[1] : getenv("VR_PTX");
-    CUdevice dev;
     CUcontext ctx;
     CUmodule mod;
     CUfunction fill;
     CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
-    void *ptx = ptx_path ? vr_read_text(ptx_path) : NULL;
-    if (!ptx) {
-        fprintf(stderr, "bad_calls: no PTX (argument or VR_PTX)\n");
-        return 1;
-    }
+    vr_ctx_current(0, &ctx);
+    void *ptx = vr_ptx_or_die(ptx_path);
     CUresult loaded = cuModuleLoadData(&mod, ptx);
     free(ptx);
     CK(loaded);

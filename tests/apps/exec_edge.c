@@ -20,24 +20,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cuda.h>
-
-#include "ptx_text.h"
+static const char *case_name = "";
+#define VR_PROG "exec_edge"
+#define VR_PROG_DETAIL case_name
+#include "vr_check.h"
 
 #define N (1u << 18) /* floats: 1 MiB buffers, VMM-backed by default */
 #define BYTES ((size_t)N * 4)
-
-static const char *case_name = "";
-
-static void die(const char *what, CUresult r)
-{
-    const char *name = "?";
-    cuGetErrorName(r, &name);
-    fprintf(stderr, "exec_edge %s: %s: %s (%d)\n", case_name, what, name, (int)r);
-    exit(1);
-}
-
-#define CK(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) die(#call, r_); } while (0)
 
 static CUmodule mod;
 static CUstream stream;
@@ -237,12 +226,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "exec_edge: set VR_PTX to the kernels' PTX\n");
         return 2;
     }
-    CUdevice dev;
-    CUcontext ctx;
     CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
+    vr_ctx_current(0, NULL);
     CK(cuModuleLoadData(&mod, ptx));
     CK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     free(ptx);

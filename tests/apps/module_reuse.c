@@ -17,23 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda.h>
-#include "ptx_text.h"
-
-static const char *name(CUresult r)
-{
-    const char *s = NULL;
-    return cuGetErrorName(r, &s) == CUDA_SUCCESS && s ? s : "?";
-}
-
-#define CK(call)                                                                   \
-    do {                                                                           \
-        CUresult r_ = (call);                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                  \
-            fprintf(stderr, "module_reuse: %s: %s\n", #call, name(r_));            \
-            exit(1);                                                               \
-        }                                                                          \
-    } while (0)
+#define VR_PROG "module_reuse"
+#include "vr_check.h"
 
 /* The PTX header (up to the first entry) followed by the one entry `entry`,
  * so the module holds exactly one function. */
@@ -113,6 +98,34 @@ static void kernel_params(CUDA_KERNEL_NODE_PARAMS *p, const struct loaded *l, vo
 
 enum { N = 256 };
 
+/* A graph of one kernel node, instantiated; each step sets the node's
+ * parameters (the program's update) and replays it to completion. */
+struct one_node {
+    CUgraph g;
+    CUgraphNode node;
+    CUgraphExec x;
+};
+
+static void one_node_make(struct one_node *o, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    CK(cuGraphCreate(&o->g, 0));
+    CK(cuGraphAddKernelNode_v2(&o->node, o->g, NULL, 0, p));
+    CK(cuGraphInstantiateWithFlags(&o->x, o->g, 0));
+}
+
+static void one_node_step(const struct one_node *o, const CUDA_KERNEL_NODE_PARAMS *p, CUstream s)
+{
+    CK(cuGraphExecKernelNodeSetParams_v2(o->x, o->node, p));
+    CK(cuGraphLaunch(o->x, s));
+    CK(cuStreamSynchronize(s));
+}
+
+static void one_node_free(const struct one_node *o)
+{
+    CK(cuGraphExecDestroy(o->x));
+    CK(cuGraphDestroy(o->g));
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--library")) {
@@ -120,18 +133,10 @@ int main(int argc, char **argv)
         argc--, argv++;
     }
     const char *ptx_path = argc > 1 ? argv[1] : getenv("VR_PTX");
-    char *ptx = ptx_path ? vr_read_text(ptx_path) : NULL;
-    if (!ptx) {
-        fprintf(stderr, "module_reuse: no PTX (argument or VR_PTX)\n");
-        return 1;
-    }
-    CUdevice dev;
-    CUcontext ctx;
+    char *ptx = vr_ptx_or_die(ptx_path);
     CUstream s;
     CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
+    CUdevice dev = vr_ctx_current(0, NULL);
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 
     CUdeviceptr dst, src, out, a, b;
@@ -158,18 +163,12 @@ int main(int argc, char **argv)
         void *args[] = {&dst, &src, &n};
         CUDA_KERNEL_NODE_PARAMS p;
         kernel_params(&p, &copy, args);
-        CUgraph g;
-        CUgraphNode node;
-        CUgraphExec x;
-        CK(cuGraphCreate(&g, 0));
-        CK(cuGraphAddKernelNode_v2(&node, g, NULL, 0, &p));
-        CK(cuGraphInstantiateWithFlags(&x, g, 0));
+        struct one_node o;
+        one_node_make(&o, &p);
         for (int step = 0; step < 5; step++) {
             n = 16 + 16 * (unsigned long long)step;
             CK(cuMemsetD8Async(dst, 0, N, s));
-            CK(cuGraphExecKernelNodeSetParams_v2(x, node, &p));
-            CK(cuGraphLaunch(x, s));
-            CK(cuStreamSynchronize(s));
+            one_node_step(&o, &p, s);
             unsigned char got[N];
             CK(cuMemcpyDtoH_v2(got, dst, N));
             unsigned sum = 0, nonzero = 0;
@@ -179,8 +178,7 @@ int main(int argc, char **argv)
             }
             printf("copy step=%d n=%llu copied=%u sum=%u\n", step, n, nonzero, sum);
         }
-        CK(cuGraphExecDestroy(x));
-        CK(cuGraphDestroy(g));
+        one_node_free(&o);
     }
     unload(&copy);
 
@@ -192,18 +190,12 @@ int main(int argc, char **argv)
         void *args[] = {&out, &a, &b, &n};
         CUDA_KERNEL_NODE_PARAMS p;
         kernel_params(&p, &add, args);
-        CUgraph g;
-        CUgraphNode node;
-        CUgraphExec x;
-        CK(cuGraphCreate(&g, 0));
-        CK(cuGraphAddKernelNode_v2(&node, g, NULL, 0, &p));
-        CK(cuGraphInstantiateWithFlags(&x, g, 0));
+        struct one_node o;
+        one_node_make(&o, &p);
         for (int step = 0; step < 8; step++) {
             n = N - 24 * (unsigned long long)step;
             CK(cuMemsetD32Async(out, 0, N, s));
-            CK(cuGraphExecKernelNodeSetParams_v2(x, node, &p));
-            CK(cuGraphLaunch(x, s));
-            CK(cuStreamSynchronize(s));
+            one_node_step(&o, &p, s);
             float got[N];
             CK(cuMemcpyDtoH_v2(got, out, sizeof got));
             double sum = 0;
@@ -214,8 +206,7 @@ int main(int argc, char **argv)
             }
             printf("add step=%d n=%llu written=%u sum=%.1f\n", step, n, written, sum);
         }
-        CK(cuGraphExecDestroy(x));
-        CK(cuGraphDestroy(g));
+        one_node_free(&o);
     }
     unload(&add);
     CK(cuMemFree_v2(dst));

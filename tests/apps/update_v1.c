@@ -12,23 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda.h>
-#include "ptx_text.h"
-
-static const char *name(CUresult r)
-{
-    const char *s = NULL;
-    return cuGetErrorName(r, &s) == CUDA_SUCCESS && s ? s : "?";
-}
-
-#define CK(call)                                                                   \
-    do {                                                                           \
-        CUresult r_ = (call);                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                  \
-            fprintf(stderr, "update_v1: %s: %s\n", #call, name(r_));               \
-            exit(1);                                                               \
-        }                                                                          \
-    } while (0)
+#define VR_PROG "update_v1"
+#include "vr_check.h"
 
 enum { N = 64 };
 
@@ -59,20 +44,12 @@ static void step(CUgraphExec x, CUstream s, CUdeviceptr out, const char *what)
 int main(int argc, char **argv)
 {
     const char *ptx_path = argc > 1 ? argv[1] : getenv("VR_PTX");
-    char *ptx = ptx_path ? vr_read_text(ptx_path) : NULL;
-    if (!ptx) {
-        fprintf(stderr, "update_v1: no PTX (argument or VR_PTX)\n");
-        return 1;
-    }
-    CUdevice dev;
-    CUcontext ctx;
+    char *ptx = vr_ptx_or_die(ptx_path);
     CUstream s;
     CUmodule mod;
     CUfunction fill;
     CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
+    CUdevice dev = vr_ctx_current(0, NULL);
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CK(cuModuleLoadData(&mod, ptx));
     CK(cuModuleGetFunction(&fill, mod, "vr_fill_f32"));

@@ -138,6 +138,23 @@ Test(cli_run, a_bad_option_is_one_line_and_the_usage_on_stderr_exit_2)
     cli_env_free(&e);
 }
 
+/* varemap --log TAG.jsonl -- graph_linked APP_ARGS: exit 0, the plain run's
+ * output bytes and stdout, and the decision log read into *lb. */
+static void run_logged(const char *tag, const struct cli_env *e, const struct vr_run *plain,
+                       struct vr_proc *p, struct vr_buf *lb)
+{
+    char outn[64], logn[64];
+    snprintf(outn, sizeof outn, "%s.bin", tag);
+    snprintf(logn, sizeof logn, "%s.jsonl", tag);
+    const char *out = vr_tmp_path(outn), *log = vr_tmp_path(logn);
+    const char *const argv[] = { varemap(), "--log", log, "--", cli_app("graph_linked"), "--out",
+                                 out, APP_ARGS, NULL };
+    cli_run(tag, argv, e, p);
+    cr_assert_eq(p->status, 0, "%s", p->err.p);
+    expect_same_output(plain, p, out);
+    cr_assert(vr_read_file(log, lb), "no log at %s", log);
+}
+
 /* The default: profiled, every output byte as without the shim, and a
  * summary that agrees with the decision log. */
 Test(cli_run, runs_the_program_unchanged_and_summarizes_each_exec)
@@ -146,16 +163,9 @@ Test(cli_run, runs_the_program_unchanged_and_summarizes_each_exec)
     plain_run(&plain);
     struct cli_env e;
     cli_env_init(&e);
-    const char *out = vr_tmp_path("shim.bin"), *log = vr_tmp_path("run.jsonl");
-    const char *const argv[] = { varemap(), "--log", log, "--", cli_app("graph_linked"), "--out",
-                                 out, APP_ARGS, NULL };
     struct vr_proc p;
-    cli_run("default", argv, &e, &p);
-    cr_assert_eq(p.status, 0, "%s", p.err.p);
-    expect_same_output(&plain, &p, out);
-
     struct vr_buf lb;
-    cr_assert(vr_read_file(log, &lb), "no log at %s", log);
+    run_logged("default", &e, &plain, &p, &lb);
     size_t len;
     const char *start = vr_log_event(&lb, "start", 0, &len);
     cr_assert(start);
@@ -286,6 +296,47 @@ Test(cli_run, options_become_the_shims_settings)
               "%s", p.err.p);
     vr_proc_free(&p);
 
+    vr_run_free(&plain);
+    cli_env_free(&e);
+}
+
+/* When every cuMemCreate fails, the buffers stay native: the summary gives
+ * each exec's rejects with their reason, the VMM fallbacks and the fallback
+ * lines, and the program's output is still unchanged. */
+Test(cli_run, the_summary_names_rejects_and_fallbacks)
+{
+    struct vr_run plain;
+    plain_run(&plain);
+    struct cli_env e;
+    cli_env_init(&e);
+    cli_env_set(&e, "SIMCUDA_FAIL=cuMemCreate:*");
+    struct vr_proc p;
+    struct vr_buf lb;
+    run_logged("novmm", &e, &plain, &p, &lb);
+    uint64_t fallbacks;
+    cr_assert(vr_summary(&lb, "vmm_fallbacks", &fallbacks));
+    cr_assert_gt(fallbacks, 1, "no VMM fallback: SIMCUDA_FAIL did not reach the shim");
+    char want[256];
+    snprintf(want, sizeof want, " rebinds, %llu VMM fallbacks\n", (unsigned long long)fallbacks);
+    cr_assert(strstr(p.err.p, want), "want %s in stderr:\n%s", want, p.err.p);
+    size_t len;
+    const char *dec = vr_log_event(&lb, "profile_decision", 0, &len);
+    cr_assert(dec);
+    char exec[40];
+    cr_assert(vr_json_str(dec, len, "exec", exec, sizeof exec));
+    struct vr_cand cand[64];
+    long nc = vr_candidates(dec, len, cand, 64);
+    cr_assert_gt(nc, 0);
+    for (long i = 0; i < nc; i++)
+        cr_assert_str_eq(cand[i].verdict, "not_vmm_backed");
+    snprintf(want, sizeof want,
+             "varemap:   exec %s: disabled; buffers 0 selected, %ld rejected (not_vmm_backed %ld)",
+             exec, nc, nc);
+    cr_assert(strstr(p.err.p, want), "want %s in stderr:\n%s", want, p.err.p);
+    cr_assert_eq(vr_count_lines(&p.err, "varemap:   fallback cuMemAlloc: cuMemCreate: "), 1, "%s",
+                 p.err.p);
+    vr_buf_free(&lb);
+    vr_proc_free(&p);
     vr_run_free(&plain);
     cli_env_free(&e);
 }

@@ -36,6 +36,7 @@ const char *vr_tmp_path(const char *name);
 
 struct vr_proc {
     int status;          /* exit code, 128 + signal when killed, -1 when not started */
+    bool timed_out;      /* killed after vr_spawn_timeout_s */
     struct vr_buf out;   /* stdout */
     struct vr_buf err;   /* stderr */
 };
@@ -46,6 +47,10 @@ struct vr_proc {
 int vr_spawn(const char *tag, char *const argv[], char *const env[], bool search,
              struct vr_proc *p);
 void vr_proc_free(struct vr_proc *p);
+
+/* Seconds a spawned program may run before it is killed (SIGKILL, status
+ * 137, timed_out set); 0, the default: no limit. */
+extern unsigned vr_spawn_timeout_s;
 
 enum {
     VR_RUN_SHIM = 1,   /* LD_PRELOAD the shim */

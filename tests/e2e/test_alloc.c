@@ -267,3 +267,23 @@ Test(alloc, no_peer_access_faults_the_same_way)
               p.plain.proc.err.p);
     pair_free(&p);
 }
+
+/* cuMemFreeAsync of a VMM-backed buffer returns at once, as the driver's
+ * does, though the stream is held by a host function waiting for the
+ * program's next step (a free that waits for the stream hangs: status 142);
+ * the kernel queued before the free still reads the buffer, and the memory
+ * is back once the stream is done. */
+Test(alloc, stream_ordered_free_does_not_block)
+{
+    static const char *const args[] = { "freeasync", NULL };
+    struct pair p;
+    pair_run(&p, "freeasync", args, NULL, NULL, 0);
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    has_line(&p.shim, "free_async=CUDA_SUCCESS");
+    has_line(&p.shim, "sum=1572864.0");
+    has_line(&p.shim, "returned=1");
+    cr_assert_eq(summary(&p.shim, "vmm_bytes"), 0);
+    cr_assert_gt(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 0, "nothing was VMM-backed");
+    cr_assert_eq(vr_sim_calls(&p.shim.stats, "cuMemFreeAsync"), 0);
+    pair_free(&p);
+}

@@ -46,6 +46,13 @@ atomic_bool sim_initialized;
 struct sim_knobs sim_knob = {0, (size_t)2 << 20, true, false, 1, SIM_TOTAL_MEM};
 
 static _Atomic uint64_t g_fail_nth[SIM_N_ENTRIES]; /* 0: never, UINT64_MAX: every call */
+/* SIMCUDA_FAIL=name:N@other:M counts name's calls from the Mth call of
+ * other on: g_after[id] = other's id + 1 (0: from the start), g_after_nth[id]
+ * = M, g_fail_base[id] = name's count when it happened (UINT64_MAX: not yet). */
+static _Atomic int g_after[SIM_N_ENTRIES];
+static _Atomic uint64_t g_after_nth[SIM_N_ENTRIES];
+static _Atomic uint64_t g_fail_base[SIM_N_ENTRIES];
+static atomic_bool g_any_after;
 static _Atomic uint64_t g_cost_ns[SIM_N_ENTRIES];
 static char *g_stats_path;
 static pid_t g_knobs_pid;
@@ -75,7 +82,20 @@ CUresult sim_enter_slow(int id, uint64_t nth)
         while (sim_now_ns() < end) {
         }
     }
+    if (atomic_load_explicit(&g_any_after, memory_order_relaxed)) {
+        /* Arm every entry waiting for this call: its count restarts here. */
+        for (int i = 0; i < SIM_N_ENTRIES; i++)
+            if (atomic_load_explicit(&g_after[i], memory_order_relaxed) == id + 1 &&
+                atomic_load_explicit(&g_after_nth[i], memory_order_relaxed) == nth)
+                atomic_store(&g_fail_base[i], atomic_load(&sim_calls[i]) - (i == id));
+    }
     uint64_t f = atomic_load_explicit(&g_fail_nth[id], memory_order_relaxed);
+    if (f && atomic_load_explicit(&g_after[id], memory_order_relaxed)) {
+        uint64_t base = atomic_load(&g_fail_base[id]);
+        if (base == UINT64_MAX || nth <= base)
+            return CUDA_SUCCESS;
+        nth -= base;
+    }
     if (f && (f == UINT64_MAX || f == nth)) {
         switch (g_procs[id].fail) {
         case SIM_FAIL_L: return CUDA_ERROR_LAUNCH_FAILED;
@@ -94,7 +114,48 @@ static int entry_by_name(const char *name, size_t len)
     return -1;
 }
 
-/* Parse "name:value[,name:value...]"; star: value "*" allowed (UINT64_MAX). */
+static uint64_t parse_count(const char *s, size_t len)
+{
+    char num[32];
+    if (len == 0 || len >= sizeof num)
+        return 0;
+    memcpy(num, s, len);
+    num[len] = 0;
+    char *e;
+    errno = 0;
+    unsigned long long n = strtoull(num, &e, 10);
+    return *e || errno ? 0 : (uint64_t)n;
+}
+
+/* The optional "@other:M" of a SIMCUDA_FAIL item whose value starts at v
+ * (*vlen: up to the item's end): records it and cuts it off *vlen. False
+ * (after a warning) when it is malformed. */
+static bool parse_after(const char *var, int id, const char *v, size_t *vlen, size_t len,
+                        const char *item)
+{
+    atomic_store(&g_after[id], 0);
+    const char *at = memchr(v, '@', *vlen);
+    if (!at)
+        return true;
+    const char *rest = at + 1;
+    size_t rlen = *vlen - (size_t)(rest - v);
+    const char *colon = memchr(rest, ':', rlen);
+    int other = colon ? entry_by_name(rest, (size_t)(colon - rest)) : -1;
+    uint64_t m = colon ? parse_count(colon + 1, rlen - (size_t)(colon + 1 - rest)) : 0;
+    if (other < 0 || m == 0) {
+        sim_warn("%s: bad '@entry:N' in '%.*s'", var, (int)len, item);
+        return false;
+    }
+    atomic_store(&g_after[id], other + 1);
+    atomic_store(&g_after_nth[id], m);
+    atomic_store(&g_fail_base[id], UINT64_MAX);
+    atomic_store(&g_any_after, true);
+    *vlen = (size_t)(at - v);
+    return true;
+}
+
+/* Parse "name:value[,name:value...]"; star: value "*" allowed (UINT64_MAX)
+ * and an "@other:M" suffix (SIMCUDA_FAIL). */
 static bool parse_entry_list(const char *var, const char *s, _Atomic uint64_t *dst, bool star)
 {
     bool any = false;
@@ -111,6 +172,8 @@ static bool parse_entry_list(const char *var, const char *s, _Atomic uint64_t *d
             char num[32];
             if (id < 0) {
                 sim_warn("%s: unknown entry point '%.*s'", var, (int)(colon - s), s);
+            } else if (star && !parse_after(var, id, v, &vlen, len, s)) {
+                /* warned */
             } else if (star && vlen == 1 && *v == '*') {
                 atomic_store(&dst[id], UINT64_MAX);
                 any = true;
@@ -164,7 +227,9 @@ static void knobs_load(void)
     for (int i = 0; i < SIM_N_ENTRIES; i++) {
         atomic_store(&g_fail_nth[i], 0);
         atomic_store(&g_cost_ns[i], 0);
+        atomic_store(&g_after[i], 0);
     }
+    atomic_store(&g_any_after, false);
     bool any = false;
     any |= parse_entry_list("SIMCUDA_FAIL", getenv("SIMCUDA_FAIL"), g_fail_nth, true);
     any |= parse_entry_list("SIMCUDA_COST", getenv("SIMCUDA_COST"), g_cost_ns, false);

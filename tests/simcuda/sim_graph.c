@@ -41,6 +41,7 @@ struct sim_node {
 
 struct sim_graph {
     uint64_t id;
+    uint64_t origin;        /* cuGraphClone: the graph cloned (its id), else 0 */
     pthread_mutex_t mu;
     struct sim_node **nodes;
     size_t n, cap;
@@ -390,7 +391,31 @@ CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
         sim_graph_free(c);
         return r;
     }
+    c->origin = g->id;
     *phGraphClone = (CUgraph)c;
+    return CUDA_SUCCESS;
+}
+
+/* The clone's node at the original's creation index: the clone made its
+ * nodes in that order. A node added to the original after the cloning, or a
+ * graph not cloned from the node's graph: CUDA_ERROR_INVALID_VALUE. */
+CUresult cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode,
+                                CUgraph hClonedGraph)
+{
+    SIM_ENTER(cuGraphNodeFindInClone);
+    SIM_CHECK_INIT();
+    struct sim_graph *c = graph_get(hClonedGraph);
+    struct sim_node *nd = node_get(hOriginalNode);
+    if (!phNode || !c || !nd)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&c->mu);
+    CUgraphNode out = NULL;
+    if (c->origin && c->origin == nd->graph_id && nd->index < c->n)
+        out = (CUgraphNode)c->nodes[nd->index];
+    pthread_mutex_unlock(&c->mu);
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    *phNode = out;
     return CUDA_SUCCESS;
 }
 
@@ -516,6 +541,24 @@ CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
     if (!nd || !type)
         return CUDA_ERROR_INVALID_VALUE;
     *type = nd->type;
+    return CUDA_SUCCESS;
+}
+
+/* Only the device-updatable attribute is modelled: simcuda has no way to
+ * make a node device-updatable (cuGraphKernelNodeSetAttribute is not
+ * exported), so it reads 0; other attributes: CUDA_ERROR_NOT_SUPPORTED. */
+CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
+                                       CUkernelNodeAttrValue *value_out)
+{
+    SIM_ENTER(cuGraphKernelNodeGetAttribute);
+    SIM_CHECK_INIT();
+    struct sim_node *nd = node_get(hNode);
+    if (!nd || !value_out || nd->type != CU_GRAPH_NODE_TYPE_KERNEL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (attr != CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    memset(value_out, 0, sizeof *value_out);
+    value_out->deviceUpdatableKernelNode.deviceUpdatable = 0;
     return CUDA_SUCCESS;
 }
 

@@ -669,6 +669,9 @@ CUresult sim_pack_args(const struct sim_func *f, void **kernelParams, void **ext
     if (f->nparams == 0)
         return CUDA_SUCCESS;
     if (kernelParams) {
+        /* Padding between parameters is nobody's: zero, so the access check
+         * (every aligned word) never reads bytes no one wrote. */
+        memset(dst, 0, f->argsize);
         for (size_t i = 0; i < f->nparams; i++) {
             if (!kernelParams[i])
                 return CUDA_ERROR_INVALID_VALUE;

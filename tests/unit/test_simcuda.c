@@ -1894,6 +1894,16 @@ Test(simcuda, graph_clone)
     CK(cuGraphNodeGetDependencies(cn[1], &dep, &cnt));
     cr_assert_eq(cnt, 1);
     cr_assert_eq(dep, cn[0]);
+    CUgraphNode found;
+    CK(cuGraphNodeFindInClone(&found, n2, c));
+    cr_assert_eq(found, cn[1]);
+    CK(cuGraphNodeFindInClone(&found, n1, c));
+    cr_assert_eq(found, cn[0]);
+    CKE(cuGraphNodeFindInClone(&found, cn[0], g), CUDA_ERROR_INVALID_VALUE); /* g is no clone */
+    CKE(cuGraphNodeFindInClone(&found, cn[0], c), CUDA_ERROR_INVALID_VALUE); /* c's own node */
+    CUgraphNode late = add_fill_node(g, NULL, 0, a, 1.0f, N);
+    CKE(cuGraphNodeFindInClone(&found, late, c), CUDA_ERROR_INVALID_VALUE); /* after the clone */
+    CKE(cuGraphNodeFindInClone(NULL, n1, c), CUDA_ERROR_INVALID_VALUE);
     CK(cuGraphDestroy(g)); /* the clone is independent */
     CUgraphExec x;
     CK(cuGraphInstantiateWithFlags(&x, c, 0));
@@ -2161,6 +2171,28 @@ Test(simcuda, fail_knob)
         CKE(cuGraphLaunch(x, s), CUDA_ERROR_LAUNCH_FAILED);
     CK(cuGraphLaunch_ptsz(x, s)); /* another entry point */
     CK(cuStreamSynchronize(s));
+}
+
+/* name:N@other:M counts name's calls from other's Mth call on; '*' with it
+ * fails every call from there. */
+Test(simcuda, fail_knob_after_another_call)
+{
+    setenv("SIMCUDA_FAIL", "cuDriverGetVersion:2@cuDeviceGetCount:2,cuCtxSynchronize:*@cuDeviceGetCount:3",
+           1);
+    start();
+    int v, n;
+    for (int i = 0; i < 3; i++)
+        CK(cuDriverGetVersion(&v)); /* before the 2nd cuDeviceGetCount: never */
+    CK(cuCtxSynchronize());
+    CK(cuDeviceGetCount(&n));
+    CK(cuDeviceGetCount(&n)); /* from here on cuDriverGetVersion counts again */
+    CK(cuDriverGetVersion(&v));
+    CKE(cuDriverGetVersion(&v), CUDA_ERROR_UNKNOWN);
+    CK(cuDriverGetVersion(&v));
+    CK(cuCtxSynchronize());
+    CK(cuDeviceGetCount(&n));
+    for (int i = 0; i < 3; i++)
+        CKE(cuCtxSynchronize(), CUDA_ERROR_UNKNOWN);
 }
 
 Test(simcuda, cost_knob)

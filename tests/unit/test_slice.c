@@ -140,7 +140,9 @@ Test(slice, retarget_refusals_and_cancel)
     cr_assert_eq(vr_slices_bind(s, 1, &B), 0);
     cr_assert_eq(vr_slices_retarget(s, 1, &C), -E2BIG, "C does not fit a 0x1000 slot");
     cr_assert_eq(vr_slices_bind(s, 0, &A), 0);
-    cr_assert_eq(vr_slices_retarget(s, 0, &B), -EEXIST, "B is already slot 1's");
+    cr_assert_eq(vr_slices_retarget(s, 0, &B), 0, "B may be two slots' (anchors are positions)");
+    cr_assert_eq(vr_slices_target(s, 0)->id, B.id);
+    vr_slices_cancel(s, 0);
     struct vr_slice_bind d = {4, 0xb000000, 0x100, 0x1000, 44, 0};
     cr_assert_eq(vr_slices_retarget(s, 0, &d), 0);
     cr_assert_eq(vr_slices_find(s, d.id), 0);
@@ -158,11 +160,29 @@ Test(slice, failed_unmap_keeps_the_slot_mapped)
     fail_unmaps = 1;
     cr_assert_neq(vr_slices_remap(s, 0), 0);
     cr_assert_eq(vr_slices_current(s, 0)->id, A.id, "the mapping is still there");
-    cr_assert_not(vr_slices_pending(s), "the change is given up, not half done");
-    cr_assert_eq(vr_slices_translate(s, 0x7000000, VR_VIEW_STABLE), 0x100000);
+    /* An unbind means A was freed: its address may come back as another
+     * allocation, which must never be translated into A's old memory. */
+    cr_assert(vr_slices_pending(s), "the unbind stays pending");
+    cr_assert_eq(vr_slices_translate(s, 0x7000000, VR_VIEW_STABLE), 0x7000000);
+    cr_assert_eq(vr_slices_translate(s, 0x7000000, VR_VIEW_TARGET), 0x7000000);
     fail_unmaps = 1;
     cr_assert_neq(vr_slices_destroy(s), 0, "destroy reports what it could not return");
     cr_assert_eq(vr_slices_current(s, 0)->id, A.id);
+    cr_assert_eq(vr_slices_remap(s, 0), 0, "a later remap unmaps it");
+    cr_assert_eq(vr_slices_current(s, 0)->id, 0);
+    cr_assert_not(vr_slices_pending(s));
+}
+
+Test(slice, failed_unmap_of_a_rebind_gives_it_up)
+{
+    cr_assert_eq(vr_slices_bind(s, 0, &A), 0);
+    struct vr_slice_bind other = {7, 0x9000000, 0x100, 0x1000, 0x77, 0};
+    cr_assert_eq(vr_slices_retarget(s, 0, &other), 0);
+    fail_unmaps = 1;
+    cr_assert_neq(vr_slices_remap(s, 0), 0);
+    cr_assert_eq(vr_slices_current(s, 0)->id, A.id, "the mapping is still there");
+    cr_assert_not(vr_slices_pending(s), "the change is given up, not half done");
+    cr_assert_eq(vr_slices_translate(s, 0x7000000, VR_VIEW_STABLE), 0x100000);
 }
 
 Test(slice, failed_map_leaves_slot_unbound)

@@ -1,0 +1,599 @@
+#include "variant.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+#include "err.h"
+#include "log.h"
+#include "stats.h"
+
+/* ---- completion and order ------------------------------------------------ */
+
+static CUresult record(CUevent ev, CUstream stream, bool ptsz)
+{
+    return ptsz && vr_real.cuEventRecord_ptsz ? vr_real.cuEventRecord_ptsz(ev, stream)
+                                              : vr_real.cuEventRecord(ev, stream);
+}
+
+/* An event of the ring recorded after the last launch, or -1. Reuses a free
+ * one, else the oldest (its launches are covered by a newer one anyway). */
+static int record_last(struct vr_track *t)
+{
+    if (!t->seq)
+        return -1;
+    for (int i = 0; i < VR_TRACK_EVENTS; i++)
+        if (t->at[i] == t->seq)
+            return i;
+    int k = 0;
+    for (int i = 0; i < VR_TRACK_EVENTS; i++) {
+        if (!t->at[i]) {
+            k = i;
+            break;
+        }
+        if (t->at[i] < t->at[k])
+            k = i;
+    }
+    if (!t->ev[k] && vr_real.cuEventCreate(&t->ev[k], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+        t->ev[k] = NULL;
+        return -1;
+    }
+    t->at[k] = 0;
+    if (record(t->ev[k], t->stream, t->ptsz) != CUDA_SUCCESS)
+        return -1;
+    t->at[k] = t->seq;
+    t->recorded = t->seq;
+    return k;
+}
+
+static void completed(struct vr_track *t, uint64_t upto)
+{
+    if (upto > t->done)
+        t->done = upto;
+    for (int i = 0; i < VR_TRACK_EVENTS; i++)
+        if (t->at[i] && t->at[i] <= t->done)
+            t->at[i] = 0;
+}
+
+static bool complete(struct vr_track *t, uint64_t upto, bool rec)
+{
+    if (!upto || t->done >= upto)
+        return true;
+    if (t->asked_seq == t->seq && upto >= t->asked_upto)
+        return false;
+    int k = -1;
+    for (int i = 0; i < VR_TRACK_EVENTS; i++)
+        if (t->at[i] >= upto && (k < 0 || t->at[i] < t->at[k]))
+            k = i;
+    if (k < 0 && !rec)
+        return false;
+    if (k < 0)
+        k = record_last(t);
+    /* A failed query means "not complete", never assumed otherwise. */
+    if (k >= 0 && vr_real.cuEventQuery(t->ev[k]) == CUDA_SUCCESS) {
+        completed(t, t->at[k]);
+        return true;
+    }
+    t->asked_seq = t->seq;
+    t->asked_upto = upto;
+    return false;
+}
+
+bool vr_track_complete(struct vr_track *t, uint64_t upto)
+{
+    return complete(t, upto, true);
+}
+
+bool vr_track_known(struct vr_track *t, uint64_t upto)
+{
+    return complete(t, upto, false);
+}
+
+void vr_track_synced(struct vr_track *t)
+{
+    completed(t, t->seq);
+}
+
+int vr_track_order(struct vr_track *t, uint64_t var, CUstream stream, bool ptsz)
+{
+    if (!t->seq || t->done >= t->seq || var == t->var ||
+        (stream == t->stream && ptsz == t->ptsz))
+        return 0;
+    int k = record_last(t);
+    if (k < 0)
+        return -EIO;
+    CUresult r = ptsz && vr_real.cuStreamWaitEvent_ptsz
+                     ? vr_real.cuStreamWaitEvent_ptsz(stream, t->ev[k], 0)
+                     : vr_real.cuStreamWaitEvent(stream, t->ev[k], 0);
+    return vr_err_cu(r);
+}
+
+void vr_track_launched(struct vr_track *t, uint64_t var, CUstream stream, bool ptsz, bool rec)
+{
+    t->seq++;
+    t->var = var;
+    t->stream = stream;
+    t->ptsz = ptsz;
+    /* Right after VMM work the next launches are likely to need to know
+     * (an event recorded only when asked is rarely complete yet); in a
+     * settled state one every VR_TRACK_EVERY launches. */
+    if (rec)
+        t->hot = t->seq + VR_TRACK_EVERY;
+    if (t->seq <= t->hot || t->seq - t->recorded >= VR_TRACK_EVERY)
+        record_last(t);
+}
+
+CUevent vr_track_event_after(struct vr_track *t, void (*drop)(CUevent))
+{
+    CUevent ev;
+    if (vr_real.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+        return NULL;
+    if (record(ev, t->stream, t->ptsz) != CUDA_SUCCESS) {
+        drop(ev);
+        return NULL;
+    }
+    return ev;
+}
+
+void vr_track_free(struct vr_track *t, void (*drop)(CUevent))
+{
+    for (int i = 0; i < VR_TRACK_EVENTS; i++)
+        if (t->ev[i])
+            drop(t->ev[i]);
+    memset(t, 0, sizeof *t);
+}
+
+/* ---- the variants -------------------------------------------------------- */
+
+struct variant {
+    uint64_t id;     /* never reused: orders launches (vr_track.var) */
+    CUgraphExec handle; /* NULL: a free entry */
+    struct vr_slices *slices;
+    uint64_t last;   /* the track's sequence number of its last launch */
+    uint64_t synced; /* the set's clock when its nodes were last brought up to date */
+};
+
+struct vr_variants {
+    CUgraph clone;
+    CUgraphNode *cnode;     /* per kernel node index: its node in the clone */
+    size_t n;
+    uint64_t *gen;          /* per node: the clock of its last change */
+    uint64_t clock;
+    uint8_t *disabled;      /* per node: cuGraphNodeSetEnabled(0) seen */
+    unsigned long long flags;
+    unsigned max, nv;       /* nv of v[1..max-1] in use; v[0] is the program's exec */
+    bool frozen;
+    uint64_t ids;
+    uint64_t recent[8];     /* what the program's exec was remapped to lately (hashes) */
+    size_t *weight;         /* per slot: nodes with an anchor in it (set at the first pick) */
+    size_t total;           /* nodes with an anchor */
+    unsigned nrecent;
+    struct variant v[VR_VARIANTS_MAX];
+};
+
+static bool varies(CUgraph graph)
+{
+    size_t n = 0;
+    if (vr_real.cuGraphGetNodes(graph, NULL, &n) != CUDA_SUCCESS)
+        return false;
+    CUgraphNode *all = malloc((n ? n : 1) * sizeof *all);
+    if (!all)
+        return false;
+    bool ok = vr_real.cuGraphGetNodes(graph, all, &n) == CUDA_SUCCESS;
+    for (size_t i = 0; ok && i < n; i++) {
+        CUgraphNodeType t;
+        /* Kernel and empty nodes only: every call that changes them on an
+         * exec is hooked and replayed on the variants. Other types have
+         * exec-mutating entry points of their own (memset, memcpy, host,
+         * child graph, events, semaphores) that the shim does not intercept;
+         * memory allocation nodes must never exist twice. */
+        ok = vr_real.cuGraphNodeGetType(all[i], &t) == CUDA_SUCCESS &&
+             (t == CU_GRAPH_NODE_TYPE_KERNEL || t == CU_GRAPH_NODE_TYPE_EMPTY);
+        /* A device-updatable node forbids a second instantiation and is
+         * changed where the shim cannot see it. A driver without the entry
+         * point has no such nodes. */
+        CUkernelNodeAttrValue v;
+        if (ok && t == CU_GRAPH_NODE_TYPE_KERNEL && vr_real.cuGraphKernelNodeGetAttribute)
+            ok = vr_real.cuGraphKernelNodeGetAttribute(
+                     all[i], CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE, &v) ==
+                     CUDA_SUCCESS &&
+                 !v.deviceUpdatableKernelNode.deviceUpdatable;
+    }
+    free(all);
+    return ok;
+}
+
+int vr_variants_new(struct vr_variants **out, CUgraph graph, const struct vr_nodes *ns,
+                    unsigned max, unsigned long long flags)
+{
+    *out = NULL;
+    if (max < 2 || !vr_real.cuGraphClone || !vr_real.cuGraphNodeFindInClone ||
+        (flags & ~(unsigned long long)CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY) ||
+        !varies(graph))
+        return 0;
+    struct vr_variants *vs = calloc(1, sizeof *vs);
+    if (!vs)
+        return -ENOMEM;
+    vs->max = max > VR_VARIANTS_MAX ? VR_VARIANTS_MAX : max;
+    vs->flags = flags;
+    vs->n = ns->n;
+    vs->cnode = calloc(ns->n ? ns->n : 1, sizeof *vs->cnode);
+    vs->gen = calloc(ns->n ? ns->n : 1, sizeof *vs->gen);
+    vs->disabled = calloc(ns->n ? ns->n : 1, 1);
+    if (!vs->cnode || !vs->gen || !vs->disabled ||
+        vr_real.cuGraphClone(&vs->clone, graph) != CUDA_SUCCESS) {
+        vs->clone = NULL;
+        vr_variants_free(vs, NULL);
+        return -ENOMEM;
+    }
+    /* gen 0: the node holds what the clone holds (the graph at
+     * instantiation); a new variant is sent only the nodes changed since. */
+    vs->clock = 1;
+    for (size_t i = 0; i < ns->n; i++) {
+        if (vr_real.cuGraphNodeFindInClone(&vs->cnode[i], ns->v[i].handle, vs->clone) !=
+            CUDA_SUCCESS) {
+            vr_variants_free(vs, NULL);
+            return -EINVAL;
+        }
+    }
+    *out = vs;
+    return 0;
+}
+
+static void drop_one(struct vr_variants *vs, const struct vr_var_ctx *cx, unsigned k)
+{
+    struct variant *v = &vs->v[k];
+    vr_real.cuGraphExecDestroy(v->handle); /* the driver defers its own teardown */
+    if (v->slices && cx)
+        cx->bury(cx->owner, v->slices, v->last);
+    else if (v->slices)
+        vr_slices_forget(v->slices);
+    memset(v, 0, sizeof *v);
+    vs->nv--;
+    vr_stat_add(VR_C_variants, -1);
+}
+
+void vr_variants_drop(struct vr_variants *vs, const struct vr_var_ctx *cx, bool freeze)
+{
+    if (!vs)
+        return;
+    for (unsigned k = 1; k < vs->max; k++)
+        if (vs->v[k].handle)
+            drop_one(vs, cx, k);
+    if (freeze)
+        vs->frozen = true;
+}
+
+void vr_variants_free(struct vr_variants *vs, const struct vr_var_ctx *cx)
+{
+    if (!vs)
+        return;
+    vr_variants_drop(vs, cx, true);
+    if (vs->clone)
+        vr_real.cuGraphDestroy(vs->clone);
+    free(vs->cnode);
+    free(vs->gen);
+    free(vs->disabled);
+    free(vs->weight);
+    free(vs);
+}
+
+bool vr_variants_usable(const struct vr_variants *vs)
+{
+    return vs && !vs->frozen;
+}
+
+unsigned vr_variants_count(const struct vr_variants *vs)
+{
+    return vs ? vs->nv : 0;
+}
+
+void vr_variants_touch(struct vr_variants *vs, size_t i)
+{
+    if (vs && i < vs->n)
+        vs->gen[i] = ++vs->clock;
+}
+
+/* Node i as variant v must hold it: the installed bytes with every anchor
+ * word that points into a slot of the base moved into v's slot. */
+static CUresult push(struct vr_variants *vs, const struct vr_var_ctx *cx, struct variant *v,
+                     size_t i)
+{
+    const struct vr_node *n = &cx->ns->v[i];
+    const struct vr_layout *l = n->layout;
+    memcpy(cx->xlat, n->installed, l->bytes);
+    for (uint32_t k = 0; k < l->nwords; k++) {
+        if (cx->anchor_slot[n->word0 + k] < 0)
+            continue;
+        uint64_t w = vr_load_word(cx->xlat + l->words[k]);
+        int s = vr_slices_slot_at(cx->base, w);
+        if (s >= 0)
+            vr_store_word(cx->xlat + l->words[k], w - vr_slices_va(cx->base, (size_t)s) +
+                                                      vr_slices_va(v->slices, (size_t)s));
+    }
+    struct vr_node tmp = *n;
+    tmp.handle = vs->cnode[i];
+    (*cx->pushes)++;
+    vr_stat_inc(VR_C_transition_updates);
+    return vr_node_issue(v->handle, &tmp, cx->xlat, cx->kp);
+}
+
+static int sync_nodes(struct vr_variants *vs, const struct vr_var_ctx *cx, struct variant *v)
+{
+    if (v->synced == vs->clock)
+        return 0;
+    for (size_t i = 0; i < vs->n; i++) {
+        if (vs->gen[i] <= v->synced || !cx->ns->v[i].layout)
+            continue;
+        if (push(vs, cx, v, i) != CUDA_SUCCESS)
+            return -EIO;
+    }
+    v->synced = vs->clock;
+    return 0;
+}
+
+/* Slots where v does not hold the base's target (a slot nobody targets
+ * needs nothing: no installed word reads it). */
+static size_t differing(const struct vr_var_ctx *cx, const struct variant *v)
+{
+    size_t d = 0;
+    for (size_t s = 0; s < vr_slices_count(cx->base); s++) {
+        uint64_t want = vr_slices_target(cx->base, s)->id;
+        d += want && vr_slices_current(v->slices, s)->id != want;
+    }
+    return d;
+}
+
+static int remap_to_targets(const struct vr_var_ctx *cx, struct variant *v, bool *vmm,
+                            uint64_t *rebinds, bool fresh)
+{
+    for (size_t s = 0; s < vr_slices_count(cx->base); s++) {
+        const struct vr_slice_bind *want = vr_slices_target(cx->base, s);
+        if (!want->id || vr_slices_current(v->slices, s)->id == want->id)
+            continue;
+        *vmm = true;
+        if (vr_slices_retarget(v->slices, s, want) != 0 || vr_slices_remap(v->slices, s) != 0 ||
+            vr_slices_current(v->slices, s)->id != want->id)
+            return -EIO;
+        /* A new variant's slot counts when the program's exec could not
+         * have served it as it is. */
+        if (rebinds && (!fresh || vr_slices_current(cx->base, s)->id != want->id)) {
+            (*rebinds)++;
+            vr_stat_inc(VR_C_rebinds);
+        }
+    }
+    return 0;
+}
+
+static int create(struct vr_variants *vs, const struct vr_var_ctx *cx, bool *vmm)
+{
+    size_t ns = vr_slices_count(cx->base);
+    size_t *sizes = malloc((ns ? ns : 1) * sizeof *sizes);
+    if (!sizes)
+        return -ENOMEM;
+    for (size_t s = 0; s < ns; s++)
+        sizes[s] = vr_slices_size(cx->base, s);
+    struct variant v = {0};
+    *vmm = true;
+    int rc = vr_slices_create(&v.slices, sizes, ns);
+    free(sizes);
+    if (rc != 0)
+        return rc;
+    CUresult r = vr_real.cuGraphInstantiateWithFlags(&v.handle, vs->clone, vs->flags);
+    if (r != CUDA_SUCCESS) {
+        vr_slices_destroy(v.slices);
+        return vr_err_cu(r);
+    }
+    unsigned k = 1;
+    while (vs->v[k].handle)
+        k++;
+    v.id = ++vs->ids;
+    vs->v[k] = v;
+    vs->nv++;
+    vr_stat_inc(VR_C_variants);
+    struct variant *p = &vs->v[k];
+    rc = remap_to_targets(cx, p, vmm, cx->rebinds, true);
+    for (size_t i = 0; rc == 0 && i < vs->n; i++)
+        if (vs->disabled[i] && vr_real.cuGraphNodeSetEnabled(p->handle, vs->cnode[i], 0) !=
+                                   CUDA_SUCCESS)
+            rc = -EIO;
+    if (rc == 0)
+        rc = sync_nodes(vs, cx, p);
+    if (rc != 0) {
+        drop_one(vs, cx, k);
+        return rc;
+    }
+    return (int)k;
+}
+
+/* Per slot, the nodes with an anchor in it (what passing it through costs);
+ * total: the nodes with any anchor (what a new variant costs). Counted once. */
+static int weigh(struct vr_variants *vs, const struct vr_var_ctx *cx)
+{
+    if (vs->weight)
+        return 0;
+    size_t n = vr_slices_count(cx->base);
+    vs->weight = calloc(n ? n : 1, sizeof *vs->weight);
+    size_t *seen = calloc(n ? n : 1, sizeof *seen); /* node index + 1 that counted it last */
+    if (!vs->weight || !seen) {
+        free(vs->weight);
+        vs->weight = NULL;
+        free(seen);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < cx->ns->n; i++) {
+        const struct vr_node *nd = &cx->ns->v[i];
+        bool any = false;
+        for (uint32_t k = 0; nd->layout && k < nd->layout->nwords; k++) {
+            int32_t s = cx->anchor_slot[nd->word0 + k];
+            if (s < 0 || (size_t)s >= n || seen[s] == i + 1)
+                continue;
+            seen[s] = i + 1;
+            vs->weight[s]++;
+            any = true;
+        }
+        vs->total += any;
+    }
+    free(seen);
+    return 0;
+}
+
+/* The targets, as one number: a periodic pattern comes back to one. */
+static uint64_t targets_hash(const struct vr_var_ctx *cx)
+{
+    uint64_t h = 0;
+    for (size_t s = 0; s < vr_slices_count(cx->base); s++)
+        h = (h ^ vr_slices_target(cx->base, s)->id) * UINT64_C(0x9e3779b97f4a7c15) + 1;
+    return h;
+}
+
+int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr_var_ctx *cx,
+                     uint64_t v0_last, bool *vmm)
+{
+    *vmm = false;
+    if (!vs || vs->frozen || !vr_slices_pending(cx->base))
+        return 0;
+    /* A variant that holds every target already: no VMM call, and no
+     * question to the driver either. */
+    for (unsigned k = 1; k < vs->max; k++) {
+        struct variant *v = &vs->v[k];
+        if (!v->handle || differing(cx, v) != 0)
+            continue;
+        if (sync_nodes(vs, cx, v) == 0)
+            return (int)k;
+        drop_one(vs, cx, k);
+    }
+    unsigned best = 0;
+    size_t bestd = (size_t)-1;
+    for (unsigned k = 1; k < vs->max; k++) {
+        struct variant *v = &vs->v[k];
+        if (!v->handle)
+            continue;
+        size_t d = differing(cx, v);
+        if (d < bestd && vr_track_complete(t, v->last)) {
+            best = k;
+            bestd = d;
+        }
+    }
+    bool v0_idle = vr_track_complete(t, v0_last);
+    /* A new variant costs an instantiation and an update of every anchored
+     * node. It pays when the targets come back (a period: it is reused as it
+     * is), or when the moved slots hold most anchored nodes (whenever the
+     * program's exec is busy they would all pass through untranslated; made
+     * whether or not it is busy now, so the way to a steady state does not
+     * depend on what completed when). A buffer read by a few nodes is
+     * cheaper to pass through. Otherwise the program's exec, when idle,
+     * remaps itself like an idle variant would. */
+    uint64_t h = targets_hash(cx);
+    bool again = false;
+    for (unsigned i = 0; i < vs->nrecent && i < 8; i++)
+        again |= vs->recent[i] == h;
+    /* Slots whose buffers alternated while profiled (pingpong) will come
+     * back: as good as seen again. */
+    bool back = cx->slot_back != NULL;
+    for (size_t s = 0; back && s < vr_slices_count(cx->base); s++)
+        back = !vr_slices_slot_pending(cx->base, s) || cx->slot_back[s];
+    again |= back;
+    size_t moved = 0;
+    if (!again && weigh(vs, cx) == 0)
+        for (size_t s = 0; s < vr_slices_count(cx->base); s++)
+            moved += vr_slices_slot_pending(cx->base, s) ? vs->weight[s] : 0;
+    if (vs->nv + 1 < vs->max && (again || (vs->weight && moved * 2 >= vs->total))) {
+        int k = create(vs, cx, vmm);
+        if (k > 0)
+            return k;
+        vr_warn("a variant could not be made (%d); this exec is not varied again", k);
+        vs->frozen = true;
+        return 0;
+    }
+    size_t pending = 0;
+    for (size_t s = 0; s < vr_slices_count(cx->base); s++)
+        pending += vr_slices_slot_pending(cx->base, s);
+    /* The least recently launched of equals: the others stay idle longer. */
+    if (best && (!v0_idle || bestd < pending ||
+                 (bestd == pending && vs->v[best].last < v0_last))) {
+        struct variant *v = &vs->v[best];
+        if (remap_to_targets(cx, v, vmm, cx->rebinds, false) == 0 && sync_nodes(vs, cx, v) == 0)
+            return (int)best;
+        drop_one(vs, cx, best);
+    }
+    /* Remapped or passed through by the program's exec: remembered, so
+     * that these targets coming back get a variant of their own. */
+    vs->recent[vs->nrecent++ % 8] = h;
+    return 0;
+}
+
+CUgraphExec vr_variants_handle(const struct vr_variants *vs, int var)
+{
+    return vs->v[var].handle;
+}
+
+uint64_t vr_variants_id(const struct vr_variants *vs, int var)
+{
+    return var > 0 ? vs->v[var].id : 0;
+}
+
+void vr_variants_launched(struct vr_variants *vs, int var, uint64_t seq)
+{
+    if (vs && var > 0)
+        vs->v[var].last = seq;
+}
+
+void vr_variants_forget_alloc(struct vr_variants *vs, struct vr_track *t,
+                              const struct vr_var_ctx *cx, uint64_t id)
+{
+    if (!vs)
+        return;
+    for (unsigned k = 1; k < vs->max; k++) {
+        struct variant *v = &vs->v[k];
+        if (!v->handle)
+            continue;
+        for (size_t s = 0; s < vr_slices_count(v->slices); s++) {
+            if (vr_slices_current(v->slices, s)->id != id &&
+                vr_slices_target(v->slices, s)->id != id)
+                continue;
+            struct vr_slice_bind none = {0};
+            vr_slices_retarget(v->slices, s, &none);
+            if (!vr_track_complete(t, v->last) || vr_slices_remap(v->slices, s) != 0 ||
+                vr_slices_current(v->slices, s)->id) {
+                drop_one(vs, cx, k);
+                break;
+            }
+        }
+    }
+}
+
+bool vr_variants_holds(const struct vr_variants *vs, uint64_t id)
+{
+    for (unsigned k = 1; vs && k < vs->max; k++) {
+        const struct variant *v = &vs->v[k];
+        for (size_t s = 0; v->handle && s < vr_slices_count(v->slices); s++)
+            if (vr_slices_current(v->slices, s)->id == id)
+                return true;
+    }
+    return false;
+}
+
+void vr_variants_reaccess(struct vr_variants *vs)
+{
+    for (unsigned k = 1; vs && k < vs->max; k++)
+        if (vs->v[k].handle)
+            vr_slices_reaccess(vs->v[k].slices);
+}
+
+void vr_variants_set_enabled(struct vr_variants *vs, const struct vr_var_ctx *cx, size_t i,
+                             unsigned enabled)
+{
+    if (!vs)
+        return;
+    if (i >= vs->n) {
+        vr_variants_drop(vs, cx, true);
+        return;
+    }
+    vs->disabled[i] = enabled == 0;
+    for (unsigned k = 1; k < vs->max; k++)
+        if (vs->v[k].handle &&
+            vr_real.cuGraphNodeSetEnabled(vs->v[k].handle, vs->cnode[i], enabled) != CUDA_SUCCESS)
+            drop_one(vs, cx, k);
+}

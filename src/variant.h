@@ -1,0 +1,148 @@
+/* variant: an active exec's other executable graphs, and the order and
+ * completion of all its launches.
+ *
+ * A rebind would otherwise remap a slice only once the exec's last launch is
+ * known complete, or pass the nodes through untranslated. Instead, up to
+ * VAREMAP_VARIANTS - 1 further execs are instantiated from a clone of the
+ * program's graph (cloned at instantiation: programs destroy their graph
+ * right after), each with its own reservation laid out like the program's
+ * exec's (same slot sizes, same order). Every variant holds the same node
+ * parameters as the program's exec, except that an anchor word pointing into
+ * slot s of the program's exec's reservation points into slot s of the
+ * variant's. So a launch may use any variant whose slots hold the bindings
+ * the program's exec's slots target: a periodic pattern settles with one
+ * variant per phase and no VMM call (stale aliases are reused); otherwise a
+ * variant whose last launch is complete is remapped, or a new one made.
+ *
+ * The program's exec is variant 0 and keeps its own path (exec.c); this
+ * module only ever returns it when no other variant can run. Node changes
+ * reach the variants lazily: exec.c reports every change to a node's
+ * installed parameters (vr_variants_touch) and a variant is brought up to
+ * date right before it is launched (O(changed nodes) between its launches,
+ * and nothing when nothing changed). A change the shim cannot replay (a
+ * node passed through raw, an update of the whole exec) freezes the set:
+ * its variants go and none is made again.
+ *
+ * Ordering: launches of one exec are ordered by the driver, even across
+ * streams. Launches of different variants are ordered here: a launch whose
+ * variant or stream differs from the previous launch's waits (in the
+ * stream, cuStreamWaitEvent) for an event after that launch; in the same
+ * stream nothing is needed. Completion: every launch gets a sequence number;
+ * an event is recorded after a launch every VR_TRACK_EVERY launches, after
+ * every launch up to VR_TRACK_EVERY launches after one the shim made VMM
+ * calls (or passed nodes through) for, and when someone must know; an event
+ * that completed says every launch up to its own is complete (the chain
+ * above). Never waits on the host.
+ *
+ * Not thread-safe: the owning exec's lock serializes every call.
+ */
+#ifndef VR_VARIANT_H
+#define VR_VARIANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda.h>
+
+#include "node.h"
+#include "slice.h"
+
+#define VR_VARIANTS_MAX 16
+#define VR_TRACK_EVENTS 8
+#define VR_TRACK_EVERY 16
+
+/* ---- completion and order of an exec's launches ---------------------- */
+
+struct vr_track {
+    CUevent ev[VR_TRACK_EVENTS];
+    uint64_t at[VR_TRACK_EVENTS]; /* launch the event was recorded after; 0: free */
+    uint64_t seq;                 /* successful launches */
+    uint64_t done;                /* every launch <= done is complete */
+    uint64_t recorded;            /* newest launch an event was recorded after */
+    uint64_t hot;                 /* every launch up to this one gets an event */
+    uint64_t asked_seq, asked_upto; /* a query said "not yet" then: not asked again */
+    CUstream stream;              /* the last launch's */
+    bool ptsz;
+    uint64_t var;                 /* its variant's id (0: the program's exec) */
+};
+
+/* True when launches up to `upto` are known complete; queries at most one
+ * event, records one after the last launch when none covers `upto` yet. */
+bool vr_track_complete(struct vr_track *t, uint64_t upto);
+/* The same without recording: only an event already recorded is asked. */
+bool vr_track_known(struct vr_track *t, uint64_t upto);
+/* The context was synchronized: every launch made so far is complete. */
+void vr_track_synced(struct vr_track *t);
+/* Before launching variant id `var` in (stream, ptsz): orders it after the
+ * previous launch. Returns 0 or the driver's error. */
+int vr_track_order(struct vr_track *t, uint64_t var, CUstream stream, bool ptsz);
+/* After a successful launch; `record`: the caller wants an event after it. */
+void vr_track_launched(struct vr_track *t, uint64_t var, CUstream stream, bool ptsz, bool record);
+/* A new event recorded after the last launch, for a caller that keeps it
+ * (NULL when it cannot be made). Events are the shim's: `drop` destroys
+ * one, or keeps it for a later try when the driver refuses. */
+CUevent vr_track_event_after(struct vr_track *t, void (*drop)(CUevent));
+void vr_track_free(struct vr_track *t, void (*drop)(CUevent));
+
+/* ---- the variants ----------------------------------------------------- */
+
+struct vr_variants;
+
+/* What a variant is made of, lent by the exec for one call. */
+struct vr_var_ctx {
+    const struct vr_nodes *ns;
+    const int32_t *anchor_slot;   /* per word: the anchor's slot, or -1 */
+    const uint8_t *slot_back;     /* per slot: its buffer came back while profiled */
+    const struct vr_slices *base; /* the program's exec's: targets = what to launch */
+    uint8_t *xlat;                /* scratch of ns->max_bytes */
+    void **kp;                    /* scratch of ns->max_params */
+    /* a reservation leaves: destroyed once launches up to `last` completed */
+    void (*bury)(void *owner, struct vr_slices *s, uint64_t last);
+    void *owner;
+    uint64_t *pushes;             /* counts the node updates sent to variants */
+    uint64_t *rebinds;            /* counts the slots of variants remapped */
+};
+
+/* At instantiation, for an exec that may be varied (max > 1, no
+ * instantiation flag but node priorities: never device launch): clones
+ * graph when it holds only kernel and empty nodes, none device-updatable.
+ * Returns 0 or a negative code; *out NULL: never varied. */
+int vr_variants_new(struct vr_variants **out, CUgraph graph, const struct vr_nodes *ns,
+                    unsigned max, unsigned long long flags);
+/* Destroys the variants (their reservations through cx->bury) and the clone. */
+void vr_variants_free(struct vr_variants *vs, const struct vr_var_ctx *cx);
+/* Drops the variants; `freeze`: none is made again. */
+void vr_variants_drop(struct vr_variants *vs, const struct vr_var_ctx *cx, bool freeze);
+bool vr_variants_usable(const struct vr_variants *vs);
+unsigned vr_variants_count(const struct vr_variants *vs);
+
+/* Node i's installed parameters changed (in the program's exec). */
+void vr_variants_touch(struct vr_variants *vs, size_t i);
+
+/* The variant to launch for the base's targets: 0 = the program's exec
+ * (its own path: it holds them, or it is the only choice left), else a
+ * variant that holds them now, with every node up to date. `v0_last`: the
+ * program's exec's last launch (t's numbering); *vmm: VMM calls were made. */
+int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr_var_ctx *cx,
+                     uint64_t v0_last, bool *vmm);
+CUgraphExec vr_variants_handle(const struct vr_variants *vs, int var);
+/* A variant's id for vr_track (never reused; 0 for the program's exec). */
+uint64_t vr_variants_id(const struct vr_variants *vs, int var);
+void vr_variants_launched(struct vr_variants *vs, int var, uint64_t seq);
+
+/* An allocation is going away: every variant slot holding it is unmapped
+ * now when the variant is idle, else the variant is dropped. */
+void vr_variants_forget_alloc(struct vr_variants *vs, struct vr_track *t,
+                              const struct vr_var_ctx *cx, uint64_t id);
+/* Whether a variant maps allocation id. */
+bool vr_variants_holds(const struct vr_variants *vs, uint64_t id);
+/* A peer was enabled: access again on every variant's slots. */
+void vr_variants_reaccess(struct vr_variants *vs);
+
+/* cuGraphNodeSetEnabled succeeded on the program's exec: the same on every
+ * variant; node index i (or SIZE_MAX: not a kernel node the shim knows,
+ * which freezes the set). */
+void vr_variants_set_enabled(struct vr_variants *vs, const struct vr_var_ctx *cx, size_t i,
+                             unsigned enabled);
+
+#endif

@@ -1,0 +1,40 @@
+#include "xlat.h"
+
+#include <string.h>
+
+/* The last range starting at or below w; few ranges per exec. */
+const struct vr_xlat_range *vr_xlat_lookup(const struct vr_xlat_range *r, size_t n, uint64_t w)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r[mid].lo <= w)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo > 0 && w <= r[lo - 1].hi)
+        return &r[lo - 1];
+    return NULL;
+}
+
+uint64_t vr_xlat_word(const struct vr_xlat_range *r, size_t n, uint64_t w)
+{
+    const struct vr_xlat_range *x = vr_xlat_lookup(r, n, w);
+    return x ? x->va + (w - x->lo) : w;
+}
+
+void vr_xlat_args(const uint32_t *offs, const int32_t *anchor, uint32_t nwords, size_t bytes,
+                  const uint8_t *src, uint8_t *dst, vr_xlat_fn fn, void *ctx)
+{
+    memcpy(dst, src, bytes);
+    for (uint32_t k = 0; k < nwords; k++) {
+        if (anchor[k] < 0)
+            continue;
+        uint64_t w, t;
+        memcpy(&w, src + offs[k], sizeof w);
+        t = fn(ctx, anchor[k], w);
+        if (t != w)
+            memcpy(dst + offs[k], &t, sizeof t);
+    }
+}

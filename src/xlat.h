@@ -1,0 +1,43 @@
+/* xlat: the pure part of translating a node's argument words.
+ *
+ * A view maps ranges of the program's addresses to slice addresses. Each
+ * range is [lo, hi] with hi = base + size included (one past the end belongs
+ * to its allocation, so a [begin, end) pair stays a pair) and lies at va:
+ * a word w with lo <= w <= hi becomes va + (w - lo); any other word is left
+ * as it is. The ranges of a view are sorted by lo and disjoint, hi included
+ * (VMM-backed allocations keep a guard gap after their end, so no range
+ * starts at another's hi).
+ *
+ * vr_xlat_args copies a node's argument bytes and hands each anchor word
+ * (and only those) to a translation function; every other byte, the words
+ * that are not anchors included, is copied as the program wrote it.
+ * No driver calls, no allocation, no global state.
+ */
+#ifndef VR_XLAT_H
+#define VR_XLAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct vr_xlat_range {
+    uint64_t lo, hi, va; /* [lo, hi] -> [va, va + (hi - lo)] */
+    size_t slot;         /* the owner's index, carried along */
+};
+
+/* The range holding w, or NULL. r: n ranges as described above. */
+const struct vr_xlat_range *vr_xlat_lookup(const struct vr_xlat_range *r, size_t n, uint64_t w);
+
+/* w through the ranges: its slice address, or w itself. */
+uint64_t vr_xlat_word(const struct vr_xlat_range *r, size_t n, uint64_t w);
+
+/* Translates the word at an anchor position. `anchor` is the position's
+ * value in the anchor table (>= 0). */
+typedef uint64_t (*vr_xlat_fn)(void *ctx, int32_t anchor, uint64_t word);
+
+/* dst[0..bytes) = src[0..bytes), then for each k < nwords with
+ * anchor[k] >= 0 the 8-byte word at offs[k] (offs[k] + 8 <= bytes) becomes
+ * fn(ctx, anchor[k], word). src and dst must not overlap. */
+void vr_xlat_args(const uint32_t *offs, const int32_t *anchor, uint32_t nwords, size_t bytes,
+                  const uint8_t *src, uint8_t *dst, vr_xlat_fn fn, void *ctx);
+
+#endif

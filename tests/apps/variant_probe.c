@@ -1,0 +1,188 @@
+/* variant_probe: an exec whose input alternates between two buffers
+ * (pingpong), launched alternately on two streams, so the shim serves it
+ * with variants; each case checks its own result against a host replay and
+ * prints "ok CASE" plus the final values, or names the first wrong value and
+ * exits 1.
+ *
+ * The graph: T = 0.5 * A (vr_scale_f32), then A = T + C[step % 2]
+ * (vr_add_f32). Launches do not commute (C0 != C1), so any two launches run
+ * out of order change A.
+ *
+ *   --case order    after the warm-up, stream 0 is held by a host function
+ *                   the program opens only after it has queued a launch on
+ *                   stream 0 and then one on stream 1: the driver orders
+ *                   launches of one exec even across streams, so must the
+ *                   shim (its variants are other execs)
+ *   --case enable   after the warm-up, the add node is disabled for a few
+ *                   launches (cuGraphNodeSetEnabled on the program's exec),
+ *                   then enabled again: every launch, whichever variant runs
+ *                   it, must see it
+ */
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda.h>
+
+#include "ptx_text.h"
+
+#define N (1u << 19) /* floats: 2 MiB buffers, VMM-backed at the default granularity */
+#define BYTES ((size_t)N * 4)
+#define WARM 12
+
+static const char *case_name = "";
+
+static void die(const char *what, CUresult r)
+{
+    const char *name = "?";
+    cuGetErrorName(r, &name);
+    fprintf(stderr, "variant_probe %s: %s: %s (%d)\n", case_name, what, name, (int)r);
+    exit(1);
+}
+
+#define CK(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) die(#call, r_); } while (0)
+
+static CUmodule mod;
+static CUstream st[2];
+static atomic_int released;
+
+static void CUDA_CB gate(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&released))
+        usleep(100);
+}
+
+static CUdeviceptr buffer(float value)
+{
+    CUdeviceptr p;
+    CK(cuMemAlloc_v2(&p, BYTES));
+    union { float f; unsigned u; } v = {value};
+    CK(cuMemsetD32_v2(p, v.u, N));
+    CK(cuCtxSynchronize());
+    return p;
+}
+
+static float read1(CUdeviceptr p, size_t i)
+{
+    float f;
+    CK(cuMemcpyDtoH_v2(&f, p + i * 4, 4));
+    return f;
+}
+
+struct node {
+    CUgraphNode h;
+    CUfunction f;
+    void **kp;
+};
+
+static CUDA_KERNEL_NODE_PARAMS params(const struct node *n)
+{
+    CUDA_KERNEL_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    p.func = n->f;
+    p.gridDimX = 64, p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = 256, p.blockDimY = p.blockDimZ = 1;
+    p.kernelParams = n->kp;
+    return p;
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i + 1 < argc; i += 2)
+        if (!strcmp(argv[i], "--case"))
+            case_name = argv[i + 1];
+    alarm(30); /* a hang is a failure with a name */
+    bool order = !strcmp(case_name, "order"), enable = !strcmp(case_name, "enable");
+    const char *path = getenv("VR_PTX");
+    char *ptx = path ? vr_read_text(path) : NULL;
+    if (!ptx || (!order && !enable)) {
+        fprintf(stderr, "usage: VR_PTX=... variant_probe --case order|enable\n");
+        return 2;
+    }
+    CUdevice dev;
+    CUcontext ctx;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    CK(cuModuleLoadData(&mod, ptx));
+    free(ptx);
+    for (int i = 0; i < 2; i++)
+        CK(cuStreamCreate(&st[i], CU_STREAM_NON_BLOCKING));
+    CUfunction scale, add;
+    CK(cuModuleGetFunction(&scale, mod, "vr_scale_f32"));
+    CK(cuModuleGetFunction(&add, mod, "vr_add_f32"));
+
+    const float cval[2] = {0.5f, -0.25f};
+    CUdeviceptr a = buffer(1.0f), t = buffer(0.0f), c[2] = {buffer(cval[0]), buffer(cval[1])};
+    CUdeviceptr cin = c[0];
+    float half = 0.5f;
+    unsigned long long n = N;
+    void *kp0[] = {&t, &a, &half, &n};
+    void *kp1[] = {&a, &t, &cin, &n};
+    struct node nd[2] = {{NULL, scale, kp0}, {NULL, add, kp1}};
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    for (int i = 0; i < 2; i++) {
+        CUDA_KERNEL_NODE_PARAMS p = params(&nd[i]);
+        CK(cuGraphAddKernelNode_v2(&nd[i].h, g, i ? &nd[0].h : NULL, i ? 1 : 0, &p));
+    }
+    CUgraphExec ex;
+    CK(cuGraphInstantiateWithFlags(&ex, g, 0));
+    CK(cuGraphDestroy(g)); /* as programs do: the exec must not need it */
+
+    float ha = 1.0f, ht = 0.0f;
+    bool added = true;
+    unsigned step = 0;
+    /* One step: point the add at C[step % 2], launch on stream[step % 2]. */
+#define STEP()                                                                  \
+    do {                                                                        \
+        cin = c[step % 2];                                                      \
+        for (int i_ = 0; i_ < 2; i_++) {                                        \
+            CUDA_KERNEL_NODE_PARAMS p_ = params(&nd[i_]);                       \
+            CK(cuGraphExecKernelNodeSetParams_v2(ex, nd[i_].h, &p_));           \
+        }                                                                       \
+        CK(cuGraphLaunch(ex, st[step % 2]));                                    \
+        ht = 0.5f * ha;                                                         \
+        if (added)                                                              \
+            ha = ht + cval[step % 2];                                           \
+        step++;                                                                 \
+    } while (0)
+
+    for (int i = 0; i < WARM; i++) {
+        STEP();
+        CK(cuCtxSynchronize());
+    }
+    if (order) {
+        CK(cuLaunchHostFunc(st[step % 2], gate, NULL));
+        for (int i = 0; i < 4; i++)
+            STEP();
+        atomic_store(&released, 1);
+    } else {
+        added = false;
+        CK(cuGraphNodeSetEnabled(ex, nd[1].h, 0));
+        for (int i = 0; i < 4; i++)
+            STEP();
+        added = true;
+        CK(cuGraphNodeSetEnabled(ex, nd[1].h, 1));
+        for (int i = 0; i < 4; i++)
+            STEP();
+    }
+    CK(cuCtxSynchronize());
+    for (size_t i = 0; i < N; i += 65537) {
+        float ga = read1(a, i), gt = read1(t, i);
+        if (ga != ha || gt != ht) {
+            fprintf(stderr, "variant_probe %s: at %zu A=%g T=%g, want A=%g T=%g\n", case_name, i,
+                    (double)ga, (double)gt, (double)ha, (double)ht);
+            return 1;
+        }
+    }
+    CK(cuGraphExecDestroy(ex));
+    printf("ok %s A=%a T=%a steps=%u\n", case_name, (double)ha, (double)ht, step);
+    return 0;
+}

@@ -1,0 +1,83 @@
+/* vr_check: what the single-file driver-API test programs share. A program
+ * defines VR_PROG (its name in messages) before including this, and may
+ * define VR_PROG_DETAIL (a const char * expression: what it is doing, such
+ * as its --case) to follow the name.
+ *
+ *   CK(call)            the call must succeed; otherwise one line on stderr,
+ *                       "PROG[ DETAIL]: FILE:LINE: CALL: ERROR (CODE)", and exit 1
+ *   vr_err_name(r)      a CUresult's name ("?" for one the driver does not know)
+ *   vr_ctx_current(n, &ctx)  device n's primary context, retained and made
+ *                       current (and stored in ctx unless NULL); returns the device
+ *   vr_ptx_or_die(p)    the PTX text at path p (NULL or "": none given), or exit 1
+ *
+ * Header-only, like ptx_text.h.
+ */
+#ifndef VR_CHECK_H
+#define VR_CHECK_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda.h>
+
+#include "ptx_text.h"
+
+#ifndef VR_PROG
+#error "define VR_PROG, the program's name in messages, before including vr_check.h"
+#endif
+#ifndef VR_PROG_DETAIL
+#define VR_PROG_DETAIL ""
+#endif
+
+static inline const char *vr_err_name(CUresult r)
+{
+    const char *s = NULL;
+    return cuGetErrorName(r, &s) == CUDA_SUCCESS && s ? s : "?";
+}
+
+static inline _Noreturn void vr_check_fail(const char *call, const char *file, int line,
+                                           CUresult r)
+{
+    const char *detail = VR_PROG_DETAIL;
+    fprintf(stderr, "%s%s%s: %s:%d: %s: %s (%d)\n", VR_PROG, *detail ? " " : "", detail, file,
+            line, call, vr_err_name(r), (int)r);
+    exit(1);
+}
+
+#define CK(call)                                                                   \
+    do {                                                                           \
+        CUresult r_ = (call);                                                      \
+        if (r_ != CUDA_SUCCESS)                                                    \
+            vr_check_fail(#call, __FILE__, __LINE__, r_);                          \
+    } while (0)
+
+static inline CUdevice vr_ctx_current(int ordinal, CUcontext *ctx_out)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    CK(cuDeviceGet(&dev, ordinal));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    if (ctx_out)
+        *ctx_out = ctx;
+    return dev;
+}
+
+static inline char *vr_ptx_or_die(const char *path)
+{
+    bool given = path && *path;
+    char *text = given ? vr_read_text(path) : NULL;
+    if (!text) {
+        if (given)
+            fprintf(stderr, "%s: cannot read the PTX %s: %s\n", VR_PROG, path, strerror(errno));
+        else
+            fprintf(stderr, "%s: no PTX given (set VR_PTX)\n", VR_PROG);
+        exit(1);
+    }
+    return text;
+}
+
+#endif
