@@ -293,3 +293,105 @@ Test(alloc, stream_ordered_free_does_not_block)
     cr_assert_eq(vr_sim_calls(&p.shim.stats, "cuMemFreeAsync"), 0);
     pair_free(&p);
 }
+
+/* ---- the cache of freed VMM memory (VAREMAP_VMM_CACHE) ---- */
+
+/* Re-allocations of one padded size: the same bytes as without the shim,
+ * and past the first round no VMM call at all (a longer run makes exactly
+ * the VMM calls of a shorter one). Without the cache every round pays. */
+static void churn_run(struct pair *p, const char *tag, const char *rounds,
+                      const char *const *shim_env)
+{
+    const char *const args[] = { "churn", rounds, NULL };
+    pair_run(p, tag, args, NULL, shim_env, 0);
+    cr_assert_str_eq(p->plain.proc.out.p, p->shim.proc.out.p);
+    has_line(&p->shim, "round=1 range=3153920 base_ok=1 sum=1572864.0");
+    cr_assert_eq(summary(&p->shim, "vmm_bytes"), 0);
+    cr_assert_eq(summary(&p->shim, "vmm_cache_bytes"), 0, "released at exit");
+    cr_assert_eq(vr_sim_calls(&p->shim.stats, "cuMemRelease"),
+                 vr_sim_calls(&p->shim.stats, "cuMemCreate"), "every handle released at exit");
+}
+
+static const char *const vmm_calls[] = { "cuMemAddressReserve", "cuMemCreate", "cuMemMap",
+                                         "cuMemSetAccess", "cuMemUnmap", "cuMemRelease",
+                                         "cuMemAddressFree", NULL };
+
+Test(alloc, reallocation_of_the_same_size_makes_no_vmm_call)
+{
+    struct pair s, l;
+    churn_run(&s, "churn4", "4", NULL);
+    churn_run(&l, "churn12", "12", NULL);
+    for (size_t i = 0; vmm_calls[i]; i++)
+        cr_assert_eq(vr_sim_calls(&l.shim.stats, vmm_calls[i]),
+                     vr_sim_calls(&s.shim.stats, vmm_calls[i]), "%s: %llu in 12 rounds, %llu in 4",
+                     vmm_calls[i], (unsigned long long)vr_sim_calls(&l.shim.stats, vmm_calls[i]),
+                     (unsigned long long)vr_sim_calls(&s.shim.stats, vmm_calls[i]));
+    /* out + the two buffers of the first round */
+    cr_assert_eq(vr_sim_calls(&l.shim.stats, "cuMemCreate"), 3);
+    cr_assert_eq(summary(&l.shim, "vmm_cache_hits"), 22);
+    cr_assert(strstr(l.shim.proc.err.p, "vmm_cache_hits=22 vmm_bytes_live=4194304\n"), "%s",
+              l.shim.proc.err.p);
+    pair_free(&s);
+    pair_free(&l);
+}
+
+Test(alloc, without_the_cache_every_reallocation_pays)
+{
+    struct pair p;
+    churn_run(&p, "churn_nocache", "12", no_cache);
+    cr_assert_eq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 25);
+    cr_assert_eq(summary(&p.shim, "vmm_cache_hits"), 0);
+    pair_free(&p);
+}
+
+/* Memory freed in stream order is not handed out again while a kernel
+ * queued before the free may still read it; once the stream passed the
+ * free it is. */
+Test(alloc, stream_ordered_free_is_reused_only_once_done)
+{
+    static const char *const args[] = { "asyncreuse", NULL };
+    struct pair p;
+    pair_run(&p, "asyncreuse", args, NULL, NULL, 0);
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    has_line(&p.shim, "sum=1572864.0 next=104857600.0");
+    cr_assert(strstr(p.shim.proc.err.p, "reused_pending=0\n"), "%s", p.shim.proc.err.p);
+    cr_assert(strstr(p.shim.proc.err.p, "reused_done=1\n"), "%s", p.shim.proc.err.p);
+    cr_assert_eq(summary(&p.shim, "vmm_cache_hits"), 1);
+    cr_assert_eq(vr_sim_calls(&p.shim.stats, "cuMemFreeAsync"), 0);
+    pair_free(&p);
+}
+
+/* Fill the device, free everything (kept by the cache), fill it again: the
+ * program gets as many allocations as without the shim, of another size
+ * (the cache is released when memory runs out) or of the same size (served
+ * from it). */
+static void refill(const char *tag, const char *a, const char *b, const char *want)
+{
+    const char *const args[] = { "refill", a, b, NULL };
+    static const char *const env[] = { "SIMCUDA_MEM_BYTES=256M", NULL };
+    static const char *const shim_env[] = { "VAREMAP_MAX_PADDING=8M", "VAREMAP_VMM_CACHE=1G",
+                                             NULL };
+    struct pair p;
+    pair_run(&p, tag, args, env, shim_env, 0);
+    has_line(&p.plain, want);
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    /* The first fill was VMM-backed, and its memory kept when freed. */
+    cr_assert_geq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 50);
+    cr_assert(!strstr(p.shim.proc.err.p, "vmm_cache_bytes_after_free=0\n"), "%s",
+              p.shim.proc.err.p);
+    cr_assert_eq(summary(&p.shim, "vmm_bytes"), 0);
+    cr_assert_eq(summary(&p.shim, "vmm_leaked_bytes"), 0);
+    pair_free(&p);
+}
+
+Test(alloc, kept_memory_goes_back_when_memory_runs_out)
+{
+    refill("refill_other", "4194304", "6291456",
+           "refill size=6291456 count=42 stop=CUDA_ERROR_OUT_OF_MEMORY");
+}
+
+Test(alloc, kept_memory_serves_the_same_size_again)
+{
+    refill("refill_same", "4194304", "4194304",
+           "refill size=4194304 count=64 stop=CUDA_ERROR_OUT_OF_MEMORY");
+}
