@@ -395,3 +395,83 @@ Test(alloc, kept_memory_serves_the_same_size_again)
     refill("refill_same", "4194304", "4194304",
            "refill size=4194304 count=64 stop=CUDA_ERROR_OUT_OF_MEMORY");
 }
+
+/* ---- graph_bench's re-allocating patterns ---- */
+
+struct gb {
+    struct vr_proc proc;
+    struct vr_buf stats;
+    char checksum[40];
+};
+
+/* graph_bench --pattern `pattern` (2 MiB buffers, VMM-backed at simcuda's
+ * granularity), with or without the shim. */
+static void gb_run(struct gb *b, const char *tag, const char *pattern, const char *steps,
+                   bool shim, const char *cache)
+{
+    char exe[4096], ld[4096], ptx[4096], stats[4096], pre[4096], name[128], knob[64];
+    snprintf(exe, sizeof exe, "%s/bench/graph_bench", vr_env_path("VR_APPS_DIR"));
+    snprintf(ld, sizeof ld, "LD_LIBRARY_PATH=%s", vr_env_path("VR_SIMCUDA_DIR"));
+    snprintf(ptx, sizeof ptx, "VR_PTX=%s", vr_env_path("VR_PTX"));
+    snprintf(name, sizeof name, "%s.stats.json", tag);
+    snprintf(stats, sizeof stats, "SIMCUDA_STATS=%s", vr_tmp_path(name));
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", vr_env_path("VR_SHIM"));
+    snprintf(knob, sizeof knob, "VAREMAP_VMM_CACHE=%s", cache);
+    char *argv[] = { exe, "--pattern", (char *)pattern, "--nodes", "200", "--steps",
+                     (char *)steps, "--warmup", "10", "--bytes", "2M", "--sync-every", "1", NULL };
+    /* As in the harness's own runs under -Db_sanitize=address. */
+    const char *asan = getenv("ASAN_OPTIONS"), *l = getenv("LSAN_OPTIONS");
+    char aopt[1024], lsan[1024];
+    snprintf(aopt, sizeof aopt, "ASAN_OPTIONS=%s%sverify_asan_link_order=0", asan ? asan : "",
+             asan && *asan ? ":" : "");
+    snprintf(lsan, sizeof lsan, "LSAN_OPTIONS=%s", l ? l : "");
+    char *env[] = { ld, ptx, stats, aopt, lsan, knob, shim ? pre : NULL, NULL };
+    memset(b, 0, sizeof *b);
+    cr_assert_eq(vr_spawn(tag, argv, env, false, &b->proc), 0);
+    cr_assert_eq(b->proc.status, 0, "%s: graph_bench exited with %d (3: wrong values): %s", tag,
+                 b->proc.status, b->proc.err.p);
+    cr_assert(vr_read_file(vr_tmp_path(name), &b->stats), "%s: no SIMCUDA_STATS", tag);
+    const char *c = strstr(b->proc.out.p, "\"checksum\": \"");
+    cr_assert(c, "%s: no checksum in:\n%s", tag, b->proc.out.p);
+    c += strlen("\"checksum\": \"");
+    size_t n = 0;
+    while (c[n] && c[n] != '"' && n + 1 < sizeof b->checksum)
+        n++;
+    memcpy(b->checksum, c, n);
+}
+
+static void gb_free(struct gb *b)
+{
+    vr_proc_free(&b->proc);
+    vr_buf_free(&b->stats);
+}
+
+/* The same checksum as without the shim, and in steady state (a long run
+ * minus a short one) no allocation-side VMM call: every re-allocation is
+ * served from the cache. */
+static void reallocates(const char *pattern, const char *cache, bool steady)
+{
+    static const char *const alloc_side[] = { "cuMemCreate", "cuMemRelease", NULL };
+    struct gb plain, s, l;
+    char t[3][64];
+    snprintf(t[0], sizeof t[0], "%s_%s_plain", pattern, cache);
+    snprintf(t[1], sizeof t[1], "%s_%s_short", pattern, cache);
+    snprintf(t[2], sizeof t[2], "%s_%s_long", pattern, cache);
+    gb_run(&plain, t[0], pattern, "60", false, cache);
+    gb_run(&s, t[1], pattern, "20", true, cache);
+    gb_run(&l, t[2], pattern, "60", true, cache);
+    cr_assert_str_eq(plain.checksum, l.checksum, "%s: checksums differ", pattern);
+    for (size_t i = 0; alloc_side[i]; i++) {
+        uint64_t a = vr_sim_calls(&l.stats, alloc_side[i]), b = vr_sim_calls(&s.stats, alloc_side[i]);
+        cr_assert(steady ? a == b : a > b, "%s, VAREMAP_VMM_CACHE=%s: %s %llu in 60 steps, %llu in 20",
+                  pattern, cache, alloc_side[i], (unsigned long long)a, (unsigned long long)b);
+    }
+    gb_free(&plain);
+    gb_free(&s);
+    gb_free(&l);
+}
+
+Test(alloc, realloc_pattern_reuses_freed_memory) { reallocates("realloc", "256M", true); }
+Test(alloc, churn_pattern_reuses_freed_memory) { reallocates("churn", "256M", true); }
+/* The same assertions can fail: without the cache every step pays. */
+Test(alloc, churn_pattern_without_cache_pays) { reallocates("churn", "0", false); }
