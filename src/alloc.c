@@ -70,6 +70,24 @@ static struct parked *parked;
 static size_t nparked, capparked;
 static _Atomic size_t parked_hint; /* nparked, read without the lock */
 
+/* Freed VMM memory kept mapped for reuse (VAREMAP_VMM_CACHE): reservation,
+ * handle and access stay as they were. */
+struct kept {
+    struct vr_alloc_info rec; /* as freed; base, padded, reserved, device, handle matter */
+    CUcontext ctx;            /* for a release that must synchronize */
+    CUevent done;             /* a stream-ordered free not yet seen complete; NULL: idle */
+    unsigned gen;             /* peer generation read before the free: access reflects it */
+    uint64_t age;             /* the oldest goes first when the budget is full */
+    unsigned seen;            /* the last settle that queried its event */
+    bool busy;                /* its event is being queried: nobody else touches it */
+};
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER; /* a leaf */
+static struct kept *kept;
+static size_t nkept, capkept;
+static uint64_t kept_bytes, kept_age; /* under cache_lock */
+static unsigned settle_epoch;         /* under cache_lock */
+static _Atomic size_t kept_hint;      /* nkept, read without the lock */
+
 void vr_alloc_configure(const struct vr_config *c)
 {
     cfg = *c;
@@ -495,8 +513,225 @@ static void drain(bool may_sync)
     free(mine);
 }
 
+/* ---- the cache of freed VMM memory -------------------------------------- */
+
+/* An entry is taken out of the list before a release touches it, and
+ * marked busy while its event is queried, so no lock is held across a
+ * driver call and no two threads ever use the same event. */
+
+static void remove_kept_locked(size_t i)
+{
+    kept_bytes -= kept[i].rec.padded;
+    vr_stat_add(VR_C_vmm_cache_bytes, -(int64_t)kept[i].rec.padded);
+    kept[i] = kept[--nkept];
+    atomic_store(&kept_hint, nkept);
+}
+
+/* Appends k, its bytes already counted; false when the list cannot grow. */
+static bool append_kept_locked(const struct kept *k)
+{
+    if (nkept == capkept) {
+        size_t cap = capkept ? capkept * 2 : 16;
+        struct kept *grown = realloc(kept, cap * sizeof *kept);
+        if (!grown)
+            return false;
+        kept = grown;
+        capkept = cap;
+    }
+    kept[nkept++] = *k;
+    atomic_store(&kept_hint, nkept);
+    return true;
+}
+
+/* Releases an entry as a freed allocation is released: unmapped only once
+ * its free's event completed (waited for only when `may_sync`). Returns
+ * whether its memory went back to the driver now. */
+static bool release_kept(const struct kept *k, bool may_sync)
+{
+    struct parked p = { .rec = k->rec, .ctx = k->ctx, .done = k->done,
+                        .steps = STEP_UNMAP | STEP_RELEASE | STEP_ADDRESS_FREE };
+    if (k->done)
+        p.steps |= STEP_EVENT | STEP_EVENT_DESTROY;
+    release_or_park(&p, may_sync, 0);
+    return !(p.steps & (STEP_UNMAP | STEP_RELEASE));
+}
+
+/* Keeps a freed allocation (its access set for peer generation `gen`),
+ * evicting the oldest entries to stay within VAREMAP_VMM_CACHE. False when
+ * the cache is off or it does not fit: the caller releases it. */
+static bool cache_put(const struct vr_alloc_info *rec, CUcontext ctx, CUevent done, unsigned gen)
+{
+    if (rec->padded == 0 || rec->padded > cfg.vmm_cache)
+        return false;
+    struct kept k = { .rec = *rec, .ctx = ctx, .done = done, .gen = gen };
+    for (;;) {
+        struct kept old;
+        bool evict = false, stored = false;
+        pthread_mutex_lock(&cache_lock);
+        size_t o = nkept;
+        if (kept_bytes + rec->padded > cfg.vmm_cache) {
+            for (size_t i = 0; i < nkept; i++)
+                if (!kept[i].busy && (o == nkept || kept[i].age < kept[o].age))
+                    o = i;
+        }
+        if (o < nkept) {
+            old = kept[o];
+            remove_kept_locked(o);
+            evict = true;
+        } else if (kept_bytes + rec->padded <= cfg.vmm_cache) {
+            k.age = kept_age++;
+            k.seen = settle_epoch;
+            stored = append_kept_locked(&k);
+            if (stored) {
+                kept_bytes += rec->padded;
+                vr_stat_add(VR_C_vmm_cache_bytes, (int64_t)rec->padded);
+            }
+        }
+        pthread_mutex_unlock(&cache_lock);
+        if (!evict)
+            return stored;
+        release_kept(&old, false);
+    }
+}
+
+/* Entries of `dev` (-1: any) and `padded` bytes (0: any) whose
+ * stream-ordered free completed become idle; a failed query releases the
+ * entry (after a synchronize: its event cannot tell). */
+static void cache_settle(int dev, size_t padded)
+{
+    enum { BATCH = 32 };
+    struct { CUdeviceptr base; CUevent done; } mine[BATCH];
+    pthread_mutex_lock(&cache_lock);
+    unsigned epoch = ++settle_epoch;
+    pthread_mutex_unlock(&cache_lock);
+    for (;;) {
+        size_t n = 0;
+        pthread_mutex_lock(&cache_lock);
+        for (size_t i = 0; i < nkept && n < BATCH; i++) {
+            struct kept *k = &kept[i];
+            if (k->done && !k->busy && k->seen != epoch && (dev < 0 || k->rec.device == dev) &&
+                (padded == 0 || k->rec.padded == padded)) {
+                k->busy = true;
+                k->seen = epoch;
+                mine[n].base = k->rec.base;
+                mine[n++].done = k->done;
+            }
+        }
+        pthread_mutex_unlock(&cache_lock);
+        if (n == 0)
+            return;
+        for (size_t j = 0; j < n; j++) {
+            CUresult r = vr_real.cuEventQuery(mine[j].done);
+            if (r == CUDA_SUCCESS && vr_real.cuEventDestroy_v2(mine[j].done) != CUDA_SUCCESS)
+                log_fallback(FB_EVENT, "cuMemFreeAsync", "cuEventDestroy failed");
+            struct kept bad;
+            bool failed = false;
+            pthread_mutex_lock(&cache_lock);
+            for (size_t i = 0; i < nkept; i++) {
+                if (kept[i].rec.base != mine[j].base)
+                    continue;
+                kept[i].busy = false; /* busy entries stay where they are */
+                if (r == CUDA_SUCCESS) {
+                    kept[i].done = NULL;
+                } else if (r != CUDA_ERROR_NOT_READY) {
+                    bad = kept[i];
+                    remove_kept_locked(i);
+                    failed = true;
+                }
+                break;
+            }
+            pthread_mutex_unlock(&cache_lock);
+            if (failed)
+                release_kept(&bad, false);
+        }
+    }
+}
+
+/* Takes an idle entry of `dev` with `padded` bytes out of the cache:
+ * 0, or -ENOENT. */
+static int cache_take(int dev, size_t padded, struct kept *out)
+{
+    for (int round = 0; round < 2; round++) {
+        if (atomic_load_explicit(&kept_hint, memory_order_relaxed) == 0)
+            return -ENOENT;
+        bool pending = false;
+        pthread_mutex_lock(&cache_lock);
+        for (size_t i = nkept; i-- > 0;) {
+            if (kept[i].rec.device != dev || kept[i].rec.padded != padded)
+                continue;
+            if (kept[i].done || kept[i].busy) {
+                pending = pending || !kept[i].busy;
+                continue;
+            }
+            *out = kept[i];
+            remove_kept_locked(i);
+            pthread_mutex_unlock(&cache_lock);
+            return 0;
+        }
+        pthread_mutex_unlock(&cache_lock);
+        if (!pending)
+            break;
+        cache_settle(dev, padded);
+    }
+    return -ENOENT;
+}
+
+/* Releases the entries of `dev` (-1: all). Returns the bytes that went
+ * back to the driver now (entries whose stream is still busy go later). */
+static uint64_t cache_release(int dev, bool may_sync)
+{
+    uint64_t back = 0;
+    while (atomic_load_explicit(&kept_hint, memory_order_relaxed) != 0) {
+        struct kept k;
+        bool found = false;
+        pthread_mutex_lock(&cache_lock);
+        for (size_t i = 0; i < nkept; i++)
+            if (!kept[i].busy && (dev < 0 || kept[i].rec.device == dev)) {
+                k = kept[i];
+                remove_kept_locked(i);
+                found = true;
+                break;
+            }
+        pthread_mutex_unlock(&cache_lock);
+        if (!found)
+            break;
+        if (release_kept(&k, may_sync))
+            back += k.rec.padded;
+    }
+    return back;
+}
+
+/* Idle cached bytes of `dev`: free memory as far as the program can tell. */
+static uint64_t cache_idle_bytes(int dev)
+{
+    uint64_t n = 0;
+    if (atomic_load_explicit(&kept_hint, memory_order_relaxed) == 0)
+        return 0;
+    pthread_mutex_lock(&cache_lock);
+    for (size_t i = 0; i < nkept; i++)
+        if (kept[i].rec.device == dev && !kept[i].done)
+            n += kept[i].rec.padded;
+    pthread_mutex_unlock(&cache_lock);
+    return n;
+}
+
+/* Whether addr lies in memory the cache keeps: freed, as far as the
+ * program can tell. */
+static bool cache_holds(CUdeviceptr addr)
+{
+    bool in = false;
+    if (atomic_load_explicit(&kept_hint, memory_order_relaxed) == 0)
+        return false;
+    pthread_mutex_lock(&cache_lock);
+    for (size_t i = 0; i < nkept && !in; i++)
+        in = addr - kept[i].rec.base < kept[i].rec.reserved;
+    pthread_mutex_unlock(&cache_lock);
+    return in;
+}
+
 void vr_alloc_drain(void)
 {
+    cache_release(-1, true);
     drain(true);
 }
 
@@ -508,6 +743,12 @@ void vr_alloc_after_fork(void)
     park_lock = free_mu;
     nparked = 0;
     atomic_store(&parked_hint, 0);
+    /* Kept memory is the parent's, like parked memory. */
+    cache_lock = free_mu;
+    vr_stat_add(VR_C_vmm_cache_bytes, -(int64_t)kept_bytes);
+    nkept = 0;
+    kept_bytes = 0;
+    atomic_store(&kept_hint, 0);
 }
 
 /* ---- free memory ---------------------------------------------------------- */
@@ -525,6 +766,9 @@ static bool memory_allows(CUdevice dev, size_t bytes)
         size_t fr = 0, total = 0;
         if (!vr_real.cuMemGetInfo_v2 || vr_real.cuMemGetInfo_v2(&fr, &total) != CUDA_SUCCESS)
             return true; /* cannot tell: the padding budget still bounds the waste */
+        /* Kept memory is released for any allocation that needs it. */
+        uint64_t idle = cache_idle_bytes(dev);
+        fr = fr + idle < fr ? SIZE_MAX : fr + idle;
         est = fr > (size_t)LLONG_MAX ? LLONG_MAX : (long long)fr;
         atomic_store(&mem_free[dev], est);
         atomic_store(&mem_since[dev], 0);
@@ -608,6 +852,40 @@ static void reaccess_if_changed(const struct vr_alloc_info *rec, unsigned gen)
                            vr_alloc_access_for(rec->device, access, VR_MAX_DEVICES));
 }
 
+/* Serves an allocation from the cache with no VMM call (a new id: for the
+ * rest of the shim it is a new buffer). 0 with *dptr set, or nonzero. */
+static int reuse(CUdevice dev, size_t size, size_t padded, CUdeviceptr *dptr)
+{
+    struct kept k;
+    if (cache_take(dev, padded, &k) != 0)
+        return -ENOENT;
+    struct vr_alloc_info rec = k.rec;
+    rec.id = 0;
+    rec.size = size;
+    int rc = -ENOSPC;
+    if (take_padding(padded - size)) {
+        pthread_rwlock_wrlock(&reg_lock);
+        rc = insert_locked(&rec);
+        pthread_rwlock_unlock(&reg_lock);
+        if (rc != 0)
+            give_padding(padded - size);
+    }
+    if (rc != 0) {
+        if (!cache_put(&k.rec, k.ctx, NULL, k.gen))
+            release_kept(&k, false);
+        return rc;
+    }
+    /* A peer enabled since the free (checked once the record is visible to
+     * vr_alloc_enable_peer): grant it too. */
+    reaccess_if_changed(&rec, k.gen);
+    vr_stat_inc(VR_C_vmm_cache_hits);
+    vr_stat_add(VR_C_vmm_bytes, (int64_t)padded);
+    vr_stat_add(VR_C_padding_bytes, (int64_t)(padded - size));
+    memory_used(dev, (long long)padded);
+    *dptr = rec.base;
+    return 0;
+}
+
 /* Tries VMM backing; 0 with *dptr set, or nonzero to go native. */
 static int try_vmm(CUdevice dev, size_t size, size_t padded, CUdeviceptr *dptr)
 {
@@ -615,7 +893,12 @@ static int try_vmm(CUdevice dev, size_t size, size_t padded, CUdeviceptr *dptr)
     const char *step = "";
     unsigned bit = 0;
     unsigned gen = vr_alloc_peer_generation();
+    if (cfg.vmm_cache)
+        vr_stat_inc(VR_C_vmm_cache_misses);
     int rc = vmm_create(dev, size, padded, &rec, &step, &bit);
+    /* Out of memory while the cache keeps some: it goes first. */
+    if (rc != 0 && vr_err_to_cu(rc) == CUDA_ERROR_OUT_OF_MEMORY && cache_release(dev, false) > 0)
+        rc = vmm_create(dev, size, padded, &rec, &step, &bit);
     if (rc != 0) {
         char reason[160];
         snprintf(reason, sizeof reason, "%s: %s", step, vr_cu_name(vr_err_to_cu(rc)));
@@ -664,6 +947,8 @@ int vr_alloc_create(CUdeviceptr *dptr, size_t size)
         VR_ASSERT(padded < size || padded % gran == 0);
         /* Too much padding for its size: served natively, by design. */
         bool fits = padded >= size && (double)pad <= cfg.max_padding_ratio * (double)size;
+        if (fits && profiled && reuse(dev, size, padded, dptr) == 0)
+            return 0;
         if (fits && profiled && !memory_allows(dev, padded)) {
             alloc_fallback(FB_LOW_MEMORY, "free memory below VAREMAP_MAX_PADDING");
             fits = false;
@@ -685,6 +970,8 @@ int vr_alloc_create(CUdeviceptr *dptr, size_t size)
 
     CUdeviceptr p = 0;
     CUresult r = vr_real.cuMemAlloc_v2(&p, size);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && cache_release(rec.device, false) > 0)
+        r = vr_real.cuMemAlloc_v2(&p, size);
     if (r != CUDA_SUCCESS) {
         if (rec.eligible)
             give_padding(rec.padded - size);
@@ -713,14 +1000,18 @@ int vr_alloc_create(CUdeviceptr *dptr, size_t size)
 /* The program's memory is gone once the registry lost it: from here on the
  * program's call succeeds, whatever the shim's own calls say. Unless
  * `synced`, the memory is unmapped only once `done` completed (when given)
- * or the context was synchronized. */
+ * or the context was synchronized. Memory whose last use is known (synced,
+ * or an event) goes to the cache when it fits: still mapped, but free as
+ * far as the program and the free-memory estimate can tell. */
 static void forget_and_release(const struct vr_alloc_info *rec, CUcontext ctx, bool synced,
-                               CUevent done)
+                               CUevent done, unsigned gen)
 {
     vr_stat_add(VR_C_vmm_bytes, -(int64_t)rec->padded);
     vr_stat_add(VR_C_padding_bytes, -(int64_t)(rec->padded - rec->size));
     memory_used(rec->device, -(long long)rec->padded);
     vr_exec_forget_alloc(rec->id, synced);
+    if ((synced || done) && cache_put(rec, ctx, done, gen))
+        return;
     struct parked p = { .rec = *rec, .ctx = ctx, .done = done,
                         .steps = STEP_UNMAP | STEP_RELEASE | STEP_ADDRESS_FREE };
     if (done)
@@ -733,7 +1024,7 @@ static void forget_and_release(const struct vr_alloc_info *rec, CUcontext ctx, b
 /* A VMM-backed allocation, already detached: the native free waits for the
  * device; so does this one, before any slice or mapping of this memory goes
  * away under running work. */
-static int free_vmm(const struct vr_alloc_info *rec, CUcontext ctx)
+static int free_vmm(const struct vr_alloc_info *rec, CUcontext ctx, unsigned gen)
 {
     CUresult r = vr_real.cuCtxSynchronize();
     if (r != CUDA_SUCCESS && programs_error(r)) {
@@ -746,7 +1037,7 @@ static int free_vmm(const struct vr_alloc_info *rec, CUcontext ctx)
                  vr_cu_name(r));
         log_fallback(FB_SYNC, "cuMemFree", reason);
     }
-    forget_and_release(rec, ctx, r == CUDA_SUCCESS, NULL);
+    forget_and_release(rec, ctx, r == CUDA_SUCCESS, NULL, gen);
     return 0;
 }
 
@@ -754,6 +1045,8 @@ int vr_alloc_free(CUdeviceptr dptr)
 {
     struct vr_alloc_info rec;
     CUcontext ctx = NULL;
+    /* Read before the record leaves the registry: see vr_alloc_enable_peer. */
+    unsigned gen = vr_alloc_peer_generation();
     int rc;
 
     /* Unknown or interior: the driver's own answer. */
@@ -771,7 +1064,7 @@ int vr_alloc_free(CUdeviceptr dptr)
             memory_used(rec.device, -(long long)rec.size);
         rc = vr_err_cu(r);
     } else {
-        rc = free_vmm(&rec, ctx);
+        rc = free_vmm(&rec, ctx, gen);
     }
     drain(true); /* a free may block on the device, as the native one does */
     return rc;
@@ -800,6 +1093,7 @@ int vr_alloc_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread)
     }
     if ((rc = need_context(&ctx)) != 0)
         return rc;
+    unsigned gen = vr_alloc_peer_generation(); /* before detach: see vr_alloc_enable_peer */
     CUevent done = NULL;
     CUresult r = vr_real.cuEventCreate(&done, CU_EVENT_DISABLE_TIMING);
     if (r == CUDA_SUCCESS) {
@@ -825,7 +1119,7 @@ int vr_alloc_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread)
                  "synchronizing call", vr_cu_name(r));
         log_fallback(FB_SYNC, "cuMemFreeAsync", reason);
     }
-    forget_and_release(&rec, ctx, false, done);
+    forget_and_release(&rec, ctx, false, done, gen);
     drain(false);
     return 0;
 }
@@ -835,22 +1129,37 @@ int vr_alloc_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread)
 int vr_alloc_mem_info(size_t *free_bytes, size_t *total)
 {
     /* Memory freed in stream order whose stream is done goes back first, so
-     * the answer is the one the driver alone would give. */
+     * the answer is the one the driver alone would give; memory the cache
+     * keeps counts as free, as it would be without the shim (an allocation
+     * that needs it gets it: see vr_alloc_create). */
     drain(false);
-    return vr_err_cu(vr_real.cuMemGetInfo_v2(free_bytes, total));
+    CUdevice dev = -1;
+    bool kept_some = atomic_load_explicit(&kept_hint, memory_order_relaxed) != 0 &&
+                     current_device(&dev) == 0;
+    if (kept_some)
+        cache_settle(dev, 0);
+    CUresult r = vr_real.cuMemGetInfo_v2(free_bytes, total);
+    if (r == CUDA_SUCCESS && kept_some && free_bytes && total) {
+        uint64_t idle = cache_idle_bytes(dev);
+        size_t room = *total > *free_bytes ? *total - *free_bytes : 0;
+        *free_bytes += idle < room ? (size_t)idle : room;
+    }
+    return vr_err_cu(r);
 }
 
 int vr_alloc_address_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
-    struct vr_alloc_info rec;
+    struct vr_alloc_info rec = { 0 };
     CUcontext ctx = NULL;
-    if (find_span(dptr, &rec) != 0 || !rec.vmm)
+    bool kept_mem = false;
+    if ((find_span(dptr, &rec) != 0 || !rec.vmm) && !(kept_mem = cache_holds(dptr)))
         return vr_err_cu(vr_real.cuMemGetAddressRange_v2(pbase, psize, dptr));
     int rc = need_context(&ctx);
     if (rc != 0)
         return rc;
-    /* Padding and guard gap are the shim's, not memory the program got. */
-    if (dptr - rec.base >= rec.size)
+    /* Padding, guard gap and kept memory are the shim's, not memory the
+     * program has. */
+    if (kept_mem || dptr - rec.base >= rec.size)
         return vr_err_cu(CUDA_ERROR_NOT_FOUND);
     if (pbase)
         *pbase = rec.base;
@@ -863,7 +1172,8 @@ int vr_alloc_address_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 int vr_alloc_retain_handle(CUmemGenericAllocationHandle *handle, void *addr)
 {
     struct vr_alloc_info rec;
-    if (!handle || find_span((CUdeviceptr)(uintptr_t)addr, &rec) != 0 || !rec.vmm)
+    CUdeviceptr at = (CUdeviceptr)(uintptr_t)addr;
+    if (!handle || ((find_span(at, &rec) != 0 || !rec.vmm) && !cache_holds(at)))
         return vr_err_cu(vr_real.cuMemRetainAllocationHandle(handle, addr));
     return vr_err_cu(CUDA_ERROR_INVALID_VALUE);
 }
@@ -873,7 +1183,7 @@ int vr_alloc_retain_handle(CUmemGenericAllocationHandle *handle, void *addr)
 int vr_alloc_get_access(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
 {
     struct vr_alloc_info rec;
-    if (find_span(ptr, &rec) != 0 || !rec.vmm)
+    if ((find_span(ptr, &rec) != 0 || !rec.vmm) && !cache_holds(ptr))
         return vr_err_cu(vr_real.cuMemGetAccess(flags, location, ptr));
     unsigned long long ignored;
     CUresult r = vr_real.cuMemGetAccess(flags ? &ignored : NULL, location, ptr);
@@ -926,5 +1236,9 @@ int vr_alloc_enable_peer(CUcontext peer, unsigned int flags)
     for (size_t i = 0; i < n; i++)
         vr_real.cuMemSetAccess(todo[i].base, todo[i].padded, access, na);
     free(todo);
+    /* Again once done: a free that read the generation before the first
+     * bump may have left the registry before the walk above, and its cached
+     * memory must see a newer generation when reused (reuse). */
+    atomic_fetch_add_explicit(&peer_generation, 1, memory_order_release);
     return 0;
 }

@@ -43,6 +43,20 @@
  * and released once it completed, at a later alloc, free or cuMemGetInfo
  * hook, or at exit; cuMemGetInfo answers after returning what is done.
  *
+ * The cache of freed memory (VAREMAP_VMM_CACHE bytes at most): a freed
+ * VMM-backed allocation whose last use is known (the free synchronized, or
+ * a stream-ordered free's event) stays reserved, created, mapped and
+ * accessible, keyed by (device, padded size). A cuMemAlloc of that padded
+ * size on that device takes one whose event (if any) completed, with no VMM
+ * call, as a new allocation (new id: slices saw the old one forgotten at
+ * free). Kept memory is the shim's, not the program's: no lookup finds it
+ * (cuMemGetAddressRange: CUDA_ERROR_NOT_FOUND, as for freed memory),
+ * cuMemGetInfo and the free-memory estimate count it as free, an allocation
+ * that runs out of memory releases the device's kept memory and tries again,
+ * the oldest entries go when the budget is full, everything goes at exit,
+ * and a forked child forgets the parent's. Counters vmm_cache_hits,
+ * vmm_cache_misses, vmm_cache_bytes.
+ *
  * Freeing: cuMemFree needs a current context (else the driver's
  * CUDA_ERROR_INVALID_CONTEXT and nothing is freed), synchronizes it like
  * the native free, unbinds the allocation from every slice
@@ -53,8 +67,8 @@
  * exit. A failed synchronize keeps the mapping alive until a later
  * synchronize succeeds: a kernel may still be using it.
  *
- * Locks: the registry lock and the parked-list lock are leaves, never held
- * together and never across a driver call that can block on the GPU or a
+ * Locks: the registry lock, the parked-list lock and the cache lock are
+ * leaves, never held together and never across a driver call that can block on the GPU or a
  * loader call.
  */
 #ifndef VR_ALLOC_H

@@ -287,6 +287,17 @@ static int parse_max_padding(struct load *ld, const char *text)
     return 0;
 }
 
+static int parse_vmm_cache(struct load *ld, const char *text)
+{
+    uint64_t v;
+    int rc = vr_parse_size(text, &v);
+
+    if (rc < 0)
+        return rc;
+    ld->cfg->vmm_cache = v;
+    return 0;
+}
+
 /* A plain decimal fraction ("0.125", ".5", "1"): no sign, exponent or
  * locale-dependent radix, so "1e-1" and "0,5" are refused, not guessed. */
 static int parse_ratio(struct load *ld, const char *text)
@@ -385,6 +396,11 @@ static void show_max_padding(const struct load *ld, char *buf, size_t cap)
     show_size(ld->cfg->max_padding, buf, cap);
 }
 
+static void show_vmm_cache(const struct load *ld, char *buf, size_t cap)
+{
+    show_size(ld->cfg->vmm_cache, buf, cap);
+}
+
 /* Fixed point by hand: "%g" would print the locale's radix character. */
 static void show_ratio(const struct load *ld, char *buf, size_t cap)
 {
@@ -425,6 +441,8 @@ static const struct setting settings[] = {
       parse_max_padding, show_max_padding, false, false },
     { "VAREMAP_MAX_PADDING_RATIO", "0.125", "a fraction greater than 0 and at most 1, such as 0.125",
       parse_ratio, show_ratio, false, false },
+    { "VAREMAP_VMM_CACHE", "256M", "a byte count with an optional K, M or G suffix (0: no cache)",
+      parse_vmm_cache, show_vmm_cache, false, false },
     { "VAREMAP_STATS", "0", "0 or 1 (also false/true, no/yes, off/on)",
       parse_stats, show_stats, false, false },
     { "VAREMAP_CONFIG", NULL, "a file path shorter than 4096 bytes",

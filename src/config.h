@@ -39,6 +39,8 @@ struct vr_config {
     uint64_t vmm_min_bytes;        /* VAREMAP_VMM_MIN_BYTES, default 1M */
     uint64_t max_padding;          /* VAREMAP_MAX_PADDING, default 1G */
     double max_padding_ratio;      /* VAREMAP_MAX_PADDING_RATIO, 0 < r <= 1, default 0.125 */
+    uint64_t vmm_cache;            /* VAREMAP_VMM_CACHE, default 256M: freed VMM memory kept
+                                    * mapped for reuse (alloc.h); 0: none */
     bool stats;                    /* VAREMAP_STATS, default 0 */
 };
 

@@ -3,7 +3,7 @@
  * VR_COUNTERS is the one list: it names the fields of struct varemap_stats,
  * the enum used to bump them and the keys of the `summary` event.
  * Gauges (execs_active, slices_bound, vmm_bytes, padding_bytes,
- * vmm_leaked_bytes, variants) go up and down through vr_stat_add with a negative delta.
+ * vmm_leaked_bytes, variants, vmm_cache_bytes) go up and down through vr_stat_add with a negative delta.
  */
 #ifndef VR_STATS_H
 #define VR_STATS_H
@@ -20,7 +20,8 @@
     X(setparams_seen) X(setparams_skipped) X(setparams_forwarded)              \
     X(transition_updates) X(launches) X(execs_active) X(execs_disabled)        \
     X(slices_bound) X(rebinds) X(rebind_waits) X(vmm_bytes) X(padding_bytes)   \
-    X(vmm_fallbacks) X(unrouted_procs) X(vmm_leaked_bytes) X(variants)
+    X(vmm_fallbacks) X(unrouted_procs) X(vmm_leaked_bytes) X(variants)          \
+    X(vmm_cache_hits) X(vmm_cache_misses) X(vmm_cache_bytes)
 
 enum vr_counter {
 #define VR_X(name) VR_C_##name,

@@ -6,7 +6,7 @@
  * monotonic except execs_active (execs currently in the active state),
  * slices_bound (slices currently bound), vmm_bytes and padding_bytes
  * (bytes currently backed by varemap's own VMM allocations), vmm_leaked_bytes
- * and variants. Fields are only ever appended, and VAREMAP_STATS_VERSION
+ * variants and vmm_cache_bytes. Fields are only ever appended, and VAREMAP_STATS_VERSION
  * changes with them: the shim writes the whole struct, so a program must be
  * built with a header at least as new as the shim it runs under.
  */
@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define VAREMAP_STATS_VERSION 2
+#define VAREMAP_STATS_VERSION 3
 
 struct varemap_stats {
     uint64_t setparams_seen;      /* SetParams calls that reached the shim */
@@ -40,6 +40,11 @@ struct varemap_stats {
                                      return to the driver (an internal unmap/release failed;
                                      retried later) */
     uint64_t variants;            /* executable-graph variants the shim now keeps */
+    /* since version 3 */
+    uint64_t vmm_cache_hits;      /* cuMemAlloc calls served from freed VMM memory kept mapped
+                                     (VAREMAP_VMM_CACHE): no VMM call */
+    uint64_t vmm_cache_misses;    /* VMM-backed cuMemAlloc calls the cache could not serve */
+    uint64_t vmm_cache_bytes;     /* freed VMM memory now kept for reuse (not the program's) */
 };
 
 /* Copies the current counters into *out. Returns 0, or -22 (EINVAL) when out

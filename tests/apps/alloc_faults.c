@@ -18,6 +18,18 @@
  *                          queued behind a host function still reads; the
  *                          host function waits for the program's next step,
  *                          so a free that blocks hangs (the alarm fires)
+ *   alloc_faults churn R   R rounds of: allocate two buffers (sizes that
+ *                          differ from round to round but round up to the
+ *                          same granularity multiple), compute into them,
+ *                          free them; their ranges and sums
+ *   alloc_faults asyncreuse  a buffer freed in stream order while a kernel
+ *                          queued behind a gate still reads it, then a new
+ *                          allocation of the same size written at once: the
+ *                          kernel must still read the old values; on stderr
+ *                          whether the new allocation got the old address
+ *                          (before and after the stream passed the free)
+ *   alloc_faults refill A B  allocate A bytes until out of memory, free them
+ *                          all, then B bytes until out of memory: both counts
  *
  * The kernels come from the PTX named by VR_PTX.
  */
@@ -275,12 +287,86 @@ static int run_freeasync(void)
     return 0;
 }
 
-/* ---- fill ---- */
+/* ---- churn ---- */
 
-static int run_fill(size_t size)
+static int run_churn(int rounds)
 {
     CUcontext ctx;
+    CUstream s;
     vr_ctx_current(0, &ctx);
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    const size_t n = MIB / sizeof(float);
+    CUdeviceptr out;
+    CK(cuMemAlloc_v2(&out, 4 * MIB));
+    for (int round = 0; round < rounds; round++) {
+        /* 3 MiB + 4 KiB .. 3 MiB + 16 KiB: all padded to 4 MiB */
+        size_t size = 3 * MIB + 4096 * (size_t)(1 + round % 4);
+        CUdeviceptr a, b, base;
+        size_t got;
+        CK(cuMemAlloc_v2(&a, size));
+        CK(cuMemAlloc_v2(&b, 4 * MIB));
+        CK(cuMemGetAddressRange_v2(&base, &got, a));
+        fill(s, a, (float)round, n);
+        fill(s, b, 0.5f, n);
+        scale(s, out, a, 2.0f, n);
+        scale(s, b, out, 3.0f, n); /* b = 6 * round */
+        CK(cuStreamSynchronize(s));
+        printf("round=%d range=%zu base_ok=%d sum=%.1f\n", round, got, base == a,
+               sum_floats(b, n));
+        CK(cuMemFree_v2(a));
+        CK(cuMemFree_v2(b));
+    }
+    struct varemap_stats st = { 0 };
+    if (stats(&st) == 0)
+        fprintf(stderr, "vmm_cache_hits=%llu vmm_bytes_live=%llu\n",
+                (unsigned long long)st.vmm_cache_hits, (unsigned long long)st.vmm_bytes);
+    CK(cuMemFree_v2(out));
+    CK(cuStreamDestroy_v2(s));
+    return 0;
+}
+
+/* ---- asyncreuse ---- */
+
+static int run_asyncreuse(void)
+{
+    CUcontext ctx;
+    CUstream s, s2;
+    vr_ctx_current(0, &ctx);
+    alarm(20);
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    const size_t n = (4 * MIB) / sizeof(float);
+    CUdeviceptr in, out, next, later;
+    CK(cuMemAlloc_v2(&out, 4 * MIB));
+    CK(cuMemAlloc_v2(&in, 4 * MIB));
+    fill(s, in, 3.0f, n);
+    CK(cuLaunchHostFunc(s, gate, NULL));
+    scale(s, out, in, 0.5f, n); /* reads `in` once the gate opens */
+    printf("free_async=%s\n", vr_err_name(cuMemFreeAsync(in, s)));
+    /* Written at once on another stream, while `in` is still to be read. */
+    CK(cuMemAlloc_v2(&next, 4 * MIB));
+    fill(s2, next, 100.0f, n);
+    CK(cuStreamSynchronize(s2));
+    atomic_store(&gate_open, 1);
+    CK(cuStreamSynchronize(s));
+    printf("sum=%.1f next=%.1f\n", sum_floats(out, n), sum_floats(next, n));
+    fprintf(stderr, "reused_pending=%d\n", next == in);
+    /* The stream passed the free: its memory may serve again. */
+    CK(cuMemAlloc_v2(&later, 4 * MIB));
+    fprintf(stderr, "reused_done=%d\n", later == in);
+    CK(cuMemFree_v2(later));
+    CK(cuMemFree_v2(next));
+    CK(cuMemFree_v2(out));
+    CK(cuStreamDestroy_v2(s2));
+    CK(cuStreamDestroy_v2(s));
+    return 0;
+}
+
+/* ---- fill ---- */
+
+/* Allocates `size` until out of memory; the pointers stay in *out. */
+static size_t fill_up(size_t size, CUdeviceptr **out, CUresult *stop)
+{
     size_t cap = 1024, count = 0;
     CUdeviceptr *p = malloc(cap * sizeof *p);
     CUresult r = CUDA_SUCCESS;
@@ -298,11 +384,46 @@ static int run_fill(size_t size)
         count++;
     }
     if (!p)
-        return 1;
+        exit(1);
+    *out = p;
+    *stop = r;
+    return count;
+}
+
+static int run_fill(size_t size)
+{
+    CUcontext ctx;
+    vr_ctx_current(0, &ctx);
+    CUdeviceptr *p;
+    CUresult r;
+    size_t count = fill_up(size, &p, &r);
     printf("fill size=%zu count=%zu stop=%s\n", size, count, vr_err_name(r));
     struct varemap_stats st = { 0 };
     if (stats(&st) == 0)
         fprintf(stderr, "vmm_bytes_live=%llu\n", (unsigned long long)st.vmm_bytes);
+    for (size_t i = 0; i < count; i++)
+        CK(cuMemFree_v2(p[i]));
+    free(p);
+    return 0;
+}
+
+static int run_refill(size_t a, size_t b)
+{
+    CUcontext ctx;
+    vr_ctx_current(0, &ctx);
+    CUdeviceptr *p;
+    CUresult r;
+    size_t count = fill_up(a, &p, &r);
+    printf("fill size=%zu count=%zu stop=%s\n", a, count, vr_err_name(r));
+    for (size_t i = 0; i < count; i++)
+        CK(cuMemFree_v2(p[i]));
+    free(p);
+    struct varemap_stats st = { 0 };
+    if (stats(&st) == 0)
+        fprintf(stderr, "vmm_cache_bytes_after_free=%llu\n",
+                (unsigned long long)st.vmm_cache_bytes);
+    count = fill_up(b, &p, &r);
+    printf("refill size=%zu count=%zu stop=%s\n", b, count, vr_err_name(r));
     for (size_t i = 0; i < count; i++)
         CK(cuMemFree_v2(p[i]));
     free(p);
@@ -390,6 +511,13 @@ int main(int argc, char **argv)
         return run_peer(!(argc > 2 && !strcmp(argv[2], "--no-peer")));
     if (!strcmp(mode, "freeasync"))
         return run_freeasync();
-    fprintf(stderr, "usage: alloc_faults noctx|padding|free|fill SIZE|peer [--no-peer]|freeasync\n");
+    if (!strcmp(mode, "churn") && argc > 2)
+        return run_churn(atoi(argv[2]));
+    if (!strcmp(mode, "asyncreuse"))
+        return run_asyncreuse();
+    if (!strcmp(mode, "refill") && argc > 3)
+        return run_refill((size_t)strtoull(argv[2], NULL, 0), (size_t)strtoull(argv[3], NULL, 0));
+    fprintf(stderr, "usage: alloc_faults noctx|padding|free|fill SIZE|peer [--no-peer]|freeasync|"
+                    "churn ROUNDS|asyncreuse|refill SIZE SIZE\n");
     return 2;
 }

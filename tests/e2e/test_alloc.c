@@ -94,7 +94,9 @@ Test(alloc, padding_and_handles_look_native)
     has_line(&p.shim, "retain base=CUDA_ERROR_INVALID_VALUE");
     has_line(&p.shim, "retain inner=CUDA_ERROR_INVALID_VALUE");
     has_line(&p.shim, "access base=CUDA_ERROR_INVALID_VALUE");
-    cr_assert_geq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 9, "the buffers were VMM-backed");
+    /* a freed buffer's memory may be reused from the cache: no cuMemCreate */
+    cr_assert_geq(vr_sim_calls(&p.shim.stats, "cuMemCreate") + summary(&p.shim, "vmm_cache_hits"),
+                  9, "the buffers were VMM-backed");
     cr_assert(strstr(p.shim.proc.err.p, "vmm_bytes_live=33554432\n"), "%s", p.shim.proc.err.p);
     /* One-past-the-end never lies inside another allocation: a guard gap. */
     cr_assert(strstr(p.shim.proc.err.p, "ends_inside_others=0\n"), "%s", p.shim.proc.err.p);
@@ -104,12 +106,16 @@ Test(alloc, padding_and_handles_look_native)
 
 /* ---- item 12: the shim's own calls fail ---- */
 
+/* Without the cache of freed memory (VAREMAP_VMM_CACHE=0): every free
+ * releases at once. */
+static const char *const no_cache[] = { "VAREMAP_VMM_CACHE=0", NULL };
+
 static void free_fault(const char *tag, const char *fault, const char *step)
 {
     static const char *const args[] = { "free", NULL };
     const char *const env[] = { "SIMCUDA_KERNEL_DELAY_US=3000", fault, NULL };
     struct pair p;
-    pair_run(&p, tag, args, env, NULL, 0);
+    pair_run(&p, tag, args, env, no_cache, 0);
     cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
     for (int round = 0; round < 3; round++) {
         char line[64];
@@ -154,7 +160,7 @@ Test(alloc, memory_never_returned_is_counted)
     static const char *const args[] = { "free", NULL };
     static const char *const env[] = { "SIMCUDA_FAIL=cuMemUnmap:*", NULL };
     struct pair p;
-    pair_run(&p, "leak", args, env, NULL, 0);
+    pair_run(&p, "leak", args, env, no_cache, 0);
     for (int round = 0; round < 3; round++) {
         char line[64];
         snprintf(line, sizeof line, "round=%d free=CUDA_SUCCESS", round);
@@ -287,3 +293,185 @@ Test(alloc, stream_ordered_free_does_not_block)
     cr_assert_eq(vr_sim_calls(&p.shim.stats, "cuMemFreeAsync"), 0);
     pair_free(&p);
 }
+
+/* ---- the cache of freed VMM memory (VAREMAP_VMM_CACHE) ---- */
+
+/* Re-allocations of one padded size: the same bytes as without the shim,
+ * and past the first round no VMM call at all (a longer run makes exactly
+ * the VMM calls of a shorter one). Without the cache every round pays. */
+static void churn_run(struct pair *p, const char *tag, const char *rounds,
+                      const char *const *shim_env)
+{
+    const char *const args[] = { "churn", rounds, NULL };
+    pair_run(p, tag, args, NULL, shim_env, 0);
+    cr_assert_str_eq(p->plain.proc.out.p, p->shim.proc.out.p);
+    has_line(&p->shim, "round=1 range=3153920 base_ok=1 sum=1572864.0");
+    cr_assert_eq(summary(&p->shim, "vmm_bytes"), 0);
+    cr_assert_eq(summary(&p->shim, "vmm_cache_bytes"), 0, "released at exit");
+    cr_assert_eq(vr_sim_calls(&p->shim.stats, "cuMemRelease"),
+                 vr_sim_calls(&p->shim.stats, "cuMemCreate"), "every handle released at exit");
+}
+
+static const char *const vmm_calls[] = { "cuMemAddressReserve", "cuMemCreate", "cuMemMap",
+                                         "cuMemSetAccess", "cuMemUnmap", "cuMemRelease",
+                                         "cuMemAddressFree", NULL };
+
+Test(alloc, reallocation_of_the_same_size_makes_no_vmm_call)
+{
+    struct pair s, l;
+    churn_run(&s, "churn4", "4", NULL);
+    churn_run(&l, "churn12", "12", NULL);
+    for (size_t i = 0; vmm_calls[i]; i++)
+        cr_assert_eq(vr_sim_calls(&l.shim.stats, vmm_calls[i]),
+                     vr_sim_calls(&s.shim.stats, vmm_calls[i]), "%s: %llu in 12 rounds, %llu in 4",
+                     vmm_calls[i], (unsigned long long)vr_sim_calls(&l.shim.stats, vmm_calls[i]),
+                     (unsigned long long)vr_sim_calls(&s.shim.stats, vmm_calls[i]));
+    /* out + the two buffers of the first round */
+    cr_assert_eq(vr_sim_calls(&l.shim.stats, "cuMemCreate"), 3);
+    cr_assert_eq(summary(&l.shim, "vmm_cache_hits"), 22);
+    cr_assert(strstr(l.shim.proc.err.p, "vmm_cache_hits=22 vmm_bytes_live=4194304\n"), "%s",
+              l.shim.proc.err.p);
+    pair_free(&s);
+    pair_free(&l);
+}
+
+Test(alloc, without_the_cache_every_reallocation_pays)
+{
+    struct pair p;
+    churn_run(&p, "churn_nocache", "12", no_cache);
+    cr_assert_eq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 25);
+    cr_assert_eq(summary(&p.shim, "vmm_cache_hits"), 0);
+    pair_free(&p);
+}
+
+/* Memory freed in stream order is not handed out again while a kernel
+ * queued before the free may still read it; once the stream passed the
+ * free it is. */
+Test(alloc, stream_ordered_free_is_reused_only_once_done)
+{
+    static const char *const args[] = { "asyncreuse", NULL };
+    struct pair p;
+    pair_run(&p, "asyncreuse", args, NULL, NULL, 0);
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    has_line(&p.shim, "sum=1572864.0 next=104857600.0");
+    cr_assert(strstr(p.shim.proc.err.p, "reused_pending=0\n"), "%s", p.shim.proc.err.p);
+    cr_assert(strstr(p.shim.proc.err.p, "reused_done=1\n"), "%s", p.shim.proc.err.p);
+    cr_assert_eq(summary(&p.shim, "vmm_cache_hits"), 1);
+    cr_assert_eq(vr_sim_calls(&p.shim.stats, "cuMemFreeAsync"), 0);
+    pair_free(&p);
+}
+
+/* Fill the device, free everything (kept by the cache), fill it again: the
+ * program gets as many allocations as without the shim, of another size
+ * (the cache is released when memory runs out) or of the same size (served
+ * from it). */
+static void refill(const char *tag, const char *a, const char *b, const char *want)
+{
+    const char *const args[] = { "refill", a, b, NULL };
+    static const char *const env[] = { "SIMCUDA_MEM_BYTES=256M", NULL };
+    static const char *const shim_env[] = { "VAREMAP_MAX_PADDING=8M", "VAREMAP_VMM_CACHE=1G",
+                                             NULL };
+    struct pair p;
+    pair_run(&p, tag, args, env, shim_env, 0);
+    has_line(&p.plain, want);
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    /* The first fill was VMM-backed, and its memory kept when freed. */
+    cr_assert_geq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 50);
+    cr_assert(!strstr(p.shim.proc.err.p, "vmm_cache_bytes_after_free=0\n"), "%s",
+              p.shim.proc.err.p);
+    cr_assert_eq(summary(&p.shim, "vmm_bytes"), 0);
+    cr_assert_eq(summary(&p.shim, "vmm_leaked_bytes"), 0);
+    pair_free(&p);
+}
+
+Test(alloc, kept_memory_goes_back_when_memory_runs_out)
+{
+    refill("refill_other", "4194304", "6291456",
+           "refill size=6291456 count=42 stop=CUDA_ERROR_OUT_OF_MEMORY");
+}
+
+Test(alloc, kept_memory_serves_the_same_size_again)
+{
+    refill("refill_same", "4194304", "4194304",
+           "refill size=4194304 count=64 stop=CUDA_ERROR_OUT_OF_MEMORY");
+}
+
+/* ---- graph_bench's re-allocating patterns ---- */
+
+struct gb {
+    struct vr_proc proc;
+    struct vr_buf stats;
+    char checksum[40];
+};
+
+/* graph_bench --pattern `pattern` (2 MiB buffers, VMM-backed at simcuda's
+ * granularity), with or without the shim. */
+static void gb_run(struct gb *b, const char *tag, const char *pattern, const char *steps,
+                   bool shim, const char *cache)
+{
+    char exe[4096], ld[4096], ptx[4096], stats[4096], pre[4096], name[128], knob[64];
+    snprintf(exe, sizeof exe, "%s/bench/graph_bench", vr_env_path("VR_APPS_DIR"));
+    snprintf(ld, sizeof ld, "LD_LIBRARY_PATH=%s", vr_env_path("VR_SIMCUDA_DIR"));
+    snprintf(ptx, sizeof ptx, "VR_PTX=%s", vr_env_path("VR_PTX"));
+    snprintf(name, sizeof name, "%s.stats.json", tag);
+    snprintf(stats, sizeof stats, "SIMCUDA_STATS=%s", vr_tmp_path(name));
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", vr_env_path("VR_SHIM"));
+    snprintf(knob, sizeof knob, "VAREMAP_VMM_CACHE=%s", cache);
+    char *argv[] = { exe, "--pattern", (char *)pattern, "--nodes", "200", "--steps",
+                     (char *)steps, "--warmup", "10", "--bytes", "2M", "--sync-every", "1", NULL };
+    /* As in the harness's own runs under -Db_sanitize=address. */
+    const char *asan = getenv("ASAN_OPTIONS"), *l = getenv("LSAN_OPTIONS");
+    char aopt[1024], lsan[1024];
+    snprintf(aopt, sizeof aopt, "ASAN_OPTIONS=%s%sverify_asan_link_order=0", asan ? asan : "",
+             asan && *asan ? ":" : "");
+    snprintf(lsan, sizeof lsan, "LSAN_OPTIONS=%s", l ? l : "");
+    char *env[] = { ld, ptx, stats, aopt, lsan, knob, shim ? pre : NULL, NULL };
+    memset(b, 0, sizeof *b);
+    cr_assert_eq(vr_spawn(tag, argv, env, false, &b->proc), 0);
+    cr_assert_eq(b->proc.status, 0, "%s: graph_bench exited with %d (3: wrong values): %s", tag,
+                 b->proc.status, b->proc.err.p);
+    cr_assert(vr_read_file(vr_tmp_path(name), &b->stats), "%s: no SIMCUDA_STATS", tag);
+    const char *c = strstr(b->proc.out.p, "\"checksum\": \"");
+    cr_assert(c, "%s: no checksum in:\n%s", tag, b->proc.out.p);
+    c += strlen("\"checksum\": \"");
+    size_t n = 0;
+    while (c[n] && c[n] != '"' && n + 1 < sizeof b->checksum)
+        n++;
+    memcpy(b->checksum, c, n);
+}
+
+static void gb_free(struct gb *b)
+{
+    vr_proc_free(&b->proc);
+    vr_buf_free(&b->stats);
+}
+
+/* The same checksum as without the shim, and in steady state (a long run
+ * minus a short one) no allocation-side VMM call: every re-allocation is
+ * served from the cache. */
+static void reallocates(const char *pattern, const char *cache, bool steady)
+{
+    static const char *const alloc_side[] = { "cuMemCreate", "cuMemRelease", NULL };
+    struct gb plain, s, l;
+    char t[3][64];
+    snprintf(t[0], sizeof t[0], "%s_%s_plain", pattern, cache);
+    snprintf(t[1], sizeof t[1], "%s_%s_short", pattern, cache);
+    snprintf(t[2], sizeof t[2], "%s_%s_long", pattern, cache);
+    gb_run(&plain, t[0], pattern, "60", false, cache);
+    gb_run(&s, t[1], pattern, "20", true, cache);
+    gb_run(&l, t[2], pattern, "60", true, cache);
+    cr_assert_str_eq(plain.checksum, l.checksum, "%s: checksums differ", pattern);
+    for (size_t i = 0; alloc_side[i]; i++) {
+        uint64_t a = vr_sim_calls(&l.stats, alloc_side[i]), b = vr_sim_calls(&s.stats, alloc_side[i]);
+        cr_assert(steady ? a == b : a > b, "%s, VAREMAP_VMM_CACHE=%s: %s %llu in 60 steps, %llu in 20",
+                  pattern, cache, alloc_side[i], (unsigned long long)a, (unsigned long long)b);
+    }
+    gb_free(&plain);
+    gb_free(&s);
+    gb_free(&l);
+}
+
+Test(alloc, realloc_pattern_reuses_freed_memory) { reallocates("realloc", "256M", true); }
+Test(alloc, churn_pattern_reuses_freed_memory) { reallocates("churn", "256M", true); }
+/* The same assertions can fail: without the cache every step pays. */
+Test(alloc, churn_pattern_without_cache_pays) { reallocates("churn", "0", false); }

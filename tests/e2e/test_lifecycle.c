@@ -129,8 +129,11 @@ Test(lifecycle, vmm_backed_allocation_looks_native)
     /* 3 MiB + 4 KiB padded to the 2 MiB granularity: VMM really served it. */
     cr_assert(strstr(shim.proc.err.p, "vmm_bytes_live=4194304 padding_bytes_live=1044480\n"),
               "stderr: %s", shim.proc.err.p);
-    cr_assert_eq(vr_sim_calls(&shim.stats, "cuMemCreate"), 2);
-    cr_assert_eq(vr_sim_calls(&shim.stats, "cuMemRelease"), 2);
+    /* The second allocation may reuse the first one's memory (the cache of
+     * freed VMM memory); everything created is released by exit. */
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuMemCreate") + summary(&shim, "vmm_cache_hits"), 2);
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuMemRelease"),
+                 vr_sim_calls(&shim.stats, "cuMemCreate"));
     cr_assert_eq(vr_sim_calls(&shim.stats, "cuMemFreeAsync"), 0,
                  "a VMM-backed allocation never reaches the driver's stream-ordered free");
     cr_assert_eq(vr_sim_calls(&plain.stats, "cuMemCreate"), 0);

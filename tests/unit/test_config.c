@@ -65,6 +65,7 @@ static void assert_defaults(const struct vr_config *cfg)
     cr_assert_eq(cfg->profile_launches, 3u);
     cr_assert_eq(cfg->vmm_min_bytes, 1048576u);
     cr_assert_eq(cfg->max_padding, UINT64_C(1) << 30);
+    cr_assert_eq(cfg->vmm_cache, UINT64_C(256) << 20);
     cr_assert_eq(cfg->stats, false);
 }
 
@@ -103,6 +104,7 @@ Test(config, every_key_from_environment, .init = cr_redirect_stderr)
     setvar("VAREMAP_PROFILE_LAUNCHES", "7");
     setvar("VAREMAP_VMM_MIN_BYTES", "64K");
     setvar("VAREMAP_MAX_PADDING", "2G");
+    setvar("VAREMAP_VMM_CACHE", "0");
     setvar("VAREMAP_STATS", "1");
     cr_assert_eq(load(&cfg), 0);
     cr_assert_eq(cfg.mode, VR_MODE_OBSERVE);
@@ -111,6 +113,7 @@ Test(config, every_key_from_environment, .init = cr_redirect_stderr)
     cr_assert_eq(cfg.profile_launches, 7u);
     cr_assert_eq(cfg.vmm_min_bytes, 65536u);
     cr_assert_eq(cfg.max_padding, UINT64_C(2) << 30);
+    cr_assert_eq(cfg.vmm_cache, 0u);
     cr_assert_eq(cfg.stats, true);
     cr_assert_stderr_eq_str("");
 }
