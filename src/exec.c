@@ -1081,11 +1081,38 @@ void vr_exec_forget_alloc(uint64_t id, bool synced)
     free(v);
 }
 
+/* From now on the program's exec may be launched behind the shim's back: a
+ * variant launch could not be ordered against such a launch, and a slot
+ * retargeted for a variant would never be remapped before it. So every
+ * exec's variants go (none is made again) and its pending retargets are
+ * given up now, its nodes re-issued to mean what the program asked for
+ * (dedup from here on; degraded keeps later SetParams off pending slots).
+ * A variant launch still running cannot be ordered before an unseen
+ * launch of the program's exec: programs resolve entry points up front. */
 void vr_exec_degrade(const char *why)
 {
     if (atomic_exchange(&degraded, true))
         return;
     log_fallback("launch_tracking", why);
+    struct cached *v;
+    size_t n = snapshot(&v);
+    for (size_t i = 0; i < n; i++) {
+        if (!lock_if_same(&v[i]))
+            continue;
+        struct vr_exec *e = v[i].e;
+        if (e->vars) {
+            struct vr_var_ctx cx = var_ctx(e);
+            vr_variants_drop(e->vars, &cx, true);
+        }
+        if (e->state == ST_ACTIVE && vr_slices_pending(e->slices)) {
+            cancel_all(e);
+            if (fix_nodes(e) != 0)
+                log_fallback("degrade", "a node could not be re-issued off a pending slot");
+        }
+        e->retargeted = false;
+        vr_mutex_unlock(&e->lock);
+    }
+    free(v);
 }
 
 void vr_exec_add_stats(struct varemap_stats *s)

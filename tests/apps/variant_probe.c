@@ -17,6 +17,13 @@
  *                   launches (cuGraphNodeSetEnabled on the program's exec),
  *                   then enabled again: every launch, whichever variant runs
  *                   it, must see it
+ *   --case degrade  after the warm-up the program resolves cuGraphLaunch
+ *                   through cuGetProcAddress_v2; under
+ *                   SIMCUDA_PROC_INTERNAL=1 the answer is an entry the shim
+ *                   cannot name, so launches through it bypass the shim.
+ *                   The next steps launch through it and through the
+ *                   exported cuGraphLaunch (one in four). The exec is left alive
+ *                   at exit, so the shim's summary still counts its variants.
  */
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -26,7 +33,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
+
 #include <cuda.h>
+#include <varemap/varemap.h>
 
 #include "ptx_text.h"
 
@@ -49,6 +59,22 @@ static void die(const char *what, CUresult r)
 static CUmodule mod;
 static CUstream st[2];
 static atomic_int released;
+typedef CUresult (*launch_fn)(CUgraphExec, CUstream);
+static launch_fn launch = cuGraphLaunch;
+
+/* Under the shim, its count of live variants on stderr (the output must not
+ * differ from a run without it). */
+static void say_variants(const char *when)
+{
+    int (*get)(struct varemap_stats *);
+    void *sym = dlsym(RTLD_DEFAULT, "varemap_get_stats");
+    struct varemap_stats vs;
+    if (!sym)
+        return;
+    memcpy(&get, &sym, sizeof sym);
+    if (get(&vs) == 0)
+        fprintf(stderr, "variants_%s=%llu\n", when, (unsigned long long)vs.variants);
+}
 
 static void CUDA_CB gate(void *arg)
 {
@@ -98,10 +124,11 @@ int main(int argc, char **argv)
             case_name = argv[i + 1];
     alarm(30); /* a hang is a failure with a name */
     bool order = !strcmp(case_name, "order"), enable = !strcmp(case_name, "enable");
+    bool degrade = !strcmp(case_name, "degrade");
     const char *path = getenv("VR_PTX");
     char *ptx = path ? vr_read_text(path) : NULL;
-    if (!ptx || (!order && !enable)) {
-        fprintf(stderr, "usage: VR_PTX=... variant_probe --case order|enable\n");
+    if (!ptx || (!order && !enable && !degrade)) {
+        fprintf(stderr, "usage: VR_PTX=... variant_probe --case order|enable|degrade\n");
         return 2;
     }
     CUdevice dev;
@@ -147,7 +174,7 @@ int main(int argc, char **argv)
             CUDA_KERNEL_NODE_PARAMS p_ = params(&nd[i_]);                       \
             CK(cuGraphExecKernelNodeSetParams_v2(ex, nd[i_].h, &p_));           \
         }                                                                       \
-        CK(cuGraphLaunch(ex, st[step % 2]));                                    \
+        CK(launch(ex, st[step % 2]));                                           \
         ht = 0.5f * ha;                                                         \
         if (added)                                                              \
             ha = ht + cval[step % 2];                                           \
@@ -163,6 +190,26 @@ int main(int argc, char **argv)
         for (int i = 0; i < 4; i++)
             STEP();
         atomic_store(&released, 1);
+    } else if (degrade) {
+        /* An odd step: the last launch was a variant's (the program's exec
+         * holds the warm-up's first phase), so the program's exec has a
+         * slot retargeted for a variant when the entry point is handed out. */
+        STEP();
+        CK(cuCtxSynchronize());
+        say_variants("before");
+        void *fn = NULL;
+        CUdriverProcAddressQueryResult qs;
+        CK(cuGetProcAddress_v2("cuGraphLaunch", &fn, 10000, CU_GET_PROC_ADDRESS_DEFAULT, &qs));
+        if (!fn || qs != CU_GET_PROC_ADDRESS_SUCCESS)
+            die("cuGetProcAddress_v2(cuGraphLaunch)", CUDA_ERROR_NOT_FOUND);
+        launch_fn internal;
+        memcpy(&internal, &fn, sizeof fn);
+        for (int i = 0; i < 8; i++) {
+            launch = i % 4 == 3 ? cuGraphLaunch : internal;
+            STEP();
+        }
+        CK(cuCtxSynchronize());
+        say_variants("after");
     } else {
         added = false;
         CK(cuGraphNodeSetEnabled(ex, nd[1].h, 0));
@@ -182,7 +229,8 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    CK(cuGraphExecDestroy(ex));
+    if (!degrade)
+        CK(cuGraphExecDestroy(ex));
     printf("ok %s A=%a T=%a steps=%u\n", case_name, (double)ha, (double)ht, step);
     return 0;
 }
