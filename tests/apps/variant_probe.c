@@ -24,6 +24,10 @@
  *                   The next steps launch through it and through the
  *                   exported cuGraphLaunch (one in four). The exec is left alive
  *                   at exit, so the shim's summary still counts its variants.
+ *   --case range    another graph: S = sum of [X, X + N) (vr_sum_range_f32,
+ *                   the end pointer is X's end), then Y[step % 2] = 2 * X;
+ *                   X fills its slice exactly, so its end equals the start of
+ *                   Y's slice, which changes at every step. `--steps N`.
  */
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -117,18 +121,70 @@ static CUDA_KERNEL_NODE_PARAMS params(const struct node *n)
     return p;
 }
 
+static int range(unsigned steps)
+{
+    CUfunction sum, scale;
+    CK(cuModuleGetFunction(&sum, mod, "vr_sum_range_f32"));
+    CK(cuModuleGetFunction(&scale, mod, "vr_scale_f32"));
+    CUdeviceptr out, x = buffer(1.0f), y[2] = {buffer(0.0f), buffer(0.0f)};
+    CK(cuMemAlloc_v2(&out, 4)); /* small: never a slice */
+    CUdeviceptr xend = x + BYTES, yout = y[0];
+    float two = 2.0f;
+    unsigned long long n = N;
+    void *kp0[] = {&out, &x, &xend};
+    void *kp1[] = {&yout, &x, &two, &n};
+    struct node nd[2] = {{NULL, sum, kp0}, {NULL, scale, kp1}};
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    for (int i = 0; i < 2; i++) {
+        CUDA_KERNEL_NODE_PARAMS p = params(&nd[i]);
+        if (i == 0)
+            p.gridDimX = p.blockDimX = 1; /* one thread sums */
+        CK(cuGraphAddKernelNode_v2(&nd[i].h, g, NULL, 0, &p));
+    }
+    CUgraphExec ex;
+    CK(cuGraphInstantiateWithFlags(&ex, g, 0));
+    CK(cuGraphDestroy(g));
+    for (unsigned s = 0; s < steps; s++) {
+        yout = y[s % 2];
+        for (int i = 0; i < 2; i++) {
+            CUDA_KERNEL_NODE_PARAMS p = params(&nd[i]);
+            if (i == 0)
+                p.gridDimX = p.blockDimX = 1;
+            CK(cuGraphExecKernelNodeSetParams_v2(ex, nd[i].h, &p));
+        }
+        CK(cuGraphLaunch(ex, st[0]));
+        CK(cuCtxSynchronize());
+    }
+    float sres;
+    CK(cuMemcpyDtoH_v2(&sres, out, 4));
+    for (size_t i = 0; i < N; i += 65537)
+        if (sres != (float)N || read1(y[0], i) != 2.0f || read1(y[1], i) != 2.0f) {
+            fprintf(stderr, "variant_probe range: sum %g, Y0[%zu] %g, Y1 %g\n", (double)sres, i,
+                    (double)read1(y[0], i), (double)read1(y[1], i));
+            return 1;
+        }
+    CK(cuGraphExecDestroy(ex));
+    printf("ok range sum=%a steps=%u\n", (double)sres, steps);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    unsigned steps = 40;
     for (int i = 1; i + 1 < argc; i += 2)
         if (!strcmp(argv[i], "--case"))
             case_name = argv[i + 1];
+        else if (!strcmp(argv[i], "--steps"))
+            steps = (unsigned)strtoul(argv[i + 1], NULL, 10);
     alarm(30); /* a hang is a failure with a name */
     bool order = !strcmp(case_name, "order"), enable = !strcmp(case_name, "enable");
-    bool degrade = !strcmp(case_name, "degrade");
+    bool degrade = !strcmp(case_name, "degrade"), ranged = !strcmp(case_name, "range");
     const char *path = getenv("VR_PTX");
     char *ptx = path ? vr_read_text(path) : NULL;
-    if (!ptx || (!order && !enable && !degrade)) {
-        fprintf(stderr, "usage: VR_PTX=... variant_probe --case order|enable|degrade\n");
+    if (!ptx || (!order && !enable && !degrade && !ranged)) {
+        fprintf(stderr, "usage: VR_PTX=... variant_probe --case order|enable|degrade|range "
+                        "[--steps N]\n");
         return 2;
     }
     CUdevice dev;
@@ -141,6 +197,8 @@ int main(int argc, char **argv)
     free(ptx);
     for (int i = 0; i < 2; i++)
         CK(cuStreamCreate(&st[i], CU_STREAM_NON_BLOCKING));
+    if (ranged)
+        return range(steps);
     CUfunction scale, add;
     CK(cuModuleGetFunction(&scale, mod, "vr_scale_f32"));
     CK(cuModuleGetFunction(&add, mod, "vr_add_f32"));

@@ -50,6 +50,35 @@ Test(variant, node_enabled_state_reaches_every_variant)
     vr_run_free(&shim);
 }
 
+/* An end pointer of a buffer that fills its slice equals the next slice's
+ * start: when that next slice is rebound, the node holding the end pointer
+ * means what it did and must not be sent again (nor pushed to the
+ * variants). Steady state = a long run minus a short one. */
+Test(variant, end_pointer_is_read_through_its_own_slice)
+{
+    const char *a20[] = {"--case", "range", "--steps", "20", NULL};
+    const char *a60[] = {"--case", "range", "--steps", "60", NULL};
+    struct vr_run plain, s, l;
+    cr_assert_eq(vr_run_app("range_plain", "variant_probe", a60, 0, NULL, &plain), 0);
+    cr_assert_eq(plain.proc.status, 0, "%s", plain.proc.err.p);
+    cr_assert_eq(vr_run_app("range_short", "variant_probe", a20, VR_RUN_SHIM, NULL, &s), 0);
+    cr_assert_eq(s.proc.status, 0, "%s", s.proc.err.p);
+    cr_assert_eq(vr_run_app("range_long", "variant_probe", a60, VR_RUN_SHIM, NULL, &l), 0);
+    cr_assert_eq(l.proc.status, 0, "%s", l.proc.err.p);
+    cr_assert_str_eq(plain.proc.out.p, l.proc.out.p);
+    /* X and Y both got a slice (else nothing is tested). */
+    size_t sel = 0;
+    for (const char *p = l.log.p; (p = strstr(p, "\"verdict\":\"selected\"")); p++)
+        sel++;
+    cr_assert_eq(sel, 2, "X and Y are not both in slices:\n%s", l.log.p);
+    uint64_t ls = sim_sum(&l, setparams_syms), ss = sim_sum(&s, setparams_syms);
+    cr_assert_eq(ls, ss, "%llu SetParams in 40 steady steps",
+                 (unsigned long long)(ls - ss));
+    vr_run_free(&plain);
+    vr_run_free(&s);
+    vr_run_free(&l);
+}
+
 /* ---- graph_bench ---------------------------------------------------------- */
 
 struct bench {
