@@ -162,7 +162,8 @@ struct vr_variants {
     uint64_t clock;
     uint8_t *disabled;      /* per node: cuGraphNodeSetEnabled(0) seen */
     unsigned long long flags;
-    unsigned max, nv;       /* nv of v[1..max-1] in use; v[0] is the program's exec */
+    unsigned max, nv;       /* nv of v[1..cap-1] in use; v[0] is the program's exec */
+    unsigned cap;           /* max, or up to twice that while every exec is busy */
     bool frozen;
     uint64_t ids;
     uint64_t recent[8];     /* what the program's exec was remapped to lately (hashes) */
@@ -216,6 +217,7 @@ int vr_variants_new(struct vr_variants **out, CUgraph graph, const struct vr_nod
     if (!vs)
         return -ENOMEM;
     vs->max = max > VR_VARIANTS_MAX ? VR_VARIANTS_MAX : max;
+    vs->cap = 2 * vs->max > VR_VARIANTS_MAX ? VR_VARIANTS_MAX : 2 * vs->max;
     vs->flags = flags;
     vs->n = ns->n;
     vs->cnode = calloc(ns->n ? ns->n : 1, sizeof *vs->cnode);
@@ -258,7 +260,7 @@ void vr_variants_drop(struct vr_variants *vs, const struct vr_var_ctx *cx, bool 
 {
     if (!vs)
         return;
-    for (unsigned k = 1; k < vs->max; k++)
+    for (unsigned k = 1; k < vs->cap; k++)
         if (vs->v[k].handle)
             drop_one(vs, cx, k);
     if (freeze)
@@ -456,7 +458,7 @@ int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr
         return 0;
     /* A variant that holds every target already: no VMM call, and no
      * question to the driver either. */
-    for (unsigned k = 1; k < vs->max; k++) {
+    for (unsigned k = 1; k < vs->cap; k++) {
         struct variant *v = &vs->v[k];
         if (!v->handle || differing(cx, v) != 0)
             continue;
@@ -466,7 +468,7 @@ int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr
     }
     unsigned best = 0;
     size_t bestd = (size_t)-1;
-    for (unsigned k = 1; k < vs->max; k++) {
+    for (unsigned k = 1; k < vs->cap; k++) {
         struct variant *v = &vs->v[k];
         if (!v->handle)
             continue;
@@ -499,7 +501,15 @@ int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr
     if (!again && weigh(vs, cx) == 0)
         for (size_t s = 0; s < vr_slices_count(cx->base); s++)
             moved += vr_slices_slot_pending(cx->base, s) ? vs->weight[s] : 0;
-    if (vs->nv + 1 < vs->max && (again || (vs->weight && moved * 2 >= vs->total))) {
+    /* Every variant and the program's exec still running: passing the moved
+     * slots through would cost their nodes now, again when they come back,
+     * and once more in each variant launched meanwhile (it is sent the
+     * changed nodes); a variant more costs an instantiation and an update of
+     * every anchored node, once. So past the setting, up to twice it, while
+     * the GPU runs that far behind. Never a wait. */
+    bool stuck = !best && !v0_idle;
+    if ((vs->nv + 1 < vs->max || (stuck && vs->nv + 1 < vs->cap)) &&
+        (again || (vs->weight && moved * 2 >= vs->total))) {
         int k = create(vs, cx, vmm);
         if (k > 0)
             return k;
@@ -545,7 +555,7 @@ void vr_variants_forget_alloc(struct vr_variants *vs, struct vr_track *t,
 {
     if (!vs)
         return;
-    for (unsigned k = 1; k < vs->max; k++) {
+    for (unsigned k = 1; k < vs->cap; k++) {
         struct variant *v = &vs->v[k];
         if (!v->handle)
             continue;
@@ -566,7 +576,7 @@ void vr_variants_forget_alloc(struct vr_variants *vs, struct vr_track *t,
 
 bool vr_variants_holds(const struct vr_variants *vs, uint64_t id)
 {
-    for (unsigned k = 1; vs && k < vs->max; k++) {
+    for (unsigned k = 1; vs && k < vs->cap; k++) {
         const struct variant *v = &vs->v[k];
         for (size_t s = 0; v->handle && s < vr_slices_count(v->slices); s++)
             if (vr_slices_current(v->slices, s)->id == id)
@@ -577,7 +587,7 @@ bool vr_variants_holds(const struct vr_variants *vs, uint64_t id)
 
 void vr_variants_reaccess(struct vr_variants *vs)
 {
-    for (unsigned k = 1; vs && k < vs->max; k++)
+    for (unsigned k = 1; vs && k < vs->cap; k++)
         if (vs->v[k].handle)
             vr_slices_reaccess(vs->v[k].slices);
 }
@@ -592,7 +602,7 @@ void vr_variants_set_enabled(struct vr_variants *vs, const struct vr_var_ctx *cx
         return;
     }
     vs->disabled[i] = enabled == 0;
-    for (unsigned k = 1; k < vs->max; k++)
+    for (unsigned k = 1; k < vs->cap; k++)
         if (vs->v[k].handle &&
             vr_real.cuGraphNodeSetEnabled(vs->v[k].handle, vs->cnode[i], enabled) != CUDA_SUCCESS)
             drop_one(vs, cx, k);

@@ -3,8 +3,9 @@
  *
  * A rebind would otherwise remap a slice only once the exec's last launch is
  * known complete, or pass the nodes through untranslated. Instead, up to
- * VAREMAP_VARIANTS - 1 further execs are instantiated from a clone of the
- * program's graph (cloned at instantiation: programs destroy their graph
+ * VAREMAP_VARIANTS - 1 further execs (twice that many while every one is
+ * still running when a launch needs one) are instantiated from a clone of
+ * the program's graph (cloned at instantiation: programs destroy their graph
  * right after), each with its own reservation laid out like the program's
  * exec's (same slot sizes, same order). Every variant holds the same node
  * parameters as the program's exec, except that an anchor word pointing into
