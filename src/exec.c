@@ -1127,6 +1127,31 @@ int vr_exec_launch(CUgraphExec exec, CUstream stream, bool per_thread)
     return rc;
 }
 
+static CUresult upload(CUgraphExec h, CUstream stream, bool per_thread)
+{
+    return per_thread ? vr_real.cuGraphUpload_ptsz(h, stream) : vr_real.cuGraphUpload(h, stream);
+}
+
+/* The driver orders an upload behind the exec's earlier launches, some of
+ * which ran as variants: ordered as a launch of the program's exec is. The
+ * variants are uploaded too, so their next launches are as ready as the
+ * program's exec's would be. */
+int vr_exec_upload(CUgraphExec exec, CUstream stream, bool per_thread)
+{
+    struct vr_exec *e = cfg.mode == VR_MODE_OFF ? NULL : acquire(exec);
+    if (!e)
+        return vr_err_cu(upload(exec, stream, per_thread));
+    int rc = vr_track_order(&e->t, 0, stream, per_thread);
+    if (rc == 0) {
+        CUresult r = upload(e->handle, stream, per_thread);
+        rc = vr_err_cu(r);
+        if (r == CUDA_SUCCESS)
+            vr_variants_upload(e->vars, stream, per_thread);
+    }
+    vr_mutex_unlock(&e->lock);
+    return rc;
+}
+
 /* ---- lifecycle --------------------------------------------------------- */
 
 static void reset_locked(struct vr_exec *e, CUgraph graph)

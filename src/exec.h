@@ -48,6 +48,9 @@ int vr_exec_set_enabled(CUgraphExec exec, CUgraphNode node, unsigned enabled);
 int vr_exec_setparams(CUgraphExec exec, CUgraphNode node, enum vr_sp_entry entry, const void *params);
 
 int vr_exec_launch(CUgraphExec exec, CUstream stream, bool per_thread);
+/* cuGraphUpload through the shim: ordered like a launch of the program's
+ * exec, then every variant is uploaded too. */
+int vr_exec_upload(CUgraphExec exec, CUstream stream, bool per_thread);
 
 /* cuGraphExecUpdate_v2 through the shim. */
 int vr_exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo *info);

@@ -550,6 +550,18 @@ void vr_variants_launched(struct vr_variants *vs, int var, uint64_t seq)
         vs->v[var].last = seq;
 }
 
+void vr_variants_upload(const struct vr_variants *vs, CUstream stream, bool ptsz)
+{
+    for (unsigned k = 1; vs && k < vs->cap; k++) {
+        CUgraphExec h = vs->v[k].handle;
+        if (!h)
+            continue;
+        CUresult r = ptsz && vr_real.cuGraphUpload_ptsz ? vr_real.cuGraphUpload_ptsz(h, stream)
+                                                        : vr_real.cuGraphUpload(h, stream);
+        (void)r;
+    }
+}
+
 void vr_variants_forget_alloc(struct vr_variants *vs, struct vr_track *t,
                               const struct vr_var_ctx *cx, uint64_t id)
 {

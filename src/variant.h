@@ -131,6 +131,10 @@ CUgraphExec vr_variants_handle(const struct vr_variants *vs, int var);
 uint64_t vr_variants_id(const struct vr_variants *vs, int var);
 void vr_variants_launched(struct vr_variants *vs, int var, uint64_t seq);
 
+/* cuGraphUpload of every variant in (stream, ptsz); a refusal is ignored
+ * (an upload only prepares: the launch uploads what it needs). */
+void vr_variants_upload(const struct vr_variants *vs, CUstream stream, bool ptsz);
+
 /* An allocation is going away: every variant slot holding it is unmapped
  * now when the variant is idle, else the variant is dropped. */
 void vr_variants_forget_alloc(struct vr_variants *vs, struct vr_track *t,

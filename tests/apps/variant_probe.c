@@ -24,6 +24,13 @@
  *                   The next steps launch through it and through the
  *                   exported cuGraphLaunch (one in four). The exec is left alive
  *                   at exit, so the shim's summary still counts its variants.
+ *   --case upload   after the warm-up, twice: stream[step % 2] is held by a
+ *                   host function, a step is launched there, and the exec is
+ *                   uploaded in a third stream followed by an event: the
+ *                   driver orders an upload behind the exec's earlier
+ *                   launches, so the event must not complete while the
+ *                   launch is held (whichever variant ran it); prints
+ *                   whether it was pending each time
  *   --case range    another graph: S = sum of [X, X + N) (vr_sum_range_f32,
  *                   the end pointer is X's end), then Y[step % 2] = 2 * X;
  *                   X fills its slice exactly, so its end equals the start of
@@ -180,10 +187,11 @@ int main(int argc, char **argv)
     alarm(30); /* a hang is a failure with a name */
     bool order = !strcmp(case_name, "order"), enable = !strcmp(case_name, "enable");
     bool degrade = !strcmp(case_name, "degrade"), ranged = !strcmp(case_name, "range");
+    bool upload = !strcmp(case_name, "upload");
     const char *path = getenv("VR_PTX");
     char *ptx = path ? vr_read_text(path) : NULL;
-    if (!ptx || (!order && !enable && !degrade && !ranged)) {
-        fprintf(stderr, "usage: VR_PTX=... variant_probe --case order|enable|degrade|range "
+    if (!ptx || (!order && !enable && !degrade && !ranged && !upload)) {
+        fprintf(stderr, "usage: VR_PTX=... variant_probe --case order|enable|degrade|range|upload "
                         "[--steps N]\n");
         return 2;
     }
@@ -248,6 +256,25 @@ int main(int argc, char **argv)
         for (int i = 0; i < 4; i++)
             STEP();
         atomic_store(&released, 1);
+    } else if (upload) {
+        CUstream u;
+        CUevent ev;
+        CK(cuStreamCreate(&u, CU_STREAM_NON_BLOCKING));
+        CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+        for (int i = 0; i < 2; i++) {
+            atomic_store(&released, 0);
+            CK(cuLaunchHostFunc(st[step % 2], gate, NULL));
+            STEP();
+            CK(cuGraphUpload(ex, u));
+            CK(cuEventRecord(ev, u));
+            usleep(50 * 1000);
+            CUresult q = cuEventQuery(ev);
+            printf("upload %d pending=%d\n", i, q == CUDA_ERROR_NOT_READY);
+            atomic_store(&released, 1);
+            CK(cuCtxSynchronize());
+        }
+        CK(cuEventDestroy_v2(ev));
+        CK(cuStreamDestroy_v2(u));
     } else if (degrade) {
         /* An odd step: the last launch was a variant's (the program's exec
          * holds the warm-up's first phase), so the program's exec has a

@@ -41,6 +41,17 @@ Test(variant, launch_on_another_stream_waits_for_the_previous_one)
     vr_run_free(&shim);
 }
 
+/* cuGraphUpload on the program's exec: ordered behind its launches that ran
+ * as variants, and every variant uploaded too. */
+Test(variant, upload_is_ordered_and_reaches_every_variant)
+{
+    struct vr_run shim;
+    probe("upload", &shim);
+    /* Two uploads by the program, each applied to a variant at least. */
+    cr_assert_geq(vr_sim_calls(&shim.stats, "cuGraphUpload"), 3);
+    vr_run_free(&shim);
+}
+
 Test(variant, node_enabled_state_reaches_every_variant)
 {
     struct vr_run shim;
