@@ -505,11 +505,13 @@ int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr
      * slots through would cost their nodes now, again when they come back,
      * and once more in each variant launched meanwhile (it is sent the
      * changed nodes); a variant more costs an instantiation and an update of
-     * every anchored node, once. So past the setting, up to twice it, while
-     * the GPU runs that far behind. Never a wait. */
+     * every anchored node, once (about as much again for the instantiation
+     * at 1000 nodes). So, while stuck, one is made for fewer moved nodes,
+     * and past the setting, up to twice it. Never a wait. */
     bool stuck = !best && !v0_idle;
-    if ((vs->nv + 1 < vs->max || (stuck && vs->nv + 1 < vs->cap)) &&
-        (again || (vs->weight && moved * 2 >= vs->total))) {
+    bool pays = again || (vs->weight && moved * 2 >= vs->total) ||
+                (stuck && vs->weight && moved * (2 + vs->nv) >= vs->total * 2);
+    if ((vs->nv + 1 < vs->max || (stuck && vs->nv + 1 < vs->cap)) && pays) {
         int k = create(vs, cx, vmm);
         if (k > 0)
             return k;
