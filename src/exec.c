@@ -531,11 +531,14 @@ static void cancel(struct vr_exec *e, size_t s)
     vr_slices_cancel(e->slices, s);
 }
 
-/* A failed remap may leave the slot unbound: its target changes too. */
+/* A failed remap may change the target too (the slot left unbound). */
 static int remap(struct vr_exec *e, size_t s)
 {
-    mark_slot(e, s);
-    return vr_slices_remap(e->slices, s);
+    uint64_t want = vr_slices_target(e->slices, s)->id;
+    int rc = vr_slices_remap(e->slices, s);
+    if (rc != 0 || vr_slices_target(e->slices, s)->id != want)
+        mark_slot(e, s);
+    return rc;
 }
 
 /* Whether a slice address lies in slot s's window, its end included. */
@@ -1324,7 +1327,7 @@ void vr_exec_degrade(const char *why)
             struct vr_var_ctx cx = var_ctx(e);
             vr_variants_drop(e->vars, &cx, true);
         }
-        if (e->state == ST_ACTIVE && vr_slices_pending(e->slices)) {
+        if (e->state == ST_ACTIVE) {
             cancel_all(e);
             if (fix_nodes(e) != 0)
                 log_fallback("degrade", "a node could not be re-issued off a pending slot");
