@@ -160,6 +160,11 @@ struct vr_variants {
     size_t n;
     uint64_t *gen;          /* per node: the clock of its last change */
     uint64_t clock;
+    /* The nodes changed since the least recently synced variant's sync,
+     * each once: a sync costs O(changed nodes), not O(nodes). */
+    uint32_t *log;
+    size_t nlog;
+    uint8_t *in_log;
     uint8_t *disabled;      /* per node: cuGraphNodeSetEnabled(0) seen */
     unsigned long long flags;
     unsigned max, nv;       /* nv of v[1..cap-1] in use; v[0] is the program's exec */
@@ -223,7 +228,9 @@ int vr_variants_new(struct vr_variants **out, CUgraph graph, const struct vr_nod
     vs->cnode = calloc(ns->n ? ns->n : 1, sizeof *vs->cnode);
     vs->gen = calloc(ns->n ? ns->n : 1, sizeof *vs->gen);
     vs->disabled = calloc(ns->n ? ns->n : 1, 1);
-    if (!vs->cnode || !vs->gen || !vs->disabled ||
+    vs->log = malloc((ns->n ? ns->n : 1) * sizeof *vs->log);
+    vs->in_log = calloc(ns->n ? ns->n : 1, 1);
+    if (!vs->cnode || !vs->gen || !vs->disabled || !vs->log || !vs->in_log ||
         vr_real.cuGraphClone(&vs->clone, graph) != CUDA_SUCCESS) {
         vs->clone = NULL;
         vr_variants_free(vs, NULL);
@@ -277,6 +284,8 @@ void vr_variants_free(struct vr_variants *vs, const struct vr_var_ctx *cx)
     free(vs->cnode);
     free(vs->gen);
     free(vs->disabled);
+    free(vs->log);
+    free(vs->in_log);
     free(vs->weight);
     free(vs);
 }
@@ -293,8 +302,13 @@ unsigned vr_variants_count(const struct vr_variants *vs)
 
 void vr_variants_touch(struct vr_variants *vs, size_t i)
 {
-    if (vs && i < vs->n)
-        vs->gen[i] = ++vs->clock;
+    if (!vs || i >= vs->n)
+        return;
+    vs->gen[i] = ++vs->clock;
+    if (!vs->in_log[i]) {
+        vs->in_log[i] = 1;
+        vs->log[vs->nlog++] = (uint32_t)i;
+    }
 }
 
 /* Node i as variant v must hold it: the installed bytes with every anchor
@@ -321,17 +335,42 @@ static CUresult push(struct vr_variants *vs, const struct vr_var_ctx *cx, struct
     return vr_node_issue(v->handle, &tmp, cx->xlat, cx->kp);
 }
 
+/* Keeps in the log only the nodes some variant has not been sent yet. */
+static void prune_log(struct vr_variants *vs)
+{
+    uint64_t min = vs->clock;
+    for (unsigned k = 1; k < vs->cap; k++)
+        if (vs->v[k].handle && vs->v[k].synced < min)
+            min = vs->v[k].synced;
+    size_t keep = 0;
+    for (size_t j = 0; j < vs->nlog; j++) {
+        uint32_t i = vs->log[j];
+        if (vs->gen[i] > min)
+            vs->log[keep++] = i;
+        else
+            vs->in_log[i] = 0;
+    }
+    vs->nlog = keep;
+}
+
+/* Sends v the nodes changed since its last sync: those in the log, or,
+ * for a new variant (synced 0: it holds the graph as instantiated), every
+ * node changed since the instantiation. */
 static int sync_nodes(struct vr_variants *vs, const struct vr_var_ctx *cx, struct variant *v)
 {
     if (v->synced == vs->clock)
         return 0;
-    for (size_t i = 0; i < vs->n; i++) {
+    bool all = v->synced == 0;
+    size_t n = all ? vs->n : vs->nlog;
+    for (size_t j = 0; j < n; j++) {
+        size_t i = all ? j : vs->log[j];
         if (vs->gen[i] <= v->synced || !cx->ns->v[i].layout)
             continue;
         if (push(vs, cx, v, i) != CUDA_SUCCESS)
             return -EIO;
     }
     v->synced = vs->clock;
+    prune_log(vs);
     return 0;
 }
 
