@@ -3,7 +3,10 @@
  * call and at most one other driver call per 8 steps; no rebind waits; a
  * variant launch is ordered after the previous launch on another stream
  * even when that stream is held by a host function; cuGraphNodeSetEnabled
- * reaches every variant. */
+ * and cuGraphUpload reach every variant (an upload ordered behind a launch
+ * that ran as a variant); an end pointer is not taken for the next slice's
+ * start; on a GPU far behind, variants grow past the setting instead of
+ * passing nodes through. */
 #include <stdio.h>
 #include <stdlib.h>
 
