@@ -27,6 +27,10 @@ void vr_exec_configure(const struct vr_config *c)
     vr_profile_configure(cfg.variants > 1);
 }
 
+/* Launches that SetParams pass moved buffers through after one that no
+ * variant could serve (launch_active). */
+#define VR_STUCK_LAUNCHES 4
+
 enum state { ST_PROFILING, ST_ACTIVE, ST_DISABLED, ST_OBSERVED, ST_DEDUP };
 
 /* Counted under the exec's lock, summed on demand: no shared cache line is
@@ -72,6 +76,8 @@ struct vr_exec {
     uint64_t v0_last;      /* the program's exec's last active launch (t's numbering) */
     struct vr_variants *vars; /* NULL: never varied */
     bool retargeted;       /* a slot's target moved since the last launch */
+    unsigned stuck;        /* launches left during which SetParams do not retarget
+                            * for variants: none could run the last change */
 
     uint8_t *scratch, *xlat;
     void **kp;
@@ -582,7 +588,7 @@ static uint64_t translate_anchor(struct vr_exec *e, int32_t home, uint64_t w)
      * back (pingpong, periodic) changes no installed word. With variants a
      * slot may move while the program's exec is busy: the launch picks a
      * variant that holds the targets. */
-    bool vary = may_vary(e);
+    bool vary = may_vary(e) && !e->stuck;
     const struct vr_slice_bind *h = vr_slices_target(e->slices, (size_t)home);
     bool in_home = h->id && w >= h->base && w <= h->base + h->size;
     if (in_home && (vary || !vr_slices_slot_pending(e->slices, (size_t)home)))
@@ -1070,10 +1076,22 @@ static int launch_active(struct vr_exec *e, CUstream stream, bool per_thread)
             var = vr_variants_pick(e->vars, &e->t, &cx, e->v0_last, &vmm);
         if (var == 0) {
             vmm = true;
+            /* Nothing could run the targets (the program's exec and every
+             * variant still running): the moved nodes pass through now and
+             * would come back at the next SetParams, to pass through again
+             * while the GPU stays behind. For a few launches SetParams pass
+             * them through at once, as dedup would; then variants are tried
+             * again. */
+            if (may_vary(e) && !exec_idle(e))
+                e->stuck = VR_STUCK_LAUNCHES;
             int rc = apply_pending(e);
             if (rc != 0)
                 return rc; /* the graph would read what the program did not ask for */
+        } else if (e->stuck) {
+            e->stuck--;
         }
+    } else if (e->stuck) {
+        e->stuck--;
     }
     CUgraphExec h = var ? vr_variants_handle(e->vars, var) : e->handle;
     uint64_t id = var ? vr_variants_id(e->vars, var) : 0;
