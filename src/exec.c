@@ -27,6 +27,10 @@ void vr_exec_configure(const struct vr_config *c)
     vr_profile_configure(cfg.variants > 1);
 }
 
+/* Launches that SetParams pass moved buffers through after one that no
+ * variant could serve (launch_active). */
+#define VR_STUCK_LAUNCHES 4
+
 enum state { ST_PROFILING, ST_ACTIVE, ST_DISABLED, ST_OBSERVED, ST_DEDUP };
 
 /* Counted under the exec's lock, summed on demand: no shared cache line is
@@ -52,12 +56,28 @@ struct vr_exec {
     uint8_t *slot_back;    /* per slot: its buffer came back while profiled */
     uint32_t *anchored;    /* nodes holding at least one anchor */
     size_t nanchored;
+    /* fix_nodes' work, O(changed nodes): per slot the nodes with an anchor
+     * homed there (home_node[home_first[s] .. home_first[s + 1]]), the slots
+     * whose target changed since the last fix, and the nodes whose installed
+     * words may lie in a slot other than their anchor's home. */
+    uint32_t *home_first, *home_node;
+    uint32_t *dirty;
+    size_t ndirty;
+    uint8_t *is_dirty;
+    uint32_t *cross;
+    size_t ncross;
+    uint8_t *in_cross;     /* per node */
+    uint32_t *mark;        /* per node: the fix round that checked it */
+    uint32_t round;
+    uint32_t xnode;        /* the node translate_node is translating */
     unsigned peers;        /* vr_alloc_peer_generation() the slices' access reflects */
 
     struct vr_track t;     /* order and completion of the active launches */
     uint64_t v0_last;      /* the program's exec's last active launch (t's numbering) */
     struct vr_variants *vars; /* NULL: never varied */
     bool retargeted;       /* a slot's target moved since the last launch */
+    unsigned stuck;        /* launches left during which SetParams do not retarget
+                            * for variants: none could run the last change */
 
     uint8_t *scratch, *xlat;
     void **kp;
@@ -421,6 +441,16 @@ static void drop_slices(struct vr_exec *e, bool freeze)
     e->anchor_slot = NULL;
     e->anchored = NULL;
     e->nanchored = 0;
+    free(e->home_first);
+    free(e->home_node);
+    free(e->dirty);
+    free(e->is_dirty);
+    free(e->cross);
+    free(e->in_cross);
+    free(e->mark);
+    e->home_first = e->home_node = e->dirty = e->cross = e->mark = NULL;
+    e->is_dirty = e->in_cross = NULL;
+    e->ndirty = e->ncross = 0;
     if (e->slices)
         bury_after(e, e->slices, e->v0_last);
     e->slices = NULL;
@@ -521,6 +551,57 @@ static bool may_vary(const struct vr_exec *e)
     return vr_variants_usable(e->vars);
 }
 
+/* ---- slot changes --------------------------------------------------------- */
+
+/* Every change of a slot's target goes through these: the nodes that may
+ * read the slot are re-checked at the next fix_nodes, and only those. */
+static void mark_slot(struct vr_exec *e, size_t s)
+{
+    if (!e->is_dirty[s]) {
+        e->is_dirty[s] = 1;
+        e->dirty[e->ndirty++] = (uint32_t)s;
+    }
+}
+
+static int retarget(struct vr_exec *e, size_t s, const struct vr_slice_bind *b)
+{
+    mark_slot(e, s);
+    return vr_slices_retarget(e->slices, s, b);
+}
+
+static void cancel(struct vr_exec *e, size_t s)
+{
+    mark_slot(e, s);
+    vr_slices_cancel(e->slices, s);
+}
+
+/* A failed remap may change the target too (the slot left unbound). */
+static int remap(struct vr_exec *e, size_t s)
+{
+    uint64_t want = vr_slices_target(e->slices, s)->id;
+    int rc = vr_slices_remap(e->slices, s);
+    if (rc != 0 || vr_slices_target(e->slices, s)->id != want)
+        mark_slot(e, s);
+    return rc;
+}
+
+/* Whether a slice address lies in slot s's window, its end included. */
+static bool in_window(const struct vr_exec *e, size_t s, uint64_t va)
+{
+    uint64_t lo = vr_slices_va(e->slices, s);
+    return va >= lo && va - lo <= vr_slices_size(e->slices, s);
+}
+
+/* A node whose word was translated into a slot other than its anchor's
+ * home: fix_nodes checks it whenever any slot changed. */
+static void note_cross(struct vr_exec *e, int32_t home, uint64_t w, uint64_t t)
+{
+    if (t == w || in_window(e, (size_t)home, t) || e->in_cross[e->xnode])
+        return;
+    e->in_cross[e->xnode] = 1;
+    e->cross[e->ncross++] = e->xnode;
+}
+
 /* ---- translation -------------------------------------------------------- */
 
 /* Allocation a word points into (its end included), as a slice binding. */
@@ -545,7 +626,7 @@ static uint64_t translate_anchor(struct vr_exec *e, int32_t home, uint64_t w)
      * back (pingpong, periodic) changes no installed word. With variants a
      * slot may move while the program's exec is busy: the launch picks a
      * variant that holds the targets. */
-    bool vary = may_vary(e);
+    bool vary = may_vary(e) && !e->stuck;
     const struct vr_slice_bind *h = vr_slices_target(e->slices, (size_t)home);
     bool in_home = h->id && w >= h->base && w <= h->base + h->size;
     if (in_home && (vary || !vr_slices_slot_pending(e->slices, (size_t)home)))
@@ -559,7 +640,7 @@ static uint64_t translate_anchor(struct vr_exec *e, int32_t home, uint64_t w)
         return vr_slices_va(e->slices, (size_t)home) + (w - h->base);
     if (s < 0 || vary) {
         struct vr_slice_bind b;
-        if (!binding_of(w, &b) || vr_slices_retarget(e->slices, (size_t)home, &b) != 0)
+        if (!binding_of(w, &b) || retarget(e, (size_t)home, &b) != 0)
             return w;
         e->retargeted = true;
         return vr_slices_va(e->slices, (size_t)home) + (w - b.base);
@@ -569,13 +650,17 @@ static uint64_t translate_anchor(struct vr_exec *e, int32_t home, uint64_t w)
 
 static uint64_t xlat_setparams(void *ctx, int32_t home, uint64_t w)
 {
-    return translate_anchor(ctx, home, w);
+    uint64_t t = translate_anchor(ctx, home, w);
+    note_cross(ctx, home, w, t);
+    return t;
 }
 
 static uint64_t xlat_stable(void *ctx, int32_t home, uint64_t w)
 {
-    (void)home;
-    return vr_slices_translate(((struct vr_exec *)ctx)->slices, w, VR_VIEW_STABLE);
+    struct vr_exec *e = ctx;
+    uint64_t t = vr_slices_translate(e->slices, w, VR_VIEW_STABLE);
+    note_cross(e, home, w, t);
+    return t;
 }
 
 /* dst = src with the anchors translated; only anchors: any other word is
@@ -583,6 +668,7 @@ static uint64_t xlat_stable(void *ctx, int32_t home, uint64_t w)
 static void translate_node(struct vr_exec *e, const struct vr_node *n, const uint8_t *src,
                            uint8_t *dst, bool setparams)
 {
+    e->xnode = (uint32_t)(n - e->ns.v);
     vr_xlat_args(n->layout->words, e->anchor_slot + n->word0, n->layout->nwords,
                  n->layout->bytes, src, dst, setparams ? xlat_setparams : xlat_stable, e);
 }
@@ -764,44 +850,110 @@ int vr_exec_setparams_node(CUgraphExec exec, CUgraphNode node, const void *param
 
 /* ---- decision and transition --------------------------------------------- */
 
-/* Re-issues every anchored node whose installed words would not mean what it
+/* Where an installed anchor word reads: its home slot when it lies in that
+ * window (an end pointer of a binding that fills its slot equals the next
+ * slot's start, and means the home's end), else the slot it lies in, or -1
+ * (the program's own address). */
+static int slot_read(const struct vr_exec *e, int32_t home, uint64_t have)
+{
+    return in_window(e, (size_t)home, have) ? home : vr_slices_slot_at(e->slices, have);
+}
+
+/* Re-issues node i when an installed anchor word would not mean what it
  * intends once the pending remaps are made (pending slots are treated as
- * holding their targets), with only stable slots translated. Returns the
- * first driver error. */
+ * holding their targets), with only stable slots translated. A refused
+ * re-issue marks its home slots again, so the next fix retries it. */
+static int fix_node(struct vr_exec *e, uint32_t i, int rc)
+{
+    if (e->mark[i] == e->round)
+        return rc;
+    e->mark[i] = e->round;
+    struct vr_node *n = &e->ns.v[i];
+    if (!n->layout)
+        return rc;
+    bool wrong = false;
+    for (uint32_t k = 0; k < n->layout->nwords && !wrong; k++) {
+        int32_t home = e->anchor_slot[n->word0 + k];
+        if (home < 0)
+            continue;
+        uint32_t off = n->layout->words[k];
+        uint64_t have = vr_load_word(n->installed + off);
+        uint64_t want = vr_load_word(n->intended + off);
+        int s = slot_read(e, home, have);
+        if (s < 0)
+            continue;
+        const struct vr_slice_bind *b = vr_slices_target(e->slices, (size_t)s);
+        wrong = !b->id || want != b->base + (have - vr_slices_va(e->slices, (size_t)s));
+    }
+    if (!wrong)
+        return rc;
+    translate_node(e, n, n->intended, e->xlat, false);
+    /* The shim's own update, like the transition's: not one of the
+     * program's calls. */
+    CUresult r = vr_node_issue(e->handle, n, e->xlat, e->kp);
+    e->c.transition++;
+    vr_stat_inc(VR_C_transition_updates);
+    if (r == CUDA_SUCCESS) {
+        memcpy(n->installed, e->xlat, n->layout->bytes);
+        vr_variants_touch(e->vars, i);
+        return rc;
+    }
+    for (uint32_t k = 0; k < n->layout->nwords; k++)
+        if (e->anchor_slot[n->word0 + k] >= 0)
+            mark_slot(e, (size_t)e->anchor_slot[n->word0 + k]);
+    return rc ? rc : vr_err_cu(r);
+}
+
+/* Whether node i still has an installed anchor word in a slot other than
+ * its home. */
+static bool has_cross(const struct vr_exec *e, uint32_t i)
+{
+    const struct vr_node *n = &e->ns.v[i];
+    for (uint32_t k = 0; n->layout && k < n->layout->nwords; k++) {
+        int32_t home = e->anchor_slot[n->word0 + k];
+        if (home < 0)
+            continue;
+        int s = slot_read(e, home, vr_load_word(n->installed + n->layout->words[k]));
+        if (s >= 0 && s != home)
+            return true;
+    }
+    return false;
+}
+
+/* Re-issues every node that may read a slot whose target changed since the
+ * last fix and would read it wrongly: the nodes homed in those slots and
+ * the few that point across slots. Returns the first driver error. */
 static int fix_nodes(struct vr_exec *e)
 {
-    int rc = 0;
-    for (size_t i = 0; i < e->nanchored; i++) {
-        struct vr_node *n = &e->ns.v[e->anchored[i]];
-        if (!n->layout)
-            continue;
-        bool wrong = false;
-        for (uint32_t k = 0; k < n->layout->nwords && !wrong; k++) {
-            if (e->anchor_slot[n->word0 + k] < 0)
-                continue;
-            uint32_t off = n->layout->words[k];
-            uint64_t have = vr_load_word(n->installed + off);
-            uint64_t want = vr_load_word(n->intended + off);
-            int s = vr_slices_slot_at(e->slices, have);
-            if (s < 0)
-                continue; /* the program's own address */
-            const struct vr_slice_bind *b = vr_slices_target(e->slices, (size_t)s);
-            wrong = !b->id || want != b->base + (have - vr_slices_va(e->slices, (size_t)s));
-        }
-        if (!wrong)
-            continue;
-        translate_node(e, n, n->intended, e->xlat, false);
-        /* The shim's own update, like the transition's: not one of the
-         * program's calls. */
-        CUresult r = vr_node_issue(e->handle, n, e->xlat, e->kp);
-        e->c.transition++;
-        vr_stat_inc(VR_C_transition_updates);
-        if (r == CUDA_SUCCESS) {
-            memcpy(n->installed, e->xlat, n->layout->bytes);
-            vr_variants_touch(e->vars, e->anchored[i]);
-        } else if (rc == 0)
-            rc = vr_err_cu(r);
+    if (!e->ndirty)
+        return 0;
+    if (++e->round == 0) {
+        memset(e->mark, 0, (e->ns.n ? e->ns.n : 1) * sizeof *e->mark);
+        e->round = 1;
     }
+    size_t nd = e->ndirty;
+    for (size_t d = 0; d < nd; d++)
+        e->is_dirty[e->dirty[d]] = 0;
+    /* A refused re-issue marks slots again: appended after the nd taken now
+     * (room for twice the slots), and left for the next fix. */
+    int rc = 0;
+    for (size_t d = 0; d < nd; d++) {
+        uint32_t s = e->dirty[d];
+        for (uint32_t j = e->home_first[s]; j < e->home_first[s + 1]; j++)
+            rc = fix_node(e, e->home_node[j], rc);
+    }
+    for (size_t j = 0; j < e->ncross;) {
+        uint32_t i = e->cross[j];
+        rc = fix_node(e, i, rc);
+        if (has_cross(e, i)) {
+            j++;
+            continue;
+        }
+        e->in_cross[i] = 0;
+        e->cross[j] = e->cross[--e->ncross];
+    }
+    memmove(e->dirty, e->dirty + nd, (e->ndirty - nd) * sizeof *e->dirty);
+    e->ndirty -= nd;
     return rc;
 }
 
@@ -837,9 +989,9 @@ static void cancel_all(struct vr_exec *e)
         const struct vr_slice_bind *cur = vr_slices_current(e->slices, s);
         struct vr_alloc_info a;
         if (cur->id && (vr_alloc_find(cur->base, &a) != 0 || a.id != cur->id))
-            vr_slices_retarget(e->slices, s, &none);
+            retarget(e, s, &none);
         else
-            vr_slices_cancel(e->slices, s);
+            cancel(e, s);
     }
 }
 
@@ -865,7 +1017,7 @@ static int apply_pending(struct vr_exec *e)
             continue;
         uint64_t from = vr_slices_current(e->slices, s)->base;
         uint64_t to = vr_slices_target(e->slices, s)->base;
-        int r = vr_slices_remap(e->slices, s);
+        int r = remap(e, s);
         e->c.rebinds++;
         vr_stat_inc(VR_C_rebinds);
         log_rebind(e, s, from, to, r);
@@ -898,6 +1050,64 @@ static void transition(struct vr_exec *e)
     }
 }
 
+/* The anchored nodes, and per slot the nodes with an anchor homed there
+ * (fix_nodes' lists); e->anchor_slot is set. */
+static int index_anchors(struct vr_exec *e, size_t nslots)
+{
+    size_t n = e->ns.n ? e->ns.n : 1, ns = nslots ? nslots : 1;
+    e->anchored = malloc(n * sizeof *e->anchored);
+    e->home_first = calloc(ns + 1, sizeof *e->home_first);
+    e->dirty = malloc(2 * ns * sizeof *e->dirty);
+    e->is_dirty = calloc(ns, 1);
+    e->cross = malloc(n * sizeof *e->cross);
+    e->in_cross = calloc(n, 1);
+    e->mark = calloc(n, sizeof *e->mark);
+    uint32_t *last = calloc(ns, sizeof *last); /* node index + 1 that counted it last */
+    if (!e->anchored || !e->home_first || !e->dirty || !e->is_dirty || !e->cross ||
+        !e->in_cross || !e->mark || !last) {
+        free(last);
+        return -ENOMEM;
+    }
+    /* Two passes: count per slot, then fill (home_first ends as starts). */
+    size_t total = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        memset(last, 0, ns * sizeof *last);
+        for (size_t i = 0; i < e->ns.n; i++) {
+            const struct vr_node *nd = &e->ns.v[i];
+            bool any = false;
+            for (uint32_t k = 0; nd->layout && k < nd->layout->nwords; k++) {
+                int32_t h = e->anchor_slot[nd->word0 + k];
+                if (h < 0 || last[h] == i + 1)
+                    continue;
+                last[h] = (uint32_t)i + 1;
+                any = true;
+                if (pass == 0)
+                    e->home_first[h + 1]++;
+                else
+                    e->home_node[e->home_first[h]++] = (uint32_t)i;
+            }
+            if (pass == 0 && any)
+                e->anchored[e->nanchored++] = (uint32_t)i;
+        }
+        if (pass == 0) {
+            for (size_t k = 0; k < nslots; k++)
+                e->home_first[k + 1] += e->home_first[k];
+            total = e->home_first[nslots];
+            e->home_node = malloc((total ? total : 1) * sizeof *e->home_node);
+            if (!e->home_node) {
+                free(last);
+                return -ENOMEM;
+            }
+        }
+    }
+    /* The fill moved every start to the next slot's: shift back. */
+    for (size_t k = nslots; k > 0; k--)
+        e->home_first[k] = e->home_first[k - 1];
+    e->home_first[0] = 0;
+    free(last);
+    return 0;
+}
+
 static void decide(struct vr_exec *e)
 {
     bool observe = cfg.mode == VR_MODE_OBSERVE;
@@ -910,9 +1120,12 @@ static void decide(struct vr_exec *e)
         return;
     }
     if (d.active) {
-        e->anchored = malloc((e->ns.n ? e->ns.n : 1) * sizeof *e->anchored);
-        if (!e->anchored)
+        e->anchor_slot = d.anchor_slot;
+        if (index_anchors(e, vr_slices_count(d.slices)) != 0) {
             d.active = false;
+            drop_slices(e, false); /* frees what index_anchors made, and d.anchor_slot */
+            d.anchor_slot = NULL;
+        }
     }
     if (!d.active) {
         free(d.anchor_slot);
@@ -925,16 +1138,7 @@ static void decide(struct vr_exec *e)
         return;
     }
     e->slices = d.slices;
-    e->anchor_slot = d.anchor_slot;
     e->slot_back = d.slot_back;
-    for (size_t i = 0; i < e->ns.n; i++) {
-        const struct vr_node *n = &e->ns.v[i];
-        bool any = false;
-        for (uint32_t k = 0; n->layout && k < n->layout->nwords && !any; k++)
-            any = e->anchor_slot[n->word0 + k] >= 0;
-        if (any)
-            e->anchored[e->nanchored++] = (uint32_t)i;
-    }
     e->state = ST_ACTIVE;
     /* Rebinds are most likely right after the decision: the next launches
      * get completion events (variant.h). */
@@ -968,10 +1172,22 @@ static int launch_active(struct vr_exec *e, CUstream stream, bool per_thread)
             var = vr_variants_pick(e->vars, &e->t, &cx, e->v0_last, &vmm);
         if (var == 0) {
             vmm = true;
+            /* Nothing could run the targets (the program's exec and every
+             * variant still running): the moved nodes pass through now and
+             * would come back at the next SetParams, to pass through again
+             * while the GPU stays behind. For a few launches SetParams pass
+             * them through at once, as dedup would; then variants are tried
+             * again. */
+            if (may_vary(e) && !exec_idle(e))
+                e->stuck = VR_STUCK_LAUNCHES;
             int rc = apply_pending(e);
             if (rc != 0)
                 return rc; /* the graph would read what the program did not ask for */
+        } else if (e->stuck) {
+            e->stuck--;
         }
+    } else if (e->stuck) {
+        e->stuck--;
     }
     CUgraphExec h = var ? vr_variants_handle(e->vars, var) : e->handle;
     uint64_t id = var ? vr_variants_id(e->vars, var) : 0;
@@ -1025,6 +1241,31 @@ int vr_exec_launch(CUgraphExec exec, CUstream stream, bool per_thread)
     int rc = launch_locked(e, stream, per_thread);
     vr_mutex_unlock(&e->lock);
     vr_exec_drain(false);
+    return rc;
+}
+
+static CUresult upload(CUgraphExec h, CUstream stream, bool per_thread)
+{
+    return per_thread ? vr_real.cuGraphUpload_ptsz(h, stream) : vr_real.cuGraphUpload(h, stream);
+}
+
+/* The driver orders an upload behind the exec's earlier launches, some of
+ * which ran as variants: ordered as a launch of the program's exec is. The
+ * variants are uploaded too, so their next launches are as ready as the
+ * program's exec's would be. */
+int vr_exec_upload(CUgraphExec exec, CUstream stream, bool per_thread)
+{
+    struct vr_exec *e = cfg.mode == VR_MODE_OFF ? NULL : acquire(exec);
+    if (!e)
+        return vr_err_cu(upload(exec, stream, per_thread));
+    int rc = vr_track_order(&e->t, 0, stream, per_thread);
+    if (rc == 0) {
+        CUresult r = upload(e->handle, stream, per_thread);
+        rc = vr_err_cu(r);
+        if (r == CUDA_SUCCESS)
+            vr_variants_upload(e->vars, stream, per_thread);
+    }
+    vr_mutex_unlock(&e->lock);
     return rc;
 }
 
@@ -1148,15 +1389,15 @@ void vr_exec_forget_alloc(uint64_t id, bool synced)
                 continue;
             if (vr_slices_target(e->slices, s)->id == id) {
                 struct vr_slice_bind none = {0};
-                vr_slices_retarget(e->slices, s, &none);
+                retarget(e, s, &none);
                 e->retargeted = true;
             }
             /* Unmapped now when nothing can read it, else at a later launch. */
             if (vr_slices_current(e->slices, s)->id == id && exec_idle(e) &&
-                vr_slices_remap(e->slices, s) != 0)
+                remap(e, s) != 0)
                 log_fallback("free", "a slice of a freed buffer could not be unmapped yet");
             if (vr_slices_current(e->slices, s)->id != id)
-                vr_slices_cancel(e->slices, s);
+                cancel(e, s);
         }
         if (e->slices) {
             struct vr_var_ctx cx = var_ctx(e);
@@ -1167,11 +1408,38 @@ void vr_exec_forget_alloc(uint64_t id, bool synced)
     free(v);
 }
 
+/* From now on the program's exec may be launched behind the shim's back: a
+ * variant launch could not be ordered against such a launch, and a slot
+ * retargeted for a variant would never be remapped before it. So every
+ * exec's variants go (none is made again) and its pending retargets are
+ * given up now, its nodes re-issued to mean what the program asked for
+ * (dedup from here on; degraded keeps later SetParams off pending slots).
+ * A variant launch still running cannot be ordered before an unseen
+ * launch of the program's exec: programs resolve entry points up front. */
 void vr_exec_degrade(const char *why)
 {
     if (atomic_exchange(&degraded, true))
         return;
     log_fallback("launch_tracking", why);
+    struct cached *v;
+    size_t n = snapshot(&v);
+    for (size_t i = 0; i < n; i++) {
+        if (!lock_if_same(&v[i]))
+            continue;
+        struct vr_exec *e = v[i].e;
+        if (e->vars) {
+            struct vr_var_ctx cx = var_ctx(e);
+            vr_variants_drop(e->vars, &cx, true);
+        }
+        if (e->state == ST_ACTIVE) {
+            cancel_all(e);
+            if (fix_nodes(e) != 0)
+                log_fallback("degrade", "a node could not be re-issued off a pending slot");
+        }
+        e->retargeted = false;
+        vr_mutex_unlock(&e->lock);
+    }
+    free(v);
 }
 
 void vr_exec_add_stats(struct varemap_stats *s)

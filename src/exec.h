@@ -62,6 +62,9 @@ static inline int vr_exec_setparams(CUgraphExec exec, CUgraphNode node, enum vr_
 }
 
 int vr_exec_launch(CUgraphExec exec, CUstream stream, bool per_thread);
+/* cuGraphUpload through the shim: ordered like a launch of the program's
+ * exec, then every variant is uploaded too. */
+int vr_exec_upload(CUgraphExec exec, CUstream stream, bool per_thread);
 
 /* cuGraphExecUpdate_v2 through the shim. */
 int vr_exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo *info);

@@ -382,6 +382,17 @@ static CUresult vr_on_cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream)
     return vr_err_to_cu(vr_exec_launch(exec, stream, true));
 }
 
+/* The exec's variants are uploaded with it. */
+static CUresult vr_on_cuGraphUpload(CUgraphExec exec, CUstream stream)
+{
+    return vr_err_to_cu(vr_exec_upload(exec, stream, false));
+}
+
+static CUresult vr_on_cuGraphUpload_ptsz(CUgraphExec exec, CUstream stream)
+{
+    return vr_err_to_cu(vr_exec_upload(exec, stream, true));
+}
+
 static CUresult vr_on_cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph,
                                            CUgraphExecUpdateResultInfo *info)
 {

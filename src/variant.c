@@ -160,9 +160,15 @@ struct vr_variants {
     size_t n;
     uint64_t *gen;          /* per node: the clock of its last change */
     uint64_t clock;
+    /* The nodes changed since the least recently synced variant's sync,
+     * each once: a sync costs O(changed nodes), not O(nodes). */
+    uint32_t *log;
+    size_t nlog;
+    uint8_t *in_log;
     uint8_t *disabled;      /* per node: cuGraphNodeSetEnabled(0) seen */
     unsigned long long flags;
-    unsigned max, nv;       /* nv of v[1..max-1] in use; v[0] is the program's exec */
+    unsigned max, nv;       /* nv of v[1..cap-1] in use; v[0] is the program's exec */
+    unsigned cap;           /* max, or up to twice that while every exec is busy */
     bool frozen;
     uint64_t ids;
     uint64_t recent[8];     /* what the program's exec was remapped to lately (hashes) */
@@ -216,12 +222,15 @@ int vr_variants_new(struct vr_variants **out, CUgraph graph, const struct vr_nod
     if (!vs)
         return -ENOMEM;
     vs->max = max > VR_VARIANTS_MAX ? VR_VARIANTS_MAX : max;
+    vs->cap = 2 * vs->max > VR_VARIANTS_MAX ? VR_VARIANTS_MAX : 2 * vs->max;
     vs->flags = flags;
     vs->n = ns->n;
     vs->cnode = calloc(ns->n ? ns->n : 1, sizeof *vs->cnode);
     vs->gen = calloc(ns->n ? ns->n : 1, sizeof *vs->gen);
     vs->disabled = calloc(ns->n ? ns->n : 1, 1);
-    if (!vs->cnode || !vs->gen || !vs->disabled ||
+    vs->log = malloc((ns->n ? ns->n : 1) * sizeof *vs->log);
+    vs->in_log = calloc(ns->n ? ns->n : 1, 1);
+    if (!vs->cnode || !vs->gen || !vs->disabled || !vs->log || !vs->in_log ||
         vr_real.cuGraphClone(&vs->clone, graph) != CUDA_SUCCESS) {
         vs->clone = NULL;
         vr_variants_free(vs, NULL);
@@ -258,7 +267,7 @@ void vr_variants_drop(struct vr_variants *vs, const struct vr_var_ctx *cx, bool 
 {
     if (!vs)
         return;
-    for (unsigned k = 1; k < vs->max; k++)
+    for (unsigned k = 1; k < vs->cap; k++)
         if (vs->v[k].handle)
             drop_one(vs, cx, k);
     if (freeze)
@@ -275,6 +284,8 @@ void vr_variants_free(struct vr_variants *vs, const struct vr_var_ctx *cx)
     free(vs->cnode);
     free(vs->gen);
     free(vs->disabled);
+    free(vs->log);
+    free(vs->in_log);
     free(vs->weight);
     free(vs);
 }
@@ -291,8 +302,13 @@ unsigned vr_variants_count(const struct vr_variants *vs)
 
 void vr_variants_touch(struct vr_variants *vs, size_t i)
 {
-    if (vs && i < vs->n)
-        vs->gen[i] = ++vs->clock;
+    if (!vs || i >= vs->n)
+        return;
+    vs->gen[i] = ++vs->clock;
+    if (!vs->in_log[i]) {
+        vs->in_log[i] = 1;
+        vs->log[vs->nlog++] = (uint32_t)i;
+    }
 }
 
 /* Node i as variant v must hold it: the installed bytes with every anchor
@@ -319,17 +335,42 @@ static CUresult push(struct vr_variants *vs, const struct vr_var_ctx *cx, struct
     return vr_node_issue(v->handle, &tmp, cx->xlat, cx->kp);
 }
 
+/* Keeps in the log only the nodes some variant has not been sent yet. */
+static void prune_log(struct vr_variants *vs)
+{
+    uint64_t min = vs->clock;
+    for (unsigned k = 1; k < vs->cap; k++)
+        if (vs->v[k].handle && vs->v[k].synced < min)
+            min = vs->v[k].synced;
+    size_t keep = 0;
+    for (size_t j = 0; j < vs->nlog; j++) {
+        uint32_t i = vs->log[j];
+        if (vs->gen[i] > min)
+            vs->log[keep++] = i;
+        else
+            vs->in_log[i] = 0;
+    }
+    vs->nlog = keep;
+}
+
+/* Sends v the nodes changed since its last sync: those in the log, or,
+ * for a new variant (synced 0: it holds the graph as instantiated), every
+ * node changed since the instantiation. */
 static int sync_nodes(struct vr_variants *vs, const struct vr_var_ctx *cx, struct variant *v)
 {
     if (v->synced == vs->clock)
         return 0;
-    for (size_t i = 0; i < vs->n; i++) {
+    bool all = v->synced == 0;
+    size_t n = all ? vs->n : vs->nlog;
+    for (size_t j = 0; j < n; j++) {
+        size_t i = all ? j : vs->log[j];
         if (vs->gen[i] <= v->synced || !cx->ns->v[i].layout)
             continue;
         if (push(vs, cx, v, i) != CUDA_SUCCESS)
             return -EIO;
     }
     v->synced = vs->clock;
+    prune_log(vs);
     return 0;
 }
 
@@ -456,7 +497,7 @@ int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr
         return 0;
     /* A variant that holds every target already: no VMM call, and no
      * question to the driver either. */
-    for (unsigned k = 1; k < vs->max; k++) {
+    for (unsigned k = 1; k < vs->cap; k++) {
         struct variant *v = &vs->v[k];
         if (!v->handle || differing(cx, v) != 0)
             continue;
@@ -466,7 +507,7 @@ int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr
     }
     unsigned best = 0;
     size_t bestd = (size_t)-1;
-    for (unsigned k = 1; k < vs->max; k++) {
+    for (unsigned k = 1; k < vs->cap; k++) {
         struct variant *v = &vs->v[k];
         if (!v->handle)
             continue;
@@ -499,7 +540,17 @@ int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr
     if (!again && weigh(vs, cx) == 0)
         for (size_t s = 0; s < vr_slices_count(cx->base); s++)
             moved += vr_slices_slot_pending(cx->base, s) ? vs->weight[s] : 0;
-    if (vs->nv + 1 < vs->max && (again || (vs->weight && moved * 2 >= vs->total))) {
+    /* Every variant and the program's exec still running: passing the moved
+     * slots through would cost their nodes now, again when they come back,
+     * and once more in each variant launched meanwhile (it is sent the
+     * changed nodes); a variant more costs an instantiation and an update of
+     * every anchored node, once (about as much again for the instantiation
+     * at 1000 nodes). So, while stuck, one is made for fewer moved nodes,
+     * and past the setting, up to twice it. Never a wait. */
+    bool stuck = !best && !v0_idle;
+    bool pays = again || (vs->weight && moved * 2 >= vs->total) ||
+                (stuck && vs->weight && moved * (2 + vs->nv) >= vs->total * 2);
+    if ((vs->nv + 1 < vs->max || (stuck && vs->nv + 1 < vs->cap)) && pays) {
         int k = create(vs, cx, vmm);
         if (k > 0)
             return k;
@@ -540,12 +591,24 @@ void vr_variants_launched(struct vr_variants *vs, int var, uint64_t seq)
         vs->v[var].last = seq;
 }
 
+void vr_variants_upload(const struct vr_variants *vs, CUstream stream, bool ptsz)
+{
+    for (unsigned k = 1; vs && k < vs->cap; k++) {
+        CUgraphExec h = vs->v[k].handle;
+        if (!h)
+            continue;
+        CUresult r = ptsz && vr_real.cuGraphUpload_ptsz ? vr_real.cuGraphUpload_ptsz(h, stream)
+                                                        : vr_real.cuGraphUpload(h, stream);
+        (void)r;
+    }
+}
+
 void vr_variants_forget_alloc(struct vr_variants *vs, struct vr_track *t,
                               const struct vr_var_ctx *cx, uint64_t id)
 {
     if (!vs)
         return;
-    for (unsigned k = 1; k < vs->max; k++) {
+    for (unsigned k = 1; k < vs->cap; k++) {
         struct variant *v = &vs->v[k];
         if (!v->handle)
             continue;
@@ -566,7 +629,7 @@ void vr_variants_forget_alloc(struct vr_variants *vs, struct vr_track *t,
 
 bool vr_variants_holds(const struct vr_variants *vs, uint64_t id)
 {
-    for (unsigned k = 1; vs && k < vs->max; k++) {
+    for (unsigned k = 1; vs && k < vs->cap; k++) {
         const struct variant *v = &vs->v[k];
         for (size_t s = 0; v->handle && s < vr_slices_count(v->slices); s++)
             if (vr_slices_current(v->slices, s)->id == id)
@@ -577,7 +640,7 @@ bool vr_variants_holds(const struct vr_variants *vs, uint64_t id)
 
 void vr_variants_reaccess(struct vr_variants *vs)
 {
-    for (unsigned k = 1; vs && k < vs->max; k++)
+    for (unsigned k = 1; vs && k < vs->cap; k++)
         if (vs->v[k].handle)
             vr_slices_reaccess(vs->v[k].slices);
 }
@@ -592,7 +655,7 @@ void vr_variants_set_enabled(struct vr_variants *vs, const struct vr_var_ctx *cx
         return;
     }
     vs->disabled[i] = enabled == 0;
-    for (unsigned k = 1; k < vs->max; k++)
+    for (unsigned k = 1; k < vs->cap; k++)
         if (vs->v[k].handle &&
             vr_real.cuGraphNodeSetEnabled(vs->v[k].handle, vs->cnode[i], enabled) != CUDA_SUCCESS)
             drop_one(vs, cx, k);

@@ -3,8 +3,9 @@
  *
  * A rebind would otherwise remap a slice only once the exec's last launch is
  * known complete, or pass the nodes through untranslated. Instead, up to
- * VAREMAP_VARIANTS - 1 further execs are instantiated from a clone of the
- * program's graph (cloned at instantiation: programs destroy their graph
+ * VAREMAP_VARIANTS - 1 further execs (twice that many while every one is
+ * still running when a launch needs one) are instantiated from a clone of
+ * the program's graph (cloned at instantiation: programs destroy their graph
  * right after), each with its own reservation laid out like the program's
  * exec's (same slot sizes, same order). Every variant holds the same node
  * parameters as the program's exec, except that an anchor word pointing into
@@ -129,6 +130,10 @@ CUgraphExec vr_variants_handle(const struct vr_variants *vs, int var);
 /* A variant's id for vr_track (never reused; 0 for the program's exec). */
 uint64_t vr_variants_id(const struct vr_variants *vs, int var);
 void vr_variants_launched(struct vr_variants *vs, int var, uint64_t seq);
+
+/* cuGraphUpload of every variant in (stream, ptsz); a refusal is ignored
+ * (an upload only prepares: the launch uploads what it needs). */
+void vr_variants_upload(const struct vr_variants *vs, CUstream stream, bool ptsz);
 
 /* An allocation is going away: every variant slot holding it is unmapped
  * now when the variant is idle, else the variant is dropped. */

@@ -17,6 +17,24 @@
  *                   launches (cuGraphNodeSetEnabled on the program's exec),
  *                   then enabled again: every launch, whichever variant runs
  *                   it, must see it
+ *   --case degrade  after the warm-up the program resolves cuGraphLaunch
+ *                   through cuGetProcAddress_v2; under
+ *                   SIMCUDA_PROC_INTERNAL=1 the answer is an entry the shim
+ *                   cannot name, so launches through it bypass the shim.
+ *                   The next steps launch through it and through the
+ *                   exported cuGraphLaunch (one in four). The exec is left alive
+ *                   at exit, so the shim's summary still counts its variants.
+ *   --case upload   after the warm-up, twice: stream[step % 2] is held by a
+ *                   host function, a step is launched there, and the exec is
+ *                   uploaded in a third stream followed by an event: the
+ *                   driver orders an upload behind the exec's earlier
+ *                   launches, so the event must not complete while the
+ *                   launch is held (whichever variant ran it); prints
+ *                   whether it was pending each time
+ *   --case range    another graph: S = sum of [X, X + N) (vr_sum_range_f32,
+ *                   the end pointer is X's end), then Y[step % 2] = 2 * X;
+ *                   X fills its slice exactly, so its end equals the start of
+ *                   Y's slice, which changes at every step. `--steps N`.
  */
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -26,7 +44,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
+
 #include <cuda.h>
+#include <varemap/varemap.h>
 
 #include "ptx_text.h"
 
@@ -49,6 +70,22 @@ static void die(const char *what, CUresult r)
 static CUmodule mod;
 static CUstream st[2];
 static atomic_int released;
+typedef CUresult (*launch_fn)(CUgraphExec, CUstream);
+static launch_fn launch = cuGraphLaunch;
+
+/* Under the shim, its count of live variants on stderr (the output must not
+ * differ from a run without it). */
+static void say_variants(const char *when)
+{
+    int (*get)(struct varemap_stats *);
+    void *sym = dlsym(RTLD_DEFAULT, "varemap_get_stats");
+    struct varemap_stats vs;
+    if (!sym)
+        return;
+    memcpy(&get, &sym, sizeof sym);
+    if (get(&vs) == 0)
+        fprintf(stderr, "variants_%s=%llu\n", when, (unsigned long long)vs.variants);
+}
 
 static void CUDA_CB gate(void *arg)
 {
@@ -91,17 +128,71 @@ static CUDA_KERNEL_NODE_PARAMS params(const struct node *n)
     return p;
 }
 
+static int range(unsigned steps)
+{
+    CUfunction sum, scale;
+    CK(cuModuleGetFunction(&sum, mod, "vr_sum_range_f32"));
+    CK(cuModuleGetFunction(&scale, mod, "vr_scale_f32"));
+    CUdeviceptr out, x = buffer(1.0f), y[2] = {buffer(0.0f), buffer(0.0f)};
+    CK(cuMemAlloc_v2(&out, 4)); /* small: never a slice */
+    CUdeviceptr xend = x + BYTES, yout = y[0];
+    float two = 2.0f;
+    unsigned long long n = N;
+    void *kp0[] = {&out, &x, &xend};
+    void *kp1[] = {&yout, &x, &two, &n};
+    struct node nd[2] = {{NULL, sum, kp0}, {NULL, scale, kp1}};
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    for (int i = 0; i < 2; i++) {
+        CUDA_KERNEL_NODE_PARAMS p = params(&nd[i]);
+        if (i == 0)
+            p.gridDimX = p.blockDimX = 1; /* one thread sums */
+        CK(cuGraphAddKernelNode_v2(&nd[i].h, g, NULL, 0, &p));
+    }
+    CUgraphExec ex;
+    CK(cuGraphInstantiateWithFlags(&ex, g, 0));
+    CK(cuGraphDestroy(g));
+    for (unsigned s = 0; s < steps; s++) {
+        yout = y[s % 2];
+        for (int i = 0; i < 2; i++) {
+            CUDA_KERNEL_NODE_PARAMS p = params(&nd[i]);
+            if (i == 0)
+                p.gridDimX = p.blockDimX = 1;
+            CK(cuGraphExecKernelNodeSetParams_v2(ex, nd[i].h, &p));
+        }
+        CK(cuGraphLaunch(ex, st[0]));
+        CK(cuCtxSynchronize());
+    }
+    float sres;
+    CK(cuMemcpyDtoH_v2(&sres, out, 4));
+    for (size_t i = 0; i < N; i += 65537)
+        if (sres != (float)N || read1(y[0], i) != 2.0f || read1(y[1], i) != 2.0f) {
+            fprintf(stderr, "variant_probe range: sum %g, Y0[%zu] %g, Y1 %g\n", (double)sres, i,
+                    (double)read1(y[0], i), (double)read1(y[1], i));
+            return 1;
+        }
+    CK(cuGraphExecDestroy(ex));
+    printf("ok range sum=%a steps=%u\n", (double)sres, steps);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    unsigned steps = 40;
     for (int i = 1; i + 1 < argc; i += 2)
         if (!strcmp(argv[i], "--case"))
             case_name = argv[i + 1];
+        else if (!strcmp(argv[i], "--steps"))
+            steps = (unsigned)strtoul(argv[i + 1], NULL, 10);
     alarm(30); /* a hang is a failure with a name */
     bool order = !strcmp(case_name, "order"), enable = !strcmp(case_name, "enable");
+    bool degrade = !strcmp(case_name, "degrade"), ranged = !strcmp(case_name, "range");
+    bool upload = !strcmp(case_name, "upload");
     const char *path = getenv("VR_PTX");
     char *ptx = path ? vr_read_text(path) : NULL;
-    if (!ptx || (!order && !enable)) {
-        fprintf(stderr, "usage: VR_PTX=... variant_probe --case order|enable\n");
+    if (!ptx || (!order && !enable && !degrade && !ranged && !upload)) {
+        fprintf(stderr, "usage: VR_PTX=... variant_probe --case order|enable|degrade|range|upload "
+                        "[--steps N]\n");
         return 2;
     }
     CUdevice dev;
@@ -114,6 +205,8 @@ int main(int argc, char **argv)
     free(ptx);
     for (int i = 0; i < 2; i++)
         CK(cuStreamCreate(&st[i], CU_STREAM_NON_BLOCKING));
+    if (ranged)
+        return range(steps);
     CUfunction scale, add;
     CK(cuModuleGetFunction(&scale, mod, "vr_scale_f32"));
     CK(cuModuleGetFunction(&add, mod, "vr_add_f32"));
@@ -147,7 +240,7 @@ int main(int argc, char **argv)
             CUDA_KERNEL_NODE_PARAMS p_ = params(&nd[i_]);                       \
             CK(cuGraphExecKernelNodeSetParams_v2(ex, nd[i_].h, &p_));           \
         }                                                                       \
-        CK(cuGraphLaunch(ex, st[step % 2]));                                    \
+        CK(launch(ex, st[step % 2]));                                           \
         ht = 0.5f * ha;                                                         \
         if (added)                                                              \
             ha = ht + cval[step % 2];                                           \
@@ -163,6 +256,45 @@ int main(int argc, char **argv)
         for (int i = 0; i < 4; i++)
             STEP();
         atomic_store(&released, 1);
+    } else if (upload) {
+        CUstream u;
+        CUevent ev;
+        CK(cuStreamCreate(&u, CU_STREAM_NON_BLOCKING));
+        CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+        for (int i = 0; i < 2; i++) {
+            atomic_store(&released, 0);
+            CK(cuLaunchHostFunc(st[step % 2], gate, NULL));
+            STEP();
+            CK(cuGraphUpload(ex, u));
+            CK(cuEventRecord(ev, u));
+            usleep(50 * 1000);
+            CUresult q = cuEventQuery(ev);
+            printf("upload %d pending=%d\n", i, q == CUDA_ERROR_NOT_READY);
+            atomic_store(&released, 1);
+            CK(cuCtxSynchronize());
+        }
+        CK(cuEventDestroy_v2(ev));
+        CK(cuStreamDestroy_v2(u));
+    } else if (degrade) {
+        /* An odd step: the last launch was a variant's (the program's exec
+         * holds the warm-up's first phase), so the program's exec has a
+         * slot retargeted for a variant when the entry point is handed out. */
+        STEP();
+        CK(cuCtxSynchronize());
+        say_variants("before");
+        void *fn = NULL;
+        CUdriverProcAddressQueryResult qs;
+        CK(cuGetProcAddress_v2("cuGraphLaunch", &fn, 10000, CU_GET_PROC_ADDRESS_DEFAULT, &qs));
+        if (!fn || qs != CU_GET_PROC_ADDRESS_SUCCESS)
+            die("cuGetProcAddress_v2(cuGraphLaunch)", CUDA_ERROR_NOT_FOUND);
+        launch_fn internal;
+        memcpy(&internal, &fn, sizeof fn);
+        for (int i = 0; i < 8; i++) {
+            launch = i % 4 == 3 ? cuGraphLaunch : internal;
+            STEP();
+        }
+        CK(cuCtxSynchronize());
+        say_variants("after");
     } else {
         added = false;
         CK(cuGraphNodeSetEnabled(ex, nd[1].h, 0));
@@ -182,7 +314,8 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    CK(cuGraphExecDestroy(ex));
+    if (!degrade)
+        CK(cuGraphExecDestroy(ex));
     printf("ok %s A=%a T=%a steps=%u\n", case_name, (double)ha, (double)ht, step);
     return 0;
 }

@@ -154,3 +154,28 @@ Test(entry, constructor_racing_a_first_call_does_not_hang)
     vr_run_free(&plain);
     vr_run_free(&shim);
 }
+
+/* Issue 8: cuGraphLaunch handed out unrouted after the shim made variants
+ * for an exec (variant_probe --case degrade: pingpong, then launches through
+ * the unnamed entry and the exported one by turns). The program's exec may
+ * now run behind the shim's back: its variants must go, none be made again,
+ * and its own nodes must mean what the program asked for at every launch. */
+Test(entry, unrouted_launch_drops_the_variants)
+{
+    static const char *const args[] = { "--case", "degrade", NULL };
+    static const char *const env[] = { "SIMCUDA_PROC_INTERNAL=1", NULL };
+    struct vr_run plain, shim;
+    run_plain_app(&plain, "degrade_plain", "variant_probe", args, 0, env);
+    run_plain_app(&shim, "degrade_shim", "variant_probe", args, VR_RUN_SHIM, env);
+    cr_assert_str_eq(plain.proc.out.p, shim.proc.out.p, "bytes differ after the degradation");
+    cr_assert(strstr(shim.proc.err.p, "variants_before="), "no stats:\n%s", shim.proc.err.p);
+    cr_assert_null(strstr(shim.proc.err.p, "variants_before=0\n"),
+                   "no variant before the degradation: nothing tested:\n%s", shim.proc.err.p);
+    cr_assert(strstr(shim.proc.err.p, "variants_after=0\n"),
+              "variants kept after the degradation:\n%s", shim.proc.err.p);
+    cr_assert_eq(summary(&shim, "variants"), 0);
+    static const char *const degrade[] = { "\"event\":\"fallback\"", "dedup from now on", NULL };
+    cr_assert_eq(vr_count_lines_with(&shim.log, degrade), 1, "%s", shim.log.p);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}

@@ -3,7 +3,10 @@
  * call and at most one other driver call per 8 steps; no rebind waits; a
  * variant launch is ordered after the previous launch on another stream
  * even when that stream is held by a host function; cuGraphNodeSetEnabled
- * reaches every variant. */
+ * and cuGraphUpload reach every variant (an upload ordered behind a launch
+ * that ran as a variant); an end pointer is not taken for the next slice's
+ * start; on a GPU far behind, variants grow past the setting instead of
+ * passing nodes through. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -41,6 +44,17 @@ Test(variant, launch_on_another_stream_waits_for_the_previous_one)
     vr_run_free(&shim);
 }
 
+/* cuGraphUpload on the program's exec: ordered behind its launches that ran
+ * as variants, and every variant uploaded too. */
+Test(variant, upload_is_ordered_and_reaches_every_variant)
+{
+    struct vr_run shim;
+    probe("upload", &shim);
+    /* Two uploads by the program, each applied to a variant at least. */
+    cr_assert_geq(vr_sim_calls(&shim.stats, "cuGraphUpload"), 3);
+    vr_run_free(&shim);
+}
+
 Test(variant, node_enabled_state_reaches_every_variant)
 {
     struct vr_run shim;
@@ -48,6 +62,35 @@ Test(variant, node_enabled_state_reaches_every_variant)
     /* Two calls by the program, each applied to the variant too. */
     cr_assert_geq(vr_sim_calls(&shim.stats, "cuGraphNodeSetEnabled"), 4);
     vr_run_free(&shim);
+}
+
+/* An end pointer of a buffer that fills its slice equals the next slice's
+ * start: when that next slice is rebound, the node holding the end pointer
+ * means what it did and must not be sent again (nor pushed to the
+ * variants). Steady state = a long run minus a short one. */
+Test(variant, end_pointer_is_read_through_its_own_slice)
+{
+    const char *a20[] = {"--case", "range", "--steps", "20", NULL};
+    const char *a60[] = {"--case", "range", "--steps", "60", NULL};
+    struct vr_run plain, s, l;
+    cr_assert_eq(vr_run_app("range_plain", "variant_probe", a60, 0, NULL, &plain), 0);
+    cr_assert_eq(plain.proc.status, 0, "%s", plain.proc.err.p);
+    cr_assert_eq(vr_run_app("range_short", "variant_probe", a20, VR_RUN_SHIM, NULL, &s), 0);
+    cr_assert_eq(s.proc.status, 0, "%s", s.proc.err.p);
+    cr_assert_eq(vr_run_app("range_long", "variant_probe", a60, VR_RUN_SHIM, NULL, &l), 0);
+    cr_assert_eq(l.proc.status, 0, "%s", l.proc.err.p);
+    cr_assert_str_eq(plain.proc.out.p, l.proc.out.p);
+    /* X and Y both got a slice (else nothing is tested). */
+    size_t sel = 0;
+    for (const char *p = l.log.p; (p = strstr(p, "\"verdict\":\"selected\"")); p++)
+        sel++;
+    cr_assert_eq(sel, 2, "X and Y are not both in slices:\n%s", l.log.p);
+    uint64_t ls = sim_sum(&l, setparams_syms), ss = sim_sum(&s, setparams_syms);
+    cr_assert_eq(ls, ss, "%llu SetParams in 40 steady steps",
+                 (unsigned long long)(ls - ss));
+    vr_run_free(&plain);
+    vr_run_free(&s);
+    vr_run_free(&l);
 }
 
 /* ---- graph_bench ---------------------------------------------------------- */
@@ -60,8 +103,9 @@ struct bench {
 
 /* graph_bench at `nodes` nodes, `steps` steps, with or without the shim;
  * 2 MiB buffers (VMM-backed at simcuda's default granularity). */
-static void bench(struct bench *b, const char *tag, const char *pattern, const char *nodes,
-                  const char *steps, const char *sync, bool shim)
+static void bench_env(struct bench *b, const char *tag, const char *pattern, const char *nodes,
+                      const char *steps, const char *sync, bool shim, const char *extra,
+                      const char *extra2)
 {
     char exe[4096], ld[4096], ptx[4096], stats[4096], log[4096], pre[4096];
     snprintf(exe, sizeof exe, "%s/bench/graph_bench", vr_env_path("VR_APPS_DIR"));
@@ -88,8 +132,13 @@ static void bench(struct bench *b, const char *tag, const char *pattern, const c
     const char *l = getenv("LSAN_OPTIONS"), *p = getenv("PATH");
     snprintf(lsan, sizeof lsan, "LSAN_OPTIONS=%s", l ? l : "");
     snprintf(path, sizeof path, "PATH=%s", p ? p : "/usr/bin:/bin");
-    char *env[] = {ld, ptx, stats, cost, aopt, lsan, path, shim ? log : NULL,
-                   shim ? pre : NULL, NULL};
+    char *env[] = {ld, ptx, stats, cost, aopt, lsan, path, (char *)extra, (char *)extra2,
+                   shim ? log : NULL, shim ? pre : NULL, NULL};
+    /* keep the list unbroken */
+    if (!extra)
+        env[7] = path;
+    if (!extra2)
+        env[8] = path;
     memset(b, 0, sizeof *b);
     cr_assert_eq(vr_spawn(tag, argv, env, false, &b->proc), 0);
     cr_assert_eq(b->proc.status, 0, "%s: graph_bench exited with %d (3: wrong values): %s", tag,
@@ -107,6 +156,12 @@ static void bench(struct bench *b, const char *tag, const char *pattern, const c
     while (c[n] && c[n] != '"' && n + 1 < sizeof b->checksum)
         n++;
     memcpy(b->checksum, c, n);
+}
+
+static void bench(struct bench *b, const char *tag, const char *pattern, const char *nodes,
+                  const char *steps, const char *sync, bool shim)
+{
+    bench_env(b, tag, pattern, nodes, steps, sync, shim, NULL, NULL);
 }
 
 static void bench_free(struct bench *b)
@@ -133,6 +188,7 @@ static void same_bytes(const char *pattern)
 }
 
 Test(variant, periodic_same_bytes) { same_bytes("periodic"); }
+
 Test(variant, pingpong_same_bytes) { same_bytes("pingpong"); }
 Test(variant, fanout_same_bytes) { same_bytes("fanout"); }
 Test(variant, churn_same_bytes) { same_bytes("churn"); }
@@ -180,3 +236,36 @@ static void settles(const char *pattern)
 
 Test(variant, periodic_settles) { settles("periodic"); }
 Test(variant, pingpong_settles) { settles("pingpong"); }
+
+/* fanout on a GPU far slower than the host: at every launch the program's
+ * exec and every variant are still running. Passing the moved buffers'
+ * nodes through costs them again and again; the shim makes variants past
+ * the setting, up to twice it (1 + 7 instantiations), then passes the moved
+ * nodes through at SetParams, as dedup does, trying variants again now and
+ * then: in steady state (a long run minus a short one) at most 10% more
+ * SetParams than dedup (it was 17% more, sending each one out and back). */
+Test(variant, fanout_on_a_busy_gpu_costs_about_what_dedup_does)
+{
+    struct bench plain, shim, s40, d40, d120;
+    static const char delay[] = "SIMCUDA_KERNEL_DELAY_US=20", dedup[] = "VAREMAP_MODE=dedup";
+    bench_env(&plain, "busy_plain", "fanout", "200", "120", "0", false, delay, NULL);
+    bench_env(&shim, "busy_shim", "fanout", "200", "120", "0", true, delay, NULL);
+    cr_assert_str_eq(plain.checksum, shim.checksum);
+    uint64_t waits = 1;
+    cr_assert(vr_summary(&shim.log, "rebind_waits", &waits));
+    cr_assert_eq(waits, 0);
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuGraphInstantiateWithFlags"), 8);
+    bench_env(&s40, "busy_shim40", "fanout", "200", "40", "0", true, delay, NULL);
+    bench_env(&d40, "busy_dedup40", "fanout", "200", "40", "0", true, delay, dedup);
+    bench_env(&d120, "busy_dedup120", "fanout", "200", "120", "0", true, delay, dedup);
+    uint64_t p = calls(&shim, setparams_syms) - calls(&s40, setparams_syms);
+    uint64_t d = calls(&d120, setparams_syms) - calls(&d40, setparams_syms);
+    cr_assert_gt(d, 0);
+    cr_assert_leq(p * 10, d * 11, "80 steps: %llu SetParams, dedup %llu", (unsigned long long)p,
+                  (unsigned long long)d);
+    bench_free(&plain);
+    bench_free(&shim);
+    bench_free(&s40);
+    bench_free(&d40);
+    bench_free(&d120);
+}

@@ -1101,15 +1101,40 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
     return graph_launch(hGraphExec, hStream, true);
 }
 
-/* Uploading only prepares a launch; simcuda has nothing to prepare, so it
- * checks what the driver would check. */
+/* Uploading prepares a launch; simcuda has nothing to prepare, but the
+ * upload is stream work all the same (cuda.h): ordered behind earlier work
+ * in the stream and the exec's earlier launches (so later work in the
+ * stream is too), and uploads of one exec are serialized: an empty
+ * operation that the exec's next launch or upload is ordered behind. */
 static CUresult graph_upload(CUgraphExec hGraphExec, CUstream hStream, bool pt)
 {
     SIM_CHECK_INIT();
-    if (!exec_get(hGraphExec))
+    struct sim_exec *x = exec_get(hGraphExec);
+    if (!x)
         return CUDA_ERROR_INVALID_VALUE;
     struct sim_stream *s;
-    return sim_stream_resolve(hStream, pt, &s);
+    CUresult r = sim_stream_resolve(hStream, pt, &s);
+    if (r)
+        return r;
+    if (sim_capture_active(s)) {
+        sim_capture_invalidate(s); /* as a launch: not modelled in a capture */
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    if ((r = sim_capture_check_legacy(s)) != CUDA_SUCCESS)
+        return r;
+    struct sim_op *op = sim_op_new(SIM_OP_NOP, 0);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&x->mu);
+    struct sim_dep prev = {x->last_s, x->last_seq};
+    uint64_t seq = sim_stream_submit(s, op, &prev, x->last_s ? 1 : 0);
+    sim_stream_ref(s);
+    if (x->last_s)
+        sim_stream_unref(x->last_s);
+    x->last_s = s;
+    x->last_seq = seq;
+    pthread_mutex_unlock(&x->mu);
+    return CUDA_SUCCESS;
 }
 
 CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)

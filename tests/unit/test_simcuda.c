@@ -1971,6 +1971,53 @@ Test(simcuda, host_function_gates_the_stream)
     CK(cuStreamDestroy_v2(s));
 }
 
+/* cuGraphUpload is stream work ordered behind the exec's earlier launches
+ * on any stream: an event recorded after it in another stream is not
+ * complete while that launch is held back. */
+Test(simcuda, upload_is_ordered_behind_the_execs_launches)
+{
+    start();
+    enum { N = 16 };
+    CUdeviceptr a = alloc_f32(N);
+    CK(cuCtxSynchronize());
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    add_fill_node(g, NULL, 0, a, 3.0f, N);
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    CUstream s, u;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&u, CU_STREAM_NON_BLOCKING));
+    CUevent e;
+    CK(cuEventCreate(&e, 0));
+    pthread_mutex_lock(&hf_mu);
+    hf_state = 0;
+    pthread_mutex_unlock(&hf_mu);
+    CK(cuLaunchHostFunc(s, gate_host, NULL));
+    CK(cuGraphLaunch(x, s));
+    CK(cuGraphUpload(x, u));
+    CK(cuEventRecord(e, u));
+    pthread_mutex_lock(&hf_mu);
+    while (hf_state != 1)
+        pthread_cond_wait(&hf_cv, &hf_mu);
+    pthread_mutex_unlock(&hf_mu);
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    CKE(cuEventQuery(e), CUDA_ERROR_NOT_READY);
+    CKE(cuStreamQuery(u), CUDA_ERROR_NOT_READY);
+    pthread_mutex_lock(&hf_mu);
+    hf_state = 2;
+    pthread_cond_broadcast(&hf_cv);
+    pthread_mutex_unlock(&hf_mu);
+    CK(cuEventSynchronize(e));
+    expect_all(a, N, 3.0f);
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g));
+    CK(cuEventDestroy_v2(e));
+    CK(cuStreamDestroy_v2(s));
+    CK(cuStreamDestroy_v2(u));
+}
+
 Test(simcuda, stream_capture)
 {
     start();
