@@ -782,19 +782,11 @@ static inline __attribute__((always_inline)) bool absorbable(const struct vr_nod
                  : vr_layout_equal(n->layout, p->kernelParams, n->intended));
 }
 
-/* Everything but an absorbed update. `held`: the cached record, locked by
- * the caller (unlocked here). */
+/* Everything but an absorbed update. */
 static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNode node,
-                                                    enum vr_sp_entry entry, const void *params,
-                                                    struct vr_exec *held)
+                                                    enum vr_sp_entry entry, const void *params)
 {
-    struct vr_exec *e = held;
-    if (e && e->serial != last_exec[0].serial) {
-        vr_mutex_unlock(&e->lock);
-        e = NULL;
-    }
-    if (!e)
-        e = acquire(exec);
+    struct vr_exec *e = acquire(exec);
     if (!e) {
         vr_stat_inc(VR_C_setparams_seen);
         vr_stat_inc(VR_C_setparams_forwarded);
@@ -813,24 +805,48 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
 
 /* The absorbed path: the exec this thread used last, the node that followed
  * the last one updated, one compare with what the program last asked for.
- * No global atomic, no call, no allocation; anything else (another exec or
- * node order, a busy lock, a change) goes to setparams_rest. Observe mode
- * never gets here (acquire_slow keeps its execs out of the first entry). */
+ * No global atomic, no call, no allocation. Returns 0 (absorbed, counted) or
+ * 1: anything else (another exec or node order, a busy lock, a change), with
+ * nothing done. Observe mode never absorbs (acquire_slow keeps its execs out
+ * of the first entry). */
+static inline __attribute__((always_inline)) int absorb(CUgraphExec exec, CUgraphNode node,
+                                                        enum vr_sp_entry entry,
+                                                        const void *params)
+{
+    struct vr_exec *e = last_exec[0].e;
+    if (__builtin_expect(last_exec[0].handle != exec || !vr_mutex_trylock(&e->lock), 0))
+        return 1;
+    struct vr_node *n = e->serial == last_exec[0].serial ? vr_nodes_next(&e->ns, node) : NULL;
+    if (__builtin_expect(!n || !absorbable(n, entry, params, true), 0)) {
+        vr_mutex_unlock(&e->lock);
+        return 1;
+    }
+    e->c.absorbed++;
+    vr_mutex_unlock(&e->lock);
+    return 0;
+}
+
 static inline __attribute__((always_inline)) int setparams(CUgraphExec exec, CUgraphNode node,
                                                            enum vr_sp_entry entry,
                                                            const void *params)
 {
-    struct vr_exec *e = last_exec[0].e;
-    if (__builtin_expect(last_exec[0].handle != exec || !vr_mutex_trylock(&e->lock), 0))
-        return setparams_rest(exec, node, entry, params, NULL);
-    if (__builtin_expect(e->serial != last_exec[0].serial, 0))
-        return setparams_rest(exec, node, entry, params, e);
-    struct vr_node *n = vr_nodes_next(&e->ns, node);
-    if (__builtin_expect(!n || !absorbable(n, entry, params, true), 0))
-        return setparams_rest(e->handle, node, entry, params, e);
-    e->c.absorbed++;
-    vr_mutex_unlock(&e->lock);
-    return 0;
+    return absorb(exec, node, entry, params) == 0 ? 0
+                                                  : setparams_rest(exec, node, entry, params);
+}
+
+int vr_exec_absorb_v1(CUgraphExec exec, CUgraphNode node, const void *params)
+{
+    return absorb(exec, node, VR_SP_V1, params);
+}
+
+int vr_exec_absorb_v2(CUgraphExec exec, CUgraphNode node, const void *params)
+{
+    return absorb(exec, node, VR_SP_V2, params);
+}
+
+int vr_exec_absorb_node(CUgraphExec exec, CUgraphNode node, const void *params)
+{
+    return absorb(exec, node, VR_SP_NODE, params);
 }
 
 int vr_exec_setparams_v1(CUgraphExec exec, CUgraphNode node, const void *params)

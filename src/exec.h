@@ -51,6 +51,13 @@ int vr_exec_setparams_v1(CUgraphExec exec, CUgraphNode node, const void *params)
 int vr_exec_setparams_v2(CUgraphExec exec, CUgraphNode node, const void *params);
 int vr_exec_setparams_node(CUgraphExec exec, CUgraphNode node, const void *params);
 
+/* The absorbed path alone, for the exported wrapper to try before anything
+ * else: 0 when the update was absorbed (and counted), 1 when it needs
+ * vr_exec_setparams (nothing was done). Makes no driver call. */
+int vr_exec_absorb_v1(CUgraphExec exec, CUgraphNode node, const void *params);
+int vr_exec_absorb_v2(CUgraphExec exec, CUgraphNode node, const void *params);
+int vr_exec_absorb_node(CUgraphExec exec, CUgraphNode node, const void *params);
+
 static inline int vr_exec_setparams(CUgraphExec exec, CUgraphNode node, enum vr_sp_entry entry,
                                     const void *params)
 {
