@@ -328,8 +328,11 @@ Test(faults, matrix_covers_the_shim)
         /* The cells exercise what they are named after. */
         static const char *const active[] = { "\"event\":\"profile_decision\"",
                                               "\"state\":\"active\"", NULL };
-        cr_assert_eq(vr_count_lines_with(&shim.log, active), 1, "%s: nothing was remapped",
-                     patterns[p].name);
+        /* At least one: `update` profiles again after the update, and that
+         * second decision weighs the costs measured so far (timing: a loaded
+         * machine may tip it either way). */
+        cr_assert_geq(vr_count_lines_with(&shim.log, active), 1, "%s: nothing was remapped",
+                      patterns[p].name);
         if (patterns[p].rebinds)
             cr_assert_gt(vr_log_count(&shim.log, "slice_rebind"), 0, "%s: no slice was rebound",
                          patterns[p].name);
