@@ -1124,6 +1124,15 @@ static int index_anchors(struct vr_exec *e, size_t nslots)
     return 0;
 }
 
+/* No variant will ever be made: the clone and the variants' bookkeeping go
+ * (memory per node counts: programs have graphs of many thousand nodes). */
+static void no_variants(struct vr_exec *e)
+{
+    struct vr_var_ctx cx = var_ctx(e);
+    vr_variants_free(e->vars, &cx);
+    e->vars = NULL;
+}
+
 static void decide(struct vr_exec *e)
 {
     bool observe = cfg.mode == VR_MODE_OBSERVE;
@@ -1144,6 +1153,7 @@ static void decide(struct vr_exec *e)
         }
     }
     if (!d.active) {
+        no_variants(e); /* they need slices */
         free(d.anchor_slot);
         free(d.slot_back);
         /* No node points into the slices yet: nothing can be reading them. */
@@ -1153,6 +1163,10 @@ static void decide(struct vr_exec *e)
         vr_stat_inc(VR_C_execs_disabled);
         return;
     }
+    /* Every selected buffer stayed put while profiled: remaps at an idle
+     * launch serve the rare rebind, and variants would only cost memory. */
+    if (!d.moved)
+        no_variants(e);
     e->slices = d.slices;
     e->slot_back = d.slot_back;
     e->state = ST_ACTIVE;

@@ -380,9 +380,12 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
             } else {
                 for (size_t w = 0; w < p->nwords; w++)
                     out->anchor_slot[w] = cidx[w] >= 0 ? cand[cidx[w]].slot : -1;
-                for (size_t k = 0; k < ncand; k++)
-                    if (cand[k].slot >= 0)
-                        out->slot_back[cand[k].slot] = cand[k].back;
+                for (size_t k = 0; k < ncand; k++) {
+                    if (cand[k].slot < 0)
+                        continue;
+                    out->slot_back[cand[k].slot] = cand[k].back;
+                    out->moved |= cand[k].moved || cand[k].back;
+                }
             }
             out->selected = bound;
         }

@@ -47,6 +47,7 @@ struct vr_decision {
     int32_t *anchor_slot;     /* active: per word, the anchor's slot or -1 */
     uint8_t *slot_back;       /* active: per slot, its buffer came back while profiled */
     size_t selected;
+    bool moved;               /* active: a selected buffer moved while profiled */
 };
 
 /* Decides, binds the selected allocations and logs the decision. `observe`:
