@@ -834,35 +834,20 @@ static inline __attribute__((always_inline)) int setparams(CUgraphExec exec, CUg
                                                   : setparams_rest(exec, node, entry, params);
 }
 
-int vr_exec_absorb_v1(CUgraphExec exec, CUgraphNode node, const void *params)
-{
-    return absorb(exec, node, VR_SP_V1, params);
-}
-
-int vr_exec_absorb_v2(CUgraphExec exec, CUgraphNode node, const void *params)
-{
-    return absorb(exec, node, VR_SP_V2, params);
-}
-
-int vr_exec_absorb_node(CUgraphExec exec, CUgraphNode node, const void *params)
-{
-    return absorb(exec, node, VR_SP_NODE, params);
-}
-
-int vr_exec_setparams_v1(CUgraphExec exec, CUgraphNode node, const void *params)
-{
-    return setparams(exec, node, VR_SP_V1, params);
-}
-
-int vr_exec_setparams_v2(CUgraphExec exec, CUgraphNode node, const void *params)
-{
-    return setparams(exec, node, VR_SP_V2, params);
-}
-
-int vr_exec_setparams_node(CUgraphExec exec, CUgraphNode node, const void *params)
-{
-    return setparams(exec, node, VR_SP_NODE, params);
-}
+/* One pair of functions per SetParams entry point (exec.h). */
+#define VR_SP_ENTRY(suffix, entry)                                                  \
+    int vr_exec_absorb_##suffix(CUgraphExec exec, CUgraphNode node, const void *params) \
+    {                                                                               \
+        return absorb(exec, node, entry, params);                                   \
+    }                                                                               \
+    int vr_exec_setparams_##suffix(CUgraphExec exec, CUgraphNode node, const void *params) \
+    {                                                                               \
+        return setparams(exec, node, entry, params);                                \
+    }
+VR_SP_ENTRY(v1, VR_SP_V1)
+VR_SP_ENTRY(v2, VR_SP_V2)
+VR_SP_ENTRY(node, VR_SP_NODE)
+#undef VR_SP_ENTRY
 
 /* ---- decision and transition --------------------------------------------- */
 

@@ -1027,6 +1027,20 @@ CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsign
     return CUDA_SUCCESS;
 }
 
+/* Submits op (a launch or an upload of x) to s, ordered behind the
+ * previous launch or upload of x on any stream, as the driver orders one
+ * exec's work. x->mu held. */
+static void exec_submit(struct sim_exec *x, struct sim_stream *s, struct sim_op *op)
+{
+    struct sim_dep prev = {x->last_s, x->last_seq};
+    uint64_t seq = sim_stream_submit(s, op, &prev, x->last_s ? 1 : 0);
+    sim_stream_ref(s);
+    if (x->last_s)
+        sim_stream_unref(x->last_s);
+    x->last_s = s;
+    x->last_seq = seq;
+}
+
 static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt)
 {
     SIM_CHECK_INIT();
@@ -1077,14 +1091,7 @@ static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt)
     op->u.k.ncalls = ncalls;
     op->u.k.ctx = x->ctx; /* an exec runs in the context it was instantiated in */
     op->u.k.calls = calls;
-    /* Ordered behind the previous launch of this exec, on any stream. */
-    struct sim_dep prev = {x->last_s, x->last_seq};
-    uint64_t seq = sim_stream_submit(s, op, &prev, x->last_s ? 1 : 0);
-    sim_stream_ref(s);
-    if (x->last_s)
-        sim_stream_unref(x->last_s);
-    x->last_s = s;
-    x->last_seq = seq;
+    exec_submit(x, s, op);
     pthread_mutex_unlock(&x->mu);
     return CUDA_SUCCESS;
 }
@@ -1126,13 +1133,7 @@ static CUresult graph_upload(CUgraphExec hGraphExec, CUstream hStream, bool pt)
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&x->mu);
-    struct sim_dep prev = {x->last_s, x->last_seq};
-    uint64_t seq = sim_stream_submit(s, op, &prev, x->last_s ? 1 : 0);
-    sim_stream_ref(s);
-    if (x->last_s)
-        sim_stream_unref(x->last_s);
-    x->last_s = s;
-    x->last_seq = seq;
+    exec_submit(x, s, op);
     pthread_mutex_unlock(&x->mu);
     return CUDA_SUCCESS;
 }
