@@ -477,7 +477,7 @@ static void free_contents(struct vr_exec *e)
 static void restart(struct vr_exec *e)
 {
     e->state = cfg.mode == VR_MODE_DEDUP || atomic_load(&degraded) ? ST_DEDUP : ST_PROFILING;
-    if (e->state == ST_PROFILING && vr_profile_new(&e->prof, e->ns.nwords, e->ns.n) != 0)
+    if (e->state == ST_PROFILING && vr_profile_new(&e->prof, e->ns.nwords) != 0)
         e->state = ST_DEDUP;
 }
 
@@ -675,13 +675,10 @@ static void translate_node(struct vr_exec *e, const struct vr_node *n, const uin
 
 /* ---- SetParams --------------------------------------------------------- */
 
-/* The program's new arguments (in scratch) become what it intends; a
- * profile reads the node again at its next launch. */
+/* The program's new arguments (in scratch) become what it intends. */
 static void set_intended(struct vr_exec *e, struct vr_node *n)
 {
     memcpy(n->intended, e->scratch, n->layout->bytes);
-    if (e->prof)
-        vr_profile_touch(e->prof, (size_t)(n - e->ns.v));
 }
 
 /* A change the variants cannot replay: they go, and none is made again. */

@@ -17,9 +17,6 @@ struct vr_profile {
      * id while it never changed), size: the first allocation's size */
     uint64_t *val, *id, *base, *sig, *size, *prev;
     uint8_t *back;   /* the first allocation came back after another (pingpong) */
-    uint32_t *dirty; /* nodes whose intended words changed since the last launch */
-    size_t ndirty;
-    uint8_t *marked; /* bit per node: listed in dirty */
 };
 
 static bool variants_on;
@@ -29,7 +26,7 @@ void vr_profile_configure(bool variants)
     variants_on = variants;
 }
 
-int vr_profile_new(struct vr_profile **out, size_t nwords, size_t nnodes)
+int vr_profile_new(struct vr_profile **out, size_t nwords)
 {
     struct vr_profile *p = calloc(1, sizeof *p);
     size_t n = nwords ? nwords : 1;
@@ -43,10 +40,7 @@ int vr_profile_new(struct vr_profile **out, size_t nwords, size_t nnodes)
     p->size = calloc(n, sizeof *p->size);
     p->prev = calloc(n, sizeof *p->prev);
     p->back = calloc(n, 1);
-    p->dirty = calloc(nnodes ? nnodes : 1, sizeof *p->dirty);
-    p->marked = calloc(nnodes / 8 + 1, 1);
-    if (!p->val || !p->id || !p->base || !p->sig || !p->size || !p->prev || !p->back ||
-        !p->dirty || !p->marked) {
+    if (!p->val || !p->id || !p->base || !p->sig || !p->size || !p->prev || !p->back) {
         vr_profile_free(p);
         return -ENOMEM;
     }
@@ -65,18 +59,7 @@ void vr_profile_free(struct vr_profile *p)
     free(p->size);
     free(p->prev);
     free(p->back);
-    free(p->dirty);
-    free(p->marked);
     free(p);
-}
-
-void vr_profile_touch(struct vr_profile *p, size_t node)
-{
-    uint8_t bit = (uint8_t)(1u << (node % 8));
-    if (p->marked[node / 8] & bit)
-        return;
-    p->marked[node / 8] |= bit;
-    p->dirty[p->ndirty++] = (uint32_t)node;
 }
 
 unsigned vr_profile_launches(const struct vr_profile *p)
@@ -131,22 +114,19 @@ static void observe_node(struct vr_profile *p, const struct vr_node *n, bool fir
     }
 }
 
-/* The first launch reads every node; later ones only the nodes the program
- * changed since (the others hold the words already compared): a profile
- * launch costs O(changed nodes). */
+/* Every profiled launch reads every node: a node the program did not re-set
+ * may still point at a new allocation (a buffer freed and re-allocated at
+ * the same address between launches changes no byte of the node). Only
+ * VAREMAP_PROFILE_LAUNCHES launches pay this. */
 void vr_profile_observe(struct vr_profile *p, const struct vr_nodes *ns)
 {
     if (p->launches == 0) {
         for (size_t i = 0; i < ns->n; i++)
             observe_node(p, &ns->v[i], true);
     } else {
-        for (size_t i = 0; i < p->ndirty; i++)
-            if (p->dirty[i] < ns->n)
-                observe_node(p, &ns->v[p->dirty[i]], false);
+        for (size_t i = 0; i < ns->n; i++)
+            observe_node(p, &ns->v[i], false);
     }
-    for (size_t i = 0; i < p->ndirty; i++)
-        p->marked[p->dirty[i] / 8] = 0;
-    p->ndirty = 0;
     p->launches++;
 }
 

@@ -29,16 +29,11 @@ struct vr_profile;
  * then worth a slice whatever its anchors. */
 void vr_profile_configure(bool variants);
 
-int vr_profile_new(struct vr_profile **out, size_t nwords, size_t nnodes);
+int vr_profile_new(struct vr_profile **out, size_t nwords);
 void vr_profile_free(struct vr_profile *p);
 unsigned vr_profile_launches(const struct vr_profile *p);
 
-/* The program changed node `node`'s intended words (index into the exec's
- * nodes): the next launch reads them again. */
-void vr_profile_touch(struct vr_profile *p, size_t node);
-
-/* One successful launch: reads every node's intended words the first time,
- * then those of the touched nodes. */
+/* One successful launch: reads every node's intended words. */
 void vr_profile_observe(struct vr_profile *p, const struct vr_nodes *ns);
 
 struct vr_decision {

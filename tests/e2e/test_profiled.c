@@ -382,6 +382,21 @@ Test(profiled, execs_cycles_rebind)
     execs_cycles("cycles_rb", "rebind");
 }
 
+/* Two execs of one graph under the mixed pattern (a buffer re-allocated
+ * every step, often at the same address): a node whose bytes did not
+ * change may point at a new allocation, so every profiled launch must read
+ * every node (reading only the nodes the program re-set crashed here: a
+ * kernel read an unmapped slice; gpu-check --sim's graph_procaddr row). */
+Test(profiled, mixed_two_execs)
+{
+    static const char *const args[] = { "--pattern", "mixed", "--execs", "2", "--bytes", BIG,
+                                        NULL };
+    struct pair p;
+    compare(&p, "mixed_execs", "graph_procaddr", args, "profiled", NULL);
+    cr_assert_eq(vr_log_count(&p.shim.log, "profile_decision"), 2);
+    pair_free(&p);
+}
+
 /* (i) observe decides but changes nothing the driver sees. */
 Test(profiled, observe)
 {
