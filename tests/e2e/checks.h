@@ -3,6 +3,7 @@
 #define VR_CHECKS_H
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "harness.h"
@@ -34,6 +35,37 @@ static inline void run_ok(struct vr_run *r, const char *tag, const char *app,
     cr_assert_eq(vr_count_lines(&r->proc.out, ""), 1, "%s: stdout is not one line:\n%s", tag,
                  r->proc.out.p);
     cr_assert(vr_sim_ok(&r->stats), "%s: no simcuda call counts (SIMCUDA_STATS)", tag);
+}
+
+/* APP --case WHICH without and with the shim: both exit 0 (142: the app's
+ * alarm, a hang) with the same stdout; the run with the shim is kept. */
+static inline void case_pair(const char *app, const char *which, struct vr_run *shim)
+{
+    const char *args[] = {"--case", which, NULL};
+    char t1[64], t2[64];
+    struct vr_run plain;
+    snprintf(t1, sizeof t1, "%s_plain", which);
+    snprintf(t2, sizeof t2, "%s_shim", which);
+    cr_assert_eq(vr_run_app(t1, app, args, 0, NULL, &plain), 0);
+    cr_assert_eq(plain.proc.status, 0, "%s without the shim: %s", which, plain.proc.err.p);
+    cr_assert_eq(vr_run_app(t2, app, args, VR_RUN_SHIM, NULL, shim), 0);
+    cr_assert_eq(shim->proc.status, 0, "%s with the shim (status %d; 142 = hung): %s", which,
+                 shim->proc.status, shim->proc.err.p);
+    cr_assert_str_eq(plain.proc.out.p, shim->proc.out.p);
+    vr_run_free(&plain);
+}
+
+/* graph_bench's `"checksum": "..."` into out (cap bytes, NUL-terminated). */
+static inline void bench_checksum(const char *tag, const char *stdout_text, char *out, size_t cap)
+{
+    const char *c = strstr(stdout_text, "\"checksum\": \"");
+    cr_assert(c, "%s: no checksum in:\n%s", tag, stdout_text);
+    c += strlen("\"checksum\": \"");
+    size_t n = 0;
+    while (c[n] && c[n] != '"' && n + 1 < cap)
+        n++;
+    memcpy(out, c, n);
+    out[n] = '\0';
 }
 
 /* Every output byte and the final line must match. */

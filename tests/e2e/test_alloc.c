@@ -431,13 +431,7 @@ static void gb_run(struct gb *b, const char *tag, const char *pattern, const cha
     cr_assert_eq(b->proc.status, 0, "%s: graph_bench exited with %d (3: wrong values): %s", tag,
                  b->proc.status, b->proc.err.p);
     cr_assert(vr_read_file(vr_tmp_path(name), &b->stats), "%s: no SIMCUDA_STATS", tag);
-    const char *c = strstr(b->proc.out.p, "\"checksum\": \"");
-    cr_assert(c, "%s: no checksum in:\n%s", tag, b->proc.out.p);
-    c += strlen("\"checksum\": \"");
-    size_t n = 0;
-    while (c[n] && c[n] != '"' && n + 1 < sizeof b->checksum)
-        n++;
-    memcpy(b->checksum, c, n);
+    bench_checksum(tag, b->proc.out.p, b->checksum, sizeof b->checksum);
 }
 
 static void gb_free(struct gb *b)

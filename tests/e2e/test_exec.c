@@ -12,18 +12,7 @@ TestSuite(exec, .init = vr_tmp_setup, .fini = vr_tmp_teardown);
  * "ok". */
 static void edge(const char *which, struct vr_run *shim)
 {
-    const char *args[] = {"--case", which, NULL};
-    char t1[64], t2[64];
-    struct vr_run plain;
-    snprintf(t1, sizeof t1, "%s_plain", which);
-    snprintf(t2, sizeof t2, "%s_shim", which);
-    cr_assert_eq(vr_run_app(t1, "exec_edge", args, 0, NULL, &plain), 0);
-    cr_assert_eq(plain.proc.status, 0, "%s without the shim: %s", which, plain.proc.err.p);
-    cr_assert_eq(vr_run_app(t2, "exec_edge", args, VR_RUN_SHIM, NULL, shim), 0);
-    cr_assert_eq(shim->proc.status, 0, "%s with the shim (status %d; 142 = hung): %s", which,
-                 shim->proc.status, shim->proc.err.p);
-    cr_assert_str_eq(plain.proc.out.p, shim->proc.out.p);
-    vr_run_free(&plain);
+    case_pair("exec_edge", which, shim);
 }
 
 static void selected_something(const struct vr_run *r)

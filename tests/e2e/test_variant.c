@@ -18,22 +18,11 @@ TestSuite(variant, .init = vr_tmp_setup, .fini = vr_tmp_teardown);
 
 static void probe(const char *which, struct vr_run *shim)
 {
-    const char *args[] = {"--case", which, NULL};
-    char t1[64], t2[64];
-    struct vr_run plain;
-    snprintf(t1, sizeof t1, "%s_plain", which);
-    snprintf(t2, sizeof t2, "%s_shim", which);
-    cr_assert_eq(vr_run_app(t1, "variant_probe", args, 0, NULL, &plain), 0);
-    cr_assert_eq(plain.proc.status, 0, "%s without the shim: %s", which, plain.proc.err.p);
-    cr_assert_eq(vr_run_app(t2, "variant_probe", args, VR_RUN_SHIM, NULL, shim), 0);
-    cr_assert_eq(shim->proc.status, 0, "%s with the shim (status %d; 142 = hung): %s", which,
-                 shim->proc.status, shim->proc.err.p);
-    cr_assert_str_eq(plain.proc.out.p, shim->proc.out.p);
+    case_pair("variant_probe", which, shim);
     /* The shim served it with a variant: a second instantiation. */
     cr_assert_geq(vr_sim_calls(&shim->stats, "cuGraphInstantiateWithFlags"), 2,
                   "no variant was made");
     cr_assert_eq(summary(shim, "rebind_waits"), 0);
-    vr_run_free(&plain);
 }
 
 Test(variant, launch_on_another_stream_waits_for_the_previous_one)
@@ -149,13 +138,7 @@ static void bench_env(struct bench *b, const char *tag, const char *pattern, con
         snprintf(name, sizeof name, "%s.log", tag);
         cr_assert(vr_read_file(vr_tmp_path(name), &b->log), "%s: no log", tag);
     }
-    const char *c = strstr(b->proc.out.p, "\"checksum\": \"");
-    cr_assert(c, "%s: no checksum in:\n%s", tag, b->proc.out.p);
-    c += strlen("\"checksum\": \"");
-    size_t n = 0;
-    while (c[n] && c[n] != '"' && n + 1 < sizeof b->checksum)
-        n++;
-    memcpy(b->checksum, c, n);
+    bench_checksum(tag, b->proc.out.p, b->checksum, sizeof b->checksum);
 }
 
 static void bench(struct bench *b, const char *tag, const char *pattern, const char *nodes,
