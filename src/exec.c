@@ -823,14 +823,6 @@ static inline __attribute__((always_inline)) int absorb(CUgraphExec exec, CUgrap
     return 0;
 }
 
-static inline __attribute__((always_inline)) int setparams(CUgraphExec exec, CUgraphNode node,
-                                                           enum vr_sp_entry entry,
-                                                           const void *params)
-{
-    return absorb(exec, node, entry, params) == 0 ? 0
-                                                  : setparams_rest(exec, node, entry, params);
-}
-
 /* One pair of functions per SetParams entry point (exec.h). */
 #define VR_SP_ENTRY(suffix, entry)                                                  \
     int vr_exec_absorb_##suffix(CUgraphExec exec, CUgraphNode node, const void *params) \
@@ -839,7 +831,7 @@ static inline __attribute__((always_inline)) int setparams(CUgraphExec exec, CUg
     }                                                                               \
     int vr_exec_setparams_##suffix(CUgraphExec exec, CUgraphNode node, const void *params) \
     {                                                                               \
-        return setparams(exec, node, entry, params);                                \
+        return setparams_rest(exec, node, entry, params);                           \
     }
 VR_SP_ENTRY(v1, VR_SP_V1)
 VR_SP_ENTRY(v2, VR_SP_V2)

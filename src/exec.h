@@ -45,8 +45,10 @@ void vr_exec_track(CUgraphExec exec, CUgraph graph, unsigned long long flags);
 int vr_exec_set_enabled(CUgraphExec exec, CUgraphNode node, unsigned enabled);
 
 /* One SetParams through entry point `entry`; params is the program's struct.
- * One function per entry point, so the hook's constant picks it at compile
- * time and the absorbed path does not test it. */
+ * Complete on its own, but it does not try the absorbed path's shortcut
+ * first: the exported wrapper has tried vr_exec_absorb_* already. One
+ * function per entry point, so the hook's constant picks it at compile time
+ * and the absorbed path does not test it. */
 int vr_exec_setparams_v1(CUgraphExec exec, CUgraphNode node, const void *params);
 int vr_exec_setparams_v2(CUgraphExec exec, CUgraphNode node, const void *params);
 int vr_exec_setparams_node(CUgraphExec exec, CUgraphNode node, const void *params);
