@@ -10,6 +10,9 @@
  * be set up prints SETUP-FAILED and the probe goes on. Exit status 0 unless
  * the context or module could not be made.
  */
+/* The plain names, as a program sees them (gpu-check builds every app with
+ * __CUDA_API_VERSION_INTERNAL, which would turn them into the v1 ABI). */
+#undef __CUDA_API_VERSION_INTERNAL
 #define VR_PROG "driver_probe"
 #include "vr_check.h"
 
