@@ -697,6 +697,18 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
     bool kernel = vr_call_decode(entry, params, &c);
     CUresult r;
 
+    if (!n && entry == VR_SP_NODE && params &&
+        ((const CUgraphNodeParams *)params)->type != CU_GRAPH_NODE_TYPE_KERNEL) {
+        /* Another node type's parameters: the variants get them too. */
+        struct vr_set set = {.kind = VR_SET_NODE, .params = params};
+        r = vr_set_issue(e->handle, node, &set);
+        if (r == CUDA_SUCCESS && e->vars) {
+            struct vr_var_ctx cx = var_ctx(e);
+            vr_variants_set_node(e->vars, &cx, node, &set);
+        }
+        note_forward(e, n, "not_kernel");
+        return vr_err_cu(r);
+    }
     if (!n || !n->layout || !kernel || e->state == ST_OBSERVED) {
         r = vr_forward_raw(e->handle, node, entry, params);
         if (r == CUDA_SUCCESS)
@@ -1323,7 +1335,22 @@ int vr_exec_set_enabled(CUgraphExec exec, CUgraphNode node, unsigned enabled)
         if (r == CUDA_SUCCESS && e->vars) {
             struct vr_node *n = vr_nodes_find(&e->ns, node);
             struct vr_var_ctx cx = var_ctx(e);
-            vr_variants_set_enabled(e->vars, &cx, n ? (size_t)(n - e->ns.v) : SIZE_MAX, enabled);
+            vr_variants_set_enabled(e->vars, &cx, n ? (size_t)(n - e->ns.v) : SIZE_MAX, node,
+                                    enabled);
+        }
+        vr_mutex_unlock(&e->lock);
+    }
+    return vr_err_cu(r);
+}
+
+int vr_exec_set_node(CUgraphExec exec, CUgraphNode node, const struct vr_set *set)
+{
+    struct vr_exec *e = cfg.mode == VR_MODE_OFF ? NULL : acquire(exec);
+    CUresult r = vr_set_issue(exec, node, set);
+    if (e) {
+        if (r == CUDA_SUCCESS && e->vars) {
+            struct vr_var_ctx cx = var_ctx(e);
+            vr_variants_set_node(e->vars, &cx, node, set);
         }
         vr_mutex_unlock(&e->lock);
     }

@@ -31,6 +31,7 @@
 
 #include "config.h"
 #include "node.h"
+#include "setters.h"
 #include "varemap/varemap.h"
 
 void vr_exec_configure(const struct vr_config *cfg);
@@ -43,6 +44,11 @@ void vr_exec_track(CUgraphExec exec, CUgraph graph, unsigned long long flags);
 /* cuGraphNodeSetEnabled through the shim: the program's exec and every
  * variant of it. */
 int vr_exec_set_enabled(CUgraphExec exec, CUgraphNode node, unsigned enabled);
+
+/* A setter of a node that is not a kernel (setters.h) through the shim: the
+ * program's exec, then every variant of it; the result is the driver's for
+ * the program's exec. */
+int vr_exec_set_node(CUgraphExec exec, CUgraphNode node, const struct vr_set *s);
 
 /* One SetParams through entry point `entry`; params is the program's struct.
  * Complete on its own, but it does not try the absorbed path's shortcut

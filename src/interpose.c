@@ -459,6 +459,69 @@ static CUresult vr_on_cuGraphNodeSetEnabled(CUgraphExec exec, CUgraphNode node, 
     return vr_err_to_cu(vr_exec_set_enabled(exec, node, enabled));
 }
 
+/* The other node setters: made on the program's exec, then on each of its
+ * variants (or the variants go); the program gets the driver's answer for
+ * its own exec. */
+static CUresult set_node(CUgraphExec exec, CUgraphNode node, struct vr_set s)
+{
+    return vr_err_to_cu(vr_exec_set_node(exec, node, &s));
+}
+
+static CUresult vr_on_cuGraphExecMemcpyNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                                     const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+    return set_node(exec, node, (struct vr_set){.kind = VR_SET_MEMCPY, .params = p, .ctx = ctx});
+}
+
+static CUresult vr_on_cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                                     const CUDA_MEMSET_NODE_PARAMS *p,
+                                                     CUcontext ctx)
+{
+    return set_node(exec, node, (struct vr_set){.kind = VR_SET_MEMSET, .params = p, .ctx = ctx});
+}
+
+static CUresult vr_on_cuGraphExecHostNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                                   const CUDA_HOST_NODE_PARAMS *p)
+{
+    return set_node(exec, node, (struct vr_set){.kind = VR_SET_HOST, .params = p});
+}
+
+static CUresult vr_on_cuGraphExecChildGraphNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                                         CUgraph child)
+{
+    return set_node(exec, node, (struct vr_set){.kind = VR_SET_CHILD, .child = child});
+}
+
+static CUresult vr_on_cuGraphExecEventRecordNodeSetEvent(CUgraphExec exec, CUgraphNode node,
+                                                         CUevent event)
+{
+    return set_node(exec, node, (struct vr_set){.kind = VR_SET_EVENT_RECORD, .event = event});
+}
+
+static CUresult vr_on_cuGraphExecEventWaitNodeSetEvent(CUgraphExec exec, CUgraphNode node,
+                                                       CUevent event)
+{
+    return set_node(exec, node, (struct vr_set){.kind = VR_SET_EVENT_WAIT, .event = event});
+}
+
+static CUresult vr_on_cuGraphExecExternalSemaphoresSignalNodeSetParams(
+    CUgraphExec exec, CUgraphNode node, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *p)
+{
+    return set_node(exec, node, (struct vr_set){.kind = VR_SET_SEM_SIGNAL, .params = p});
+}
+
+static CUresult vr_on_cuGraphExecExternalSemaphoresWaitNodeSetParams(
+    CUgraphExec exec, CUgraphNode node, const CUDA_EXT_SEM_WAIT_NODE_PARAMS *p)
+{
+    return set_node(exec, node, (struct vr_set){.kind = VR_SET_SEM_WAIT, .params = p});
+}
+
+static CUresult vr_on_cuGraphExecBatchMemOpNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                                         const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    return set_node(exec, node, (struct vr_set){.kind = VR_SET_BATCH, .params = p});
+}
+
 static CUresult vr_on_cuGraphExecDestroy(CUgraphExec exec)
 {
     return vr_err_to_cu(vr_exec_destroy(exec));

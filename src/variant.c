@@ -1,4 +1,5 @@
 #include "variant.h"
+#include "setters.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 #include "driver.h"
 #include "err.h"
 #include "log.h"
+#include "setters.h"
 #include "stats.h"
 
 /* ---- completion and order ------------------------------------------------ */
@@ -154,6 +156,29 @@ struct variant {
     uint64_t synced; /* the set's clock when its nodes were last brought up to date */
 };
 
+/* A node of another type than kernel (other_type()): its handle in the
+ * program's graph and in the clone, and what the program last set it to
+ * on its exec (made again on each variant made later). */
+struct other {
+    CUgraphNode orig, clone;
+    CUgraphNodeType type;
+    struct vr_set *last; /* NULL: as instantiated */
+    bool disabled;       /* cuGraphNodeSetEnabled(0) seen */
+};
+
+static int cmp_other(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)((const struct other *)a)->orig;
+    uintptr_t y = (uintptr_t)((const struct other *)b)->orig;
+    return x < y ? -1 : x > y;
+}
+
+static struct other *find_other(struct other *o, size_t n, CUgraphNode h)
+{
+    struct other key = {.orig = h};
+    return h ? bsearch(&key, o, n, sizeof *o, cmp_other) : NULL;
+}
+
 struct vr_variants {
     CUgraph clone;
     CUgraphNode *cnode;     /* per kernel node index: its node in the clone */
@@ -166,6 +191,8 @@ struct vr_variants {
     size_t nlog;
     uint8_t *in_log;
     uint8_t *disabled;      /* per node: cuGraphNodeSetEnabled(0) seen */
+    struct other *other;    /* the nodes of other types, sorted by handle */
+    size_t nother;
     unsigned long long flags;
     unsigned max, nv;       /* nv of v[1..cap-1] in use; v[0] is the program's exec */
     unsigned cap;           /* max, or up to twice that while every exec is busy */
@@ -178,24 +205,44 @@ struct vr_variants {
     struct variant v[VR_VARIANTS_MAX];
 };
 
-static bool varies(CUgraph graph)
+/* Node types whose every exec-mutating call is hooked (setters.h) and can
+ * be made again on a variant made later: their kept calls hold values only.
+ * Not varied: memory allocation and free nodes (an allocation must never
+ * exist twice), child graphs (a kept call would have to own a clone of the
+ * program's graph, and kernels inside one are not the shim's to translate),
+ * conditional nodes (their bodies are set from the device), external
+ * semaphores and batch memops (the simulated driver has none to test with). */
+static bool other_type(CUgraphNodeType t)
 {
+    return t == CU_GRAPH_NODE_TYPE_MEMCPY || t == CU_GRAPH_NODE_TYPE_MEMSET ||
+           t == CU_GRAPH_NODE_TYPE_HOST || t == CU_GRAPH_NODE_TYPE_EVENT_RECORD ||
+           t == CU_GRAPH_NODE_TYPE_WAIT_EVENT;
+}
+
+/* Whether graph may be varied; then *others (malloc'd, sorted by handle)
+ * holds its nodes of other_type(), *nothers of them. */
+static bool varies(CUgraph graph, struct other **others, size_t *nothers)
+{
+    *others = NULL;
+    *nothers = 0;
     size_t n = 0;
     if (vr_real.cuGraphGetNodes(graph, NULL, &n) != CUDA_SUCCESS)
         return false;
     CUgraphNode *all = malloc((n ? n : 1) * sizeof *all);
-    if (!all)
+    struct other *o = calloc(n ? n : 1, sizeof *o);
+    if (!all || !o) {
+        free(all);
+        free(o);
         return false;
+    }
+    size_t no = 0;
     bool ok = vr_real.cuGraphGetNodes(graph, all, &n) == CUDA_SUCCESS;
     for (size_t i = 0; ok && i < n; i++) {
         CUgraphNodeType t;
-        /* Kernel and empty nodes only: every call that changes them on an
-         * exec is hooked and replayed on the variants. Other types have
-         * exec-mutating entry points of their own (memset, memcpy, host,
-         * child graph, events, semaphores) that the shim does not intercept;
-         * memory allocation nodes must never exist twice. */
         ok = vr_real.cuGraphNodeGetType(all[i], &t) == CUDA_SUCCESS &&
-             (t == CU_GRAPH_NODE_TYPE_KERNEL || t == CU_GRAPH_NODE_TYPE_EMPTY);
+             (t == CU_GRAPH_NODE_TYPE_KERNEL || t == CU_GRAPH_NODE_TYPE_EMPTY || other_type(t));
+        if (ok && other_type(t))
+            o[no++] = (struct other){.orig = all[i], .type = t};
         /* A device-updatable node forbids a second instantiation and is
          * changed where the shim cannot see it. A driver without the entry
          * point has no such nodes. */
@@ -207,20 +254,33 @@ static bool varies(CUgraph graph)
                  !v.deviceUpdatableKernelNode.deviceUpdatable;
     }
     free(all);
-    return ok;
+    if (!ok) {
+        free(o);
+        return false;
+    }
+    qsort(o, no, sizeof *o, cmp_other);
+    *others = o;
+    *nothers = no;
+    return true;
 }
 
 int vr_variants_new(struct vr_variants **out, CUgraph graph, const struct vr_nodes *ns,
                     unsigned max, unsigned long long flags)
 {
     *out = NULL;
+    struct other *others;
+    size_t nothers;
     if (max < 2 || !vr_real.cuGraphClone || !vr_real.cuGraphNodeFindInClone ||
         (flags & ~(unsigned long long)CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY) ||
-        !varies(graph))
+        !varies(graph, &others, &nothers))
         return 0;
     struct vr_variants *vs = calloc(1, sizeof *vs);
-    if (!vs)
+    if (!vs) {
+        free(others);
         return -ENOMEM;
+    }
+    vs->other = others;
+    vs->nother = nothers;
     vs->max = max > VR_VARIANTS_MAX ? VR_VARIANTS_MAX : max;
     vs->cap = 2 * vs->max > VR_VARIANTS_MAX ? VR_VARIANTS_MAX : 2 * vs->max;
     vs->flags = flags;
@@ -241,6 +301,13 @@ int vr_variants_new(struct vr_variants **out, CUgraph graph, const struct vr_nod
     vs->clock = 1;
     for (size_t i = 0; i < ns->n; i++) {
         if (vr_real.cuGraphNodeFindInClone(&vs->cnode[i], ns->v[i].handle, vs->clone) !=
+            CUDA_SUCCESS) {
+            vr_variants_free(vs, NULL);
+            return -EINVAL;
+        }
+    }
+    for (size_t i = 0; i < vs->nother; i++) {
+        if (vr_real.cuGraphNodeFindInClone(&vs->other[i].clone, vs->other[i].orig, vs->clone) !=
             CUDA_SUCCESS) {
             vr_variants_free(vs, NULL);
             return -EINVAL;
@@ -287,6 +354,9 @@ void vr_variants_free(struct vr_variants *vs, const struct vr_var_ctx *cx)
     free(vs->log);
     free(vs->in_log);
     free(vs->weight);
+    for (size_t i = 0; i < vs->nother; i++)
+        vr_set_free(vs->other[i].last);
+    free(vs->other);
     free(vs);
 }
 
@@ -439,6 +509,14 @@ static int create(struct vr_variants *vs, const struct vr_var_ctx *cx, bool *vmm
         if (vs->disabled[i] && vr_real.cuGraphNodeSetEnabled(p->handle, vs->cnode[i], 0) !=
                                    CUDA_SUCCESS)
             rc = -EIO;
+    /* The other nodes as the program last set them on its exec. */
+    for (size_t i = 0; rc == 0 && i < vs->nother; i++) {
+        const struct other *o = &vs->other[i];
+        if ((o->last && vr_set_issue(p->handle, o->clone, o->last) != CUDA_SUCCESS) ||
+            (o->disabled &&
+             vr_real.cuGraphNodeSetEnabled(p->handle, o->clone, 0) != CUDA_SUCCESS))
+            rc = -EIO;
+    }
     if (rc == 0)
         rc = sync_nodes(vs, cx, p);
     if (rc != 0) {
@@ -646,17 +724,56 @@ void vr_variants_reaccess(struct vr_variants *vs)
 }
 
 void vr_variants_set_enabled(struct vr_variants *vs, const struct vr_var_ctx *cx, size_t i,
-                             unsigned enabled)
+                             CUgraphNode node, unsigned enabled)
 {
     if (!vs)
         return;
-    if (i >= vs->n) {
+    CUgraphNode h;
+    struct other *o = NULL;
+    if (i < vs->n) {
+        vs->disabled[i] = enabled == 0;
+        h = vs->cnode[i];
+    } else if ((o = find_other(vs->other, vs->nother, node))) {
+        o->disabled = enabled == 0;
+        h = o->clone;
+    } else {
         vr_variants_drop(vs, cx, true);
         return;
     }
-    vs->disabled[i] = enabled == 0;
     for (unsigned k = 1; k < vs->cap; k++)
         if (vs->v[k].handle &&
-            vr_real.cuGraphNodeSetEnabled(vs->v[k].handle, vs->cnode[i], enabled) != CUDA_SUCCESS)
+            vr_real.cuGraphNodeSetEnabled(vs->v[k].handle, h, enabled) != CUDA_SUCCESS)
             drop_one(vs, cx, k);
+}
+
+void vr_variants_set_node(struct vr_variants *vs, const struct vr_var_ctx *cx, CUgraphNode node,
+                          const struct vr_set *set)
+{
+    if (!vr_variants_usable(vs))
+        return;
+    struct other *o = find_other(vs->other, vs->nother, node);
+    struct vr_set *kept = NULL;
+    int rc = !o || o->type != vr_set_type(set) ? -EINVAL : vr_set_keep(&kept, set);
+    if (rc != 0) {
+        vr_warn("a node setter the variants cannot replay (%d): this exec is not varied again",
+                rc);
+        vr_variants_drop(vs, cx, true);
+        return;
+    }
+    vr_set_free(o->last);
+    o->last = kept;
+    for (unsigned k = 1; k < vs->cap; k++) {
+        if (!vs->v[k].handle)
+            continue;
+        CUresult r = vr_set_issue(vs->v[k].handle, o->clone, kept);
+        if (r != CUDA_SUCCESS) {
+            /* The program's exec took it: the variants can no longer be
+             * trusted to hold what it holds. */
+            vr_warn("a variant refused a node setter the program's exec took (%d): this exec "
+                    "is not varied again",
+                    (int)r);
+            vr_variants_drop(vs, cx, true);
+            return;
+        }
+    }
 }

@@ -106,7 +106,8 @@ struct vr_var_ctx {
 
 /* At instantiation, for an exec that may be varied (max > 1, no
  * instantiation flag but node priorities: never device launch): clones
- * graph when it holds only kernel and empty nodes, none device-updatable.
+ * graph when it holds only kernel (none device-updatable), empty, memcpy,
+ * memset, host and event record/wait nodes.
  * Returns 0 or a negative code; *out NULL: never varied. */
 int vr_variants_new(struct vr_variants **out, CUgraph graph, const struct vr_nodes *ns,
                     unsigned max, unsigned long long flags);
@@ -145,9 +146,19 @@ bool vr_variants_holds(const struct vr_variants *vs, uint64_t id);
 void vr_variants_reaccess(struct vr_variants *vs);
 
 /* cuGraphNodeSetEnabled succeeded on the program's exec: the same on every
- * variant; node index i (or SIZE_MAX: not a kernel node the shim knows,
- * which freezes the set). */
+ * variant, and on those made later; kernel node index i, or SIZE_MAX and the
+ * program's node handle (a node of another type; one the set does not know
+ * freezes it). */
 void vr_variants_set_enabled(struct vr_variants *vs, const struct vr_var_ctx *cx, size_t i,
-                             unsigned enabled);
+                             CUgraphNode node, unsigned enabled);
+
+struct vr_set;
+/* A setter of a node that is not a kernel (setters.h) succeeded on the
+ * program's exec for its node `node`: the same call on every variant's
+ * node, kept for the variants made later. A node the set does not know, a
+ * call it cannot keep, or a variant refusing what the program's exec took:
+ * the variants go, and none is made again. */
+void vr_variants_set_node(struct vr_variants *vs, const struct vr_var_ctx *cx, CUgraphNode node,
+                          const struct vr_set *set);
 
 #endif

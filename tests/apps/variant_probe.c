@@ -35,6 +35,14 @@
  *                   the end pointer is X's end), then Y[step % 2] = 2 * X;
  *                   X fills its slice exactly, so its end equals the start of
  *                   Y's slice, which changes at every step. `--steps N`.
+ *   --case nodes    another graph, with nodes of other types: memset
+ *                   T = m[step]; A += 0.5 * T; A += C[step % 2]; memcpy 16
+ *                   bytes of (step % 3 ? A : T) into H row `step`; a host
+ *                   node notes the step in notes[step]. Every step changes
+ *                   the memset's value, the memcpy's source and destination
+ *                   and the host node's userData with cuGraphExec*SetParams
+ *                   on the program's exec, and launches on stream[step % 2]:
+ *                   every variant must hold every change. `--steps N`.
  */
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -128,6 +136,124 @@ static CUDA_KERNEL_NODE_PARAMS params(const struct node *n)
     return p;
 }
 
+static int note_clock;
+
+static void CUDA_CB note(void *p)
+{
+    *(int *)p = ++note_clock;
+}
+
+static int nodes(unsigned steps)
+{
+    CUfunction axpy, add;
+    CK(cuModuleGetFunction(&axpy, mod, "vr_axpy_f32"));
+    CK(cuModuleGetFunction(&add, mod, "vr_add_f32"));
+    const float cval[2] = {0.5f, -0.25f};
+    CUdeviceptr a = buffer(1.0f), t = buffer(0.0f), c[2] = {buffer(cval[0]), buffer(cval[1])};
+    CUdeviceptr h;
+    size_t hbytes = (size_t)steps * 16;
+    CK(cuMemAlloc_v2(&h, hbytes)); /* small: never a slice */
+    CK(cuMemsetD8_v2(h, 0, hbytes));
+    int *notes = calloc(steps, sizeof *notes);
+    float *want_h = calloc((size_t)steps * 4, sizeof *want_h);
+    if (!notes || !want_h)
+        die("calloc", CUDA_ERROR_OUT_OF_MEMORY);
+    CUdeviceptr cin = c[0];
+    float half = 0.5f;
+    unsigned long long n = N;
+    void *kp0[] = {&a, &t, &half, &n};
+    void *kp1[] = {&a, &a, &cin, &n};
+    struct node nd[2] = {{NULL, axpy, kp0}, {NULL, add, kp1}};
+    CUcontext ctx;
+    CK(cuCtxGetCurrent(&ctx));
+
+    CUDA_MEMSET_NODE_PARAMS ms;
+    memset(&ms, 0, sizeof ms);
+    ms.dst = t, ms.elementSize = 4, ms.width = N, ms.height = 1;
+    CUDA_MEMCPY3D cp;
+    memset(&cp, 0, sizeof cp);
+    cp.srcMemoryType = cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    cp.srcDevice = a, cp.dstDevice = h, cp.WidthInBytes = 16, cp.Height = cp.Depth = 1;
+    CUDA_HOST_NODE_PARAMS hp = {note, &notes[0]};
+
+    CUgraph g;
+    CUgraphNode m, k0, k1, p, hn;
+    CK(cuGraphCreate(&g, 0));
+    CK(cuGraphAddMemsetNode(&m, g, NULL, 0, &ms, ctx));
+    CUDA_KERNEL_NODE_PARAMS kp = params(&nd[0]);
+    CK(cuGraphAddKernelNode_v2(&k0, g, &m, 1, &kp));
+    kp = params(&nd[1]);
+    CK(cuGraphAddKernelNode_v2(&k1, g, &k0, 1, &kp));
+    CK(cuGraphAddMemcpyNode(&p, g, &k1, 1, &cp, ctx));
+    CK(cuGraphAddHostNode(&hn, g, &p, 1, &hp));
+    nd[0].h = k0, nd[1].h = k1;
+    CUgraphExec ex;
+    CK(cuGraphInstantiateWithFlags(&ex, g, 0));
+    CK(cuGraphDestroy(g));
+
+    float ha = 1.0f;
+    for (unsigned s = 0; s < steps; s++) {
+        float mval = (float)((s * 7) % 5);
+        union { float f; unsigned u; } mv = {mval};
+        ms.value = mv.u;
+        CK(cuGraphExecMemsetNodeSetParams(ex, m, &ms, ctx));
+        cp.srcDevice = s % 3 ? a : t;
+        cp.dstDevice = h + (CUdeviceptr)s * 16;
+        CK(cuGraphExecMemcpyNodeSetParams(ex, p, &cp, ctx));
+        hp.userData = &notes[s];
+        CK(cuGraphExecHostNodeSetParams(ex, hn, &hp));
+        cin = c[s % 2];
+        for (int i = 0; i < 2; i++) {
+            CUDA_KERNEL_NODE_PARAMS q = params(&nd[i]);
+            CK(cuGraphExecKernelNodeSetParams_v2(ex, nd[i].h, &q));
+        }
+        CK(cuGraphLaunch(ex, st[s % 2]));
+        if (s < WARM)
+            CK(cuCtxSynchronize());
+        ha += 0.5f * mval;
+        ha += cval[s % 2];
+        for (int j = 0; j < 4; j++)
+            want_h[s * 4 + j] = s % 3 ? ha : mval;
+    }
+    CK(cuCtxSynchronize());
+    float *got_h = malloc(hbytes);
+    if (!got_h)
+        die("malloc", CUDA_ERROR_OUT_OF_MEMORY);
+    CK(cuMemcpyDtoH_v2(got_h, h, hbytes));
+    int bad = 0;
+    for (unsigned s = 0; s < steps && !bad; s++) {
+        if (notes[s] != (int)s + 1) {
+            fprintf(stderr, "variant_probe nodes: step %u noted %d\n", s, notes[s]);
+            bad = 1;
+        }
+        if (memcmp(&got_h[s * 4], &want_h[s * 4], 16)) {
+            fprintf(stderr, "variant_probe nodes: step %u copied %g, want %g\n", s,
+                    (double)got_h[s * 4], (double)want_h[s * 4]);
+            bad = 1;
+        }
+    }
+    for (size_t i = 0; i < N && !bad; i += 65537)
+        if (read1(a, i) != ha) {
+            fprintf(stderr, "variant_probe nodes: A[%zu]=%g, want %g\n", i, (double)read1(a, i),
+                    (double)ha);
+            bad = 1;
+        }
+    unsigned long long sum = 0;
+    for (size_t i = 0; i < (size_t)steps * 4; i++) {
+        unsigned u;
+        memcpy(&u, &got_h[i], 4);
+        sum = sum * 31 + u;
+    }
+    CK(cuGraphExecDestroy(ex));
+    free(notes);
+    free(want_h);
+    free(got_h);
+    if (bad)
+        return 1;
+    printf("ok nodes A=%a H=%llx steps=%u\n", (double)ha, sum, steps);
+    return 0;
+}
+
 static int range(unsigned steps)
 {
     CUfunction sum, scale;
@@ -187,11 +313,11 @@ int main(int argc, char **argv)
     alarm(30); /* a hang is a failure with a name */
     bool order = !strcmp(case_name, "order"), enable = !strcmp(case_name, "enable");
     bool degrade = !strcmp(case_name, "degrade"), ranged = !strcmp(case_name, "range");
-    bool upload = !strcmp(case_name, "upload");
+    bool upload = !strcmp(case_name, "upload"), other = !strcmp(case_name, "nodes");
     const char *path = getenv("VR_PTX");
     char *ptx = path ? vr_read_text(path) : NULL;
-    if (!ptx || (!order && !enable && !degrade && !ranged && !upload)) {
-        fprintf(stderr, "usage: VR_PTX=... variant_probe --case order|enable|degrade|range|upload "
+    if (!ptx || (!order && !enable && !degrade && !ranged && !upload && !other)) {
+        fprintf(stderr, "usage: VR_PTX=... variant_probe --case order|enable|degrade|range|upload|nodes "
                         "[--steps N]\n");
         return 2;
     }
@@ -207,6 +333,8 @@ int main(int argc, char **argv)
         CK(cuStreamCreate(&st[i], CU_STREAM_NON_BLOCKING));
     if (ranged)
         return range(steps);
+    if (other)
+        return nodes(steps);
     CUfunction scale, add;
     CK(cuModuleGetFunction(&scale, mod, "vr_scale_f32"));
     CK(cuModuleGetFunction(&add, mod, "vr_add_f32"));

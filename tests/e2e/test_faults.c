@@ -78,6 +78,12 @@ static const struct call calls[] = {
     { "cuGraphKernelNodeGetAttribute", false },
     { "cuGraphInstantiateWithFlags", false },
     { "cuStreamWaitEvent", false },
+    /* node setters made again on variants (setters.c): graph_linked's graph
+     * has kernel nodes only, so these cells check that a fault there leaves
+     * a kernel-only program alone; e2e_variant's `nodes` case reaches them */
+    { "cuGraphExecMemsetNodeSetParams", false },
+    { "cuGraphExecMemcpyNodeSetParams", false },
+    { "cuGraphExecHostNodeSetParams", false },
     /* start-up and logging */
     { "cuDriverGetVersion", false },
     { "cuGetErrorName", false },

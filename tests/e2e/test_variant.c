@@ -53,6 +53,25 @@ Test(variant, node_enabled_state_reaches_every_variant)
     vr_run_free(&shim);
 }
 
+/* A graph with memset, memcpy and host nodes besides its kernels is varied;
+ * the program changes the memset's value, the memcpy's source and
+ * destination and the host node's userData on its exec before every
+ * launch: each variant must get every change (made on it at once, or
+ * replayed when it is made later). */
+Test(variant, node_setters_reach_every_variant)
+{
+    struct vr_run shim;
+    probe("nodes", &shim);
+    /* 40 calls by the program each, and more made on the variant. */
+    static const char *const setters[] = {"cuGraphExecMemsetNodeSetParams",
+                                          "cuGraphExecMemcpyNodeSetParams",
+                                          "cuGraphExecHostNodeSetParams"};
+    for (size_t i = 0; i < 3; i++)
+        cr_assert_gt(vr_sim_calls(&shim.stats, setters[i]), 40, "%s was not made on a variant",
+                     setters[i]);
+    vr_run_free(&shim);
+}
+
 /* An end pointer of a buffer that fills its slice equals the next slice's
  * start: when that next slice is rebound, the node holding the end pointer
  * means what it did and must not be sent again (nor pushed to the

@@ -184,11 +184,24 @@ typedef void (*sim_kernel_fn)(const unsigned char *args);
 
 struct sim_kernel_impl;
 
+/* The work of a graph node that is not a kernel, run in its place. */
+struct sim_work {
+    int kind;          /* SIM_OP_COPY, SIM_OP_SET8/16/32 (rows of n elements, pitch
+                        * bytes apart), SIM_OP_HOST */
+    void *dst;
+    const void *src;
+    size_t n, rows, pitch;
+    uint32_t value;
+    CUhostFn fn;
+    void *arg;
+};
+
 struct sim_kcall {
-    sim_kernel_fn fn;
+    sim_kernel_fn fn;  /* NULL: a graph's other node: w */
     const unsigned char *args;
     const struct sim_kernel_impl *impl;
     size_t argsize;
+    struct sim_work w;
 };
 
 enum sim_op_kind {
@@ -196,6 +209,7 @@ enum sim_op_kind {
     SIM_OP_KERNELS,   /* one launch or a whole graph launch: calls in order */
     SIM_OP_COPY,
     SIM_OP_SET8,
+    SIM_OP_SET16,      /* graph memset nodes only */
     SIM_OP_SET32,
     SIM_OP_EVENT,
     SIM_OP_FREE,      /* stream-ordered cuMemFreeAsync */
@@ -336,7 +350,44 @@ void sim_mem_live(long *mappings, long *handles, long *reservations, long *alloc
 /* Release a native allocation queued by cuMemFreeAsync (stream worker). */
 void sim_mem_free_now(uintptr_t base);
 
+/* Events as graph nodes use them (sim_stream.c): a referenced event, or
+ * NULL for a handle that names none. */
+struct sim_event *sim_event_ref(CUevent h);
+void sim_event_unref(struct sim_event *e);
+/* What waiting on e now means: false when it was never recorded. */
+bool sim_event_dep(struct sim_event *e, struct sim_dep *d);
+/* Records e in s after the work queued there so far. */
+CUresult sim_event_record_in(struct sim_event *e, struct sim_stream *s);
+/* Runs one work item of a graph launch (sim_stream.c). */
+void sim_work_run(const struct sim_work *w);
+
 /* ---- graphs ----------------------------------------------------------- */
+
+/* A graph node that is not a kernel or empty (sim_gnode.c): its parameters,
+ * validated as the driver does when the node is added or set. */
+struct sim_onode {
+    CUgraphNodeType type;
+    struct sim_ctx *ctx;       /* memcpy, memset: the context it runs in */
+    CUDA_MEMCPY3D cp;          /* memcpy: one-dimensional */
+    CUDA_MEMSET_NODE_PARAMS ms;
+    CUDA_HOST_NODE_PARAMS host;
+    struct sim_event *ev;      /* event record / wait: referenced */
+};
+
+CUresult sim_onode_memcpy(struct sim_onode *o, const CUDA_MEMCPY3D *p, CUcontext ctx);
+CUresult sim_onode_memset(struct sim_onode *o, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx);
+CUresult sim_onode_host(struct sim_onode *o, const CUDA_HOST_NODE_PARAMS *p);
+CUresult sim_onode_event(struct sim_onode *o, CUgraphNodeType type, CUevent e);
+/* The node parameters of a generic CUgraphNodeParams (memcpy, memset, host,
+ * events; other types CUDA_ERROR_NOT_SUPPORTED). */
+CUresult sim_onode_generic(struct sim_onode *o, const CUgraphNodeParams *p);
+/* May an exec's node holding `from` be set to `to` (cuGraphExec*SetParams)? */
+CUresult sim_onode_exec_check(const struct sim_onode *from, const struct sim_onode *to);
+void sim_onode_copy(struct sim_onode *dst, const struct sim_onode *src);
+void sim_onode_clear(struct sim_onode *o);
+/* The work of a memcpy, memset or host node. */
+void sim_onode_work(const struct sim_onode *o, struct sim_work *w);
+
 
 struct sim_graph;
 struct sim_graph *sim_graph_new(void);

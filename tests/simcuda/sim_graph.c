@@ -1,5 +1,6 @@
 /*
- * simcuda graphs: kernel and empty nodes, dependencies, executable graphs
+ * simcuda graphs: kernel, empty, memcpy, memset, host and event record/wait
+ * nodes (the others: sim_gnode.c), dependencies, executable graphs
  * (exec), O(1) exec node parameter updates, launches that snapshot the
  * exec's parameters, cuGraphExecUpdate.
  */
@@ -35,6 +36,7 @@ struct sim_node {
     uint32_t index;
     CUgraphNodeType type;
     struct knode k;
+    struct sim_onode o;     /* the other types' parameters */
     struct sim_node **deps; /* incoming edges, in the order added */
     size_t ndeps, depcap;
 };
@@ -52,6 +54,7 @@ struct xnode {
     CUgraphNodeType type;
     bool disabled;          /* cuGraphNodeSetEnabled */
     struct knode k;
+    struct sim_onode o;
     uint32_t *deps; /* sorted indices */
     size_t ndeps;
 };
@@ -64,8 +67,11 @@ struct sim_exec {
     struct xnode *nodes;
     uint32_t *slots;          /* open addressing: key -> index + 1 (0: empty) */
     size_t nslots;            /* power of two, > 2n */
-    uint32_t *order;          /* kernel nodes in dependency order */
+    uint32_t *order;          /* nodes with work (kernel, memcpy, memset, host) in
+                               * dependency order */
     size_t norder;
+    uint32_t *events;         /* event record and wait nodes */
+    size_t nevents;
     struct sim_stream *last_s; /* previous launch (referenced) */
     uint64_t last_seq;
 };
@@ -211,6 +217,7 @@ void sim_graph_free(struct sim_graph *g)
         struct sim_node *nd = g->nodes[i];
         sim_reg_del(nd);
         knode_clear(&nd->k);
+        sim_onode_clear(&nd->o);
         free(nd->deps);
         nd->deps = NULL;
         node_unref(nd);
@@ -261,8 +268,11 @@ static CUresult check_deps(struct sim_graph *g, const CUgraphNode *deps, size_t 
 }
 
 /* Under g->mu. */
+/* Under g->mu. o: the parameters of another type, owned by the node once
+ * added (the caller's to clear on failure). */
 static CUresult add_node(struct sim_graph *g, CUgraphNodeType type, const CUgraphNode *deps,
-                         size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *p, CUgraphNode *out)
+                         size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *p,
+                         const struct sim_onode *o, CUgraphNode *out)
 {
     CUresult r = check_deps(g, deps, ndeps);
     if (r)
@@ -297,6 +307,8 @@ static CUresult add_node(struct sim_graph *g, CUgraphNodeType type, const CUgrap
         g->nodes = v;
         g->cap = nc;
     }
+    if (o)
+        nd->o = *o;
     atomic_init(&nd->refs, 1);
     nd->graph = g;
     nd->graph_id = g->id;
@@ -311,7 +323,7 @@ CUresult sim_graph_add_kernel(struct sim_graph *g, const CUgraphNode *deps, size
                               const CUDA_KERNEL_NODE_PARAMS *p, CUgraphNode *out)
 {
     pthread_mutex_lock(&g->mu);
-    CUresult r = add_node(g, CU_GRAPH_NODE_TYPE_KERNEL, deps, ndeps, p, out);
+    CUresult r = add_node(g, CU_GRAPH_NODE_TYPE_KERNEL, deps, ndeps, p, NULL, out);
     pthread_mutex_unlock(&g->mu);
     return r;
 }
@@ -381,9 +393,13 @@ CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
                 p.kernelParams = k->argptrs;
         }
         CUgraphNode out;
+        struct sim_onode o;
+        sim_onode_copy(&o, &nd->o);
         pthread_mutex_lock(&c->mu);
-        r = add_node(c, nd->type, deps, nd->ndeps, &p, &out);
+        r = add_node(c, nd->type, deps, nd->ndeps, &p, &o, &out);
         pthread_mutex_unlock(&c->mu);
+        if (r)
+            sim_onode_clear(&o);
         free(deps);
     }
     pthread_mutex_unlock(&g->mu);
@@ -459,9 +475,154 @@ CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g->mu);
     CUresult r = add_node(g, CU_GRAPH_NODE_TYPE_EMPTY, dependencies, numDependencies, NULL,
-                          phGraphNode);
+                          NULL, phGraphNode);
     pthread_mutex_unlock(&g->mu);
     return r;
+}
+
+/* Adds a node of another type whose parameters `made` (a sim_onode_*
+ * result) produced. */
+static CUresult add_other(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, size_t n,
+                          struct sim_onode *o, CUresult made)
+{
+    SIM_CHECK_INIT();
+    struct sim_graph *g = graph_get(hg);
+    if (made == CUDA_SUCCESS && (!out || !g))
+        made = CUDA_ERROR_INVALID_VALUE;
+    if (made != CUDA_SUCCESS) {
+        if (made != CUDA_SUCCESS && o->type)
+            sim_onode_clear(o);
+        return made;
+    }
+    pthread_mutex_lock(&g->mu);
+    CUresult r = add_node(g, o->type, deps, n, NULL, o, out);
+    pthread_mutex_unlock(&g->mu);
+    if (r)
+        sim_onode_clear(o);
+    return r;
+}
+
+CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                              const CUgraphNode *dependencies, size_t numDependencies,
+                              const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    SIM_ENTER(cuGraphAddMemcpyNode);
+    SIM_CHECK_INIT();
+    struct sim_onode o = {0};
+    CUresult r = sim_onode_memcpy(&o, copyParams, ctx);
+    return add_other(phGraphNode, hGraph, dependencies, numDependencies, &o, r);
+}
+
+CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                              const CUgraphNode *dependencies, size_t numDependencies,
+                              const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+    SIM_ENTER(cuGraphAddMemsetNode);
+    SIM_CHECK_INIT();
+    struct sim_onode o = {0};
+    CUresult r = sim_onode_memset(&o, memsetParams, ctx);
+    return add_other(phGraphNode, hGraph, dependencies, numDependencies, &o, r);
+}
+
+CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                            const CUgraphNode *dependencies, size_t numDependencies,
+                            const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+    SIM_ENTER(cuGraphAddHostNode);
+    SIM_CHECK_INIT();
+    struct sim_onode o = {0};
+    CUresult r = sim_onode_host(&o, nodeParams);
+    return add_other(phGraphNode, hGraph, dependencies, numDependencies, &o, r);
+}
+
+CUresult cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                   const CUgraphNode *dependencies, size_t numDependencies,
+                                   CUevent event)
+{
+    SIM_ENTER(cuGraphAddEventRecordNode);
+    SIM_CHECK_INIT();
+    struct sim_onode o = {0};
+    CUresult r = sim_onode_event(&o, CU_GRAPH_NODE_TYPE_EVENT_RECORD, event);
+    return add_other(phGraphNode, hGraph, dependencies, numDependencies, &o, r);
+}
+
+CUresult cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                 const CUgraphNode *dependencies, size_t numDependencies,
+                                 CUevent event)
+{
+    SIM_ENTER(cuGraphAddEventWaitNode);
+    SIM_CHECK_INIT();
+    struct sim_onode o = {0};
+    CUresult r = sim_onode_event(&o, CU_GRAPH_NODE_TYPE_WAIT_EVENT, event);
+    return add_other(phGraphNode, hGraph, dependencies, numDependencies, &o, r);
+}
+
+/* A graph node's parameters of another type, copied out under its graph's
+ * lock; false when h is not a node of that type. */
+static bool other_get(CUgraphNode h, CUgraphNodeType type, struct sim_onode *o)
+{
+    struct sim_node *nd = node_get(h);
+    if (!nd || nd->type != type)
+        return false;
+    pthread_mutex_lock(&nd->graph->mu);
+    *o = nd->o;
+    pthread_mutex_unlock(&nd->graph->mu);
+    return true;
+}
+
+CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
+{
+    SIM_ENTER(cuGraphMemcpyNodeGetParams);
+    SIM_CHECK_INIT();
+    struct sim_onode o;
+    if (!nodeParams || !other_get(hNode, CU_GRAPH_NODE_TYPE_MEMCPY, &o))
+        return CUDA_ERROR_INVALID_VALUE;
+    *nodeParams = o.cp;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+    SIM_ENTER(cuGraphMemsetNodeGetParams);
+    SIM_CHECK_INIT();
+    struct sim_onode o;
+    if (!nodeParams || !other_get(hNode, CU_GRAPH_NODE_TYPE_MEMSET, &o))
+        return CUDA_ERROR_INVALID_VALUE;
+    *nodeParams = o.ms;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+    SIM_ENTER(cuGraphHostNodeGetParams);
+    SIM_CHECK_INIT();
+    struct sim_onode o;
+    if (!nodeParams || !other_get(hNode, CU_GRAPH_NODE_TYPE_HOST, &o))
+        return CUDA_ERROR_INVALID_VALUE;
+    *nodeParams = o.host;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
+{
+    SIM_ENTER(cuGraphEventRecordNodeGetEvent);
+    SIM_CHECK_INIT();
+    struct sim_onode o;
+    if (!event_out || !other_get(hNode, CU_GRAPH_NODE_TYPE_EVENT_RECORD, &o))
+        return CUDA_ERROR_INVALID_VALUE;
+    *event_out = (CUevent)o.ev;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
+{
+    SIM_ENTER(cuGraphEventWaitNodeGetEvent);
+    SIM_CHECK_INIT();
+    struct sim_onode o;
+    if (!event_out || !other_get(hNode, CU_GRAPH_NODE_TYPE_WAIT_EVENT, &o))
+        return CUDA_ERROR_INVALID_VALUE;
+    *event_out = (CUevent)o.ev;
+    return CUDA_SUCCESS;
 }
 
 static CUresult add_dependencies(CUgraph hg, const CUgraphNode *from, const CUgraphNode *to,
@@ -688,6 +849,7 @@ static void exec_free(struct sim_exec *x)
 {
     for (size_t i = 0; i < x->n; i++) {
         knode_clear(&x->nodes[i].k);
+        sim_onode_clear(&x->nodes[i].o);
         free(x->nodes[i].deps);
         if (x->nodes[i].key)
             node_unref(x->nodes[i].key);
@@ -695,6 +857,7 @@ static void exec_free(struct sim_exec *x)
     free(x->nodes);
     free(x->slots);
     free(x->order);
+    free(x->events);
     if (x->last_s)
         sim_stream_unref(x->last_s);
     pthread_mutex_destroy(&x->mu);
@@ -782,10 +945,11 @@ static CUresult instantiate(struct sim_graph *g, struct sim_exec **out, CUgraphN
     x->n = n;
     x->nodes = calloc(n ? n : 1, sizeof *x->nodes);
     x->order = malloc((n ? n : 1) * sizeof *x->order);
+    x->events = malloc((n ? n : 1) * sizeof *x->events);
     uint32_t *indeg = calloc(n ? n : 1, sizeof *indeg);
     uint32_t *queue = malloc((n ? n : 1) * sizeof *queue);
     CUresult r = CUDA_SUCCESS;
-    if (!x->nodes || !x->order || !indeg || !queue) {
+    if (!x->nodes || !x->order || !x->events || !indeg || !queue) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto fail;
     }
@@ -799,6 +963,9 @@ static CUresult instantiate(struct sim_graph *g, struct sim_exec **out, CUgraphN
             r = CUDA_ERROR_OUT_OF_MEMORY;
             goto fail;
         }
+        sim_onode_copy(&xn->o, &nd->o);
+        if (nd->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD || nd->type == CU_GRAPH_NODE_TYPE_WAIT_EVENT)
+            x->events[x->nevents++] = (uint32_t)i;
         indeg[i] = (uint32_t)nd->ndeps;
         atomic_fetch_add(&nd->refs, 1);
         xn->key = nd;
@@ -815,7 +982,9 @@ static CUresult instantiate(struct sim_graph *g, struct sim_exec **out, CUgraphN
     while (qh < qt) {
         uint32_t u = queue[qh++];
         seen++;
-        if (x->nodes[u].type == CU_GRAPH_NODE_TYPE_KERNEL)
+        CUgraphNodeType t = x->nodes[u].type;
+        if (t == CU_GRAPH_NODE_TYPE_KERNEL || t == CU_GRAPH_NODE_TYPE_MEMCPY ||
+            t == CU_GRAPH_NODE_TYPE_MEMSET || t == CU_GRAPH_NODE_TYPE_HOST)
             x->order[x->norder++] = u;
         for (size_t v = 0; v < n; v++)
             for (size_t d = 0; d < x->nodes[v].ndeps; d++)
@@ -839,6 +1008,7 @@ fail:
         exec_free(x);
     } else {
         free(x->order);
+        free(x->events);
         pthread_mutex_destroy(&x->mu);
         free(x);
     }
@@ -965,6 +1135,9 @@ CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode h
     return exec_set_kernel(hGraphExec, hNode, nodeParams);
 }
 
+static CUresult exec_set_other(CUgraphExec hx, CUgraphNode hn, struct sim_onode *o,
+                               CUresult made);
+
 CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
                                   CUgraphNodeParams *nodeParams)
 {
@@ -987,12 +1160,99 @@ CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
     pthread_mutex_unlock(&x->mu);
     if (!xn || t != nodeParams->type)
         return CUDA_ERROR_INVALID_VALUE;
-    /* empty nodes have nothing to update; other types are not modelled */
-    return t == CU_GRAPH_NODE_TYPE_EMPTY ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+    if (t == CU_GRAPH_NODE_TYPE_EMPTY)
+        return CUDA_SUCCESS; /* nothing to update */
+    struct sim_onode o = {0};
+    CUresult r = sim_onode_generic(&o, nodeParams);
+    return exec_set_other(hGraphExec, hNode, &o, r);
 }
 
-/* Kernel nodes only (simcuda has no memset/memcpy nodes); the state
- * survives SetParams and cuGraphExecUpdate (assumption). */
+/* ---- exec updates of the other node types ----------------------------------------------- */
+
+/* Sets the exec node hn to o (made by a sim_onode_* call with result
+ * `made`; consumed): a node of the instantiating graph, of o's type, within
+ * what an exec update may change. */
+static CUresult exec_set_other(CUgraphExec hx, CUgraphNode hn, struct sim_onode *o, CUresult made)
+{
+    struct sim_exec *x = exec_get(hx);
+    CUresult r = made;
+    if (r == CUDA_SUCCESS && (!x || !hn))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&x->mu);
+        struct xnode *xn = exec_node(x, hn);
+        r = !xn ? CUDA_ERROR_INVALID_VALUE : sim_onode_exec_check(&xn->o, o);
+        if (r == CUDA_SUCCESS) {
+            sim_onode_clear(&xn->o); /* affects future launches only */
+            xn->o = *o;
+            memset(o, 0, sizeof *o);
+        }
+        pthread_mutex_unlock(&x->mu);
+    }
+    if (r != CUDA_SUCCESS)
+        sim_onode_clear(o);
+    return r;
+}
+
+CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                        const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    SIM_ENTER(cuGraphExecMemcpyNodeSetParams);
+    SIM_CHECK_INIT();
+    struct sim_onode o = {0};
+    CUresult r = sim_onode_memcpy(&o, copyParams, ctx);
+    return exec_set_other(hGraphExec, hNode, &o, r);
+}
+
+CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                        const CUDA_MEMSET_NODE_PARAMS *memsetParams,
+                                        CUcontext ctx)
+{
+    SIM_ENTER(cuGraphExecMemsetNodeSetParams);
+    SIM_CHECK_INIT();
+    struct sim_onode o = {0};
+    CUresult r = sim_onode_memset(&o, memsetParams, ctx);
+    return exec_set_other(hGraphExec, hNode, &o, r);
+}
+
+CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                      const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+    SIM_ENTER(cuGraphExecHostNodeSetParams);
+    SIM_CHECK_INIT();
+    struct sim_onode o = {0};
+    CUresult r = sim_onode_host(&o, nodeParams);
+    return exec_set_other(hGraphExec, hNode, &o, r);
+}
+
+CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                            CUevent event)
+{
+    SIM_ENTER(cuGraphExecEventRecordNodeSetEvent);
+    SIM_CHECK_INIT();
+    struct sim_onode o = {0};
+    CUresult r = sim_onode_event(&o, CU_GRAPH_NODE_TYPE_EVENT_RECORD, event);
+    return exec_set_other(hGraphExec, hNode, &o, r);
+}
+
+CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                          CUevent event)
+{
+    SIM_ENTER(cuGraphExecEventWaitNodeSetEvent);
+    SIM_CHECK_INIT();
+    struct sim_onode o = {0};
+    CUresult r = sim_onode_event(&o, CU_GRAPH_NODE_TYPE_WAIT_EVENT, event);
+    return exec_set_other(hGraphExec, hNode, &o, r);
+}
+
+/* Kernel, memset and memcpy nodes (cuda.h); the state survives SetParams
+ * and cuGraphExecUpdate (assumption). */
+static bool can_disable(CUgraphNodeType t)
+{
+    return t == CU_GRAPH_NODE_TYPE_KERNEL || t == CU_GRAPH_NODE_TYPE_MEMSET ||
+           t == CU_GRAPH_NODE_TYPE_MEMCPY;
+}
+
 CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
 {
     SIM_ENTER(cuGraphNodeSetEnabled);
@@ -1002,7 +1262,7 @@ CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsign
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&x->mu);
     struct xnode *xn = exec_node(x, hNode);
-    bool ok = xn && xn->type == CU_GRAPH_NODE_TYPE_KERNEL;
+    bool ok = xn && can_disable(xn->type);
     if (ok)
         xn->disabled = isEnabled == 0;
     pthread_mutex_unlock(&x->mu);
@@ -1018,7 +1278,7 @@ CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsign
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&x->mu);
     struct xnode *xn = exec_node(x, hNode);
-    bool ok = xn && xn->type == CU_GRAPH_NODE_TYPE_KERNEL;
+    bool ok = xn && can_disable(xn->type);
     unsigned v = ok && !xn->disabled;
     pthread_mutex_unlock(&x->mu);
     if (!ok)
@@ -1030,10 +1290,13 @@ CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsign
 /* Submits op (a launch or an upload of x) to s, ordered behind the
  * previous launch or upload of x on any stream, as the driver orders one
  * exec's work. x->mu held. */
-static void exec_submit(struct sim_exec *x, struct sim_stream *s, struct sim_op *op)
+static void exec_submit(struct sim_exec *x, struct sim_stream *s, struct sim_op *op,
+                        struct sim_dep *deps, size_t ndeps)
 {
-    struct sim_dep prev = {x->last_s, x->last_seq};
-    uint64_t seq = sim_stream_submit(s, op, &prev, x->last_s ? 1 : 0);
+    /* deps[ndeps] is the caller's spare slot for the previous launch. */
+    if (x->last_s)
+        deps[ndeps++] = (struct sim_dep){x->last_s, x->last_seq};
+    uint64_t seq = sim_stream_submit(s, op, deps, ndeps);
     sim_stream_ref(s);
     if (x->last_s)
         sim_stream_unref(x->last_s);
@@ -1059,13 +1322,13 @@ static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt)
     if ((r = sim_capture_check_legacy(s)) != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&x->mu);
-    /* Snapshot every kernel's parameters now: later SetParams calls only
+    /* Snapshot every node's parameters now: later SetParams calls only
      * affect later launches. */
     size_t total = 0, ncalls = 0;
     for (size_t i = 0; i < x->norder; i++) {
         const struct xnode *xn = &x->nodes[x->order[i]];
         if (!xn->disabled) {
-            total += xn->k.argsize;
+            total += xn->type == CU_GRAPH_NODE_TYPE_KERNEL ? xn->k.argsize : 0;
             ncalls++;
         }
     }
@@ -1077,9 +1340,14 @@ static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt)
     struct sim_kcall *calls = (struct sim_kcall *)(op + 1);
     unsigned char *args = (unsigned char *)(calls + ncalls);
     for (size_t i = 0, c = 0; i < x->norder; i++) {
-        if (x->nodes[x->order[i]].disabled)
+        const struct xnode *xn = &x->nodes[x->order[i]];
+        if (xn->disabled)
             continue; /* an empty node until re-enabled */
-        const struct knode *k = &x->nodes[x->order[i]].k;
+        if (xn->type != CU_GRAPH_NODE_TYPE_KERNEL) {
+            sim_onode_work(&xn->o, &calls[c++].w); /* fn NULL: not a kernel */
+            continue;
+        }
+        const struct knode *k = &xn->k;
         memcpy(args, k->args, k->argsize);
         calls[c].fn = k->fn;
         calls[c].args = args;
@@ -1091,9 +1359,33 @@ static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt)
     op->u.k.ncalls = ncalls;
     op->u.k.ctx = x->ctx; /* an exec runs in the context it was instantiated in */
     op->u.k.calls = calls;
-    exec_submit(x, s, op);
+    /* Event wait nodes: the launch waits for what their events stand for
+     * now (the whole launch, not only the nodes after them: assumption).
+     * Event record nodes: recorded after the launch (never before the
+     * work that precedes them). */
+    struct sim_dep *deps = malloc((x->nevents + 1) * sizeof *deps);
+    if (!deps) {
+        sim_op_free(op);
+        pthread_mutex_unlock(&x->mu);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    size_t ndeps = 0;
+    for (size_t i = 0; i < x->nevents; i++) {
+        const struct xnode *xn = &x->nodes[x->events[i]];
+        if (xn->type == CU_GRAPH_NODE_TYPE_WAIT_EVENT && sim_event_dep(xn->o.ev, &deps[ndeps]))
+            ndeps++;
+    }
+    exec_submit(x, s, op, deps, ndeps);
+    for (size_t i = 0; i < ndeps; i++)
+        sim_stream_unref(deps[i].s);
+    free(deps);
+    for (size_t i = 0; i < x->nevents && r == CUDA_SUCCESS; i++) {
+        const struct xnode *xn = &x->nodes[x->events[i]];
+        if (xn->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD)
+            r = sim_event_record_in(xn->o.ev, s);
+    }
     pthread_mutex_unlock(&x->mu);
-    return CUDA_SUCCESS;
+    return r;
 }
 
 CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
@@ -1132,8 +1424,9 @@ static CUresult graph_upload(CUgraphExec hGraphExec, CUstream hStream, bool pt)
     struct sim_op *op = sim_op_new(SIM_OP_NOP, 0);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    struct sim_dep spare[1];
     pthread_mutex_lock(&x->mu);
-    exec_submit(x, s, op);
+    exec_submit(x, s, op, spare, 0);
     pthread_mutex_unlock(&x->mu);
     return CUDA_SUCCESS;
 }
@@ -1233,6 +1526,11 @@ static CUresult exec_update(CUgraphExec hGraphExec, CUgraph hGraph,
                 break;
             }
         }
+        if (res == CU_GRAPH_EXEC_UPDATE_SUCCESS &&
+            sim_onode_exec_check(&xn->o, &nd->o) != CUDA_SUCCESS) {
+            res = CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED;
+            err = (CUgraphNode)nd;
+        }
         struct sim_func *f;
         if (res == CU_GRAPH_EXEC_UPDATE_SUCCESS && nd->type == CU_GRAPH_NODE_TYPE_KERNEL &&
             sim_func_get(nd->k.func, &f) != CUDA_SUCCESS) {
@@ -1243,8 +1541,11 @@ static CUresult exec_update(CUgraphExec hGraphExec, CUgraph hGraph,
     CUresult r = CUDA_SUCCESS;
     if (res == CU_GRAPH_EXEC_UPDATE_SUCCESS) {
         for (size_t i = 0; i < g->n && !r; i++) {
-            if (g->nodes[i]->type != CU_GRAPH_NODE_TYPE_KERNEL)
+            if (g->nodes[i]->type != CU_GRAPH_NODE_TYPE_KERNEL) {
+                sim_onode_clear(&x->nodes[i].o);
+                sim_onode_copy(&x->nodes[i].o, &g->nodes[i]->o);
                 continue;
+            }
             struct knode nk;
             if (!knode_copy(&nk, &g->nodes[i]->k)) {
                 r = CUDA_ERROR_OUT_OF_MEMORY;

@@ -77,11 +77,49 @@ static void sleep_us(uint64_t us)
     }
 }
 
+static void set_rows(const struct sim_work *w)
+{
+    for (size_t r = 0; r < w->rows; r++) {
+        unsigned char *d = (unsigned char *)w->dst + r * w->pitch;
+        for (size_t i = 0; i < w->n; i++) {
+            if (w->kind == SIM_OP_SET8)
+                d[i] = (unsigned char)w->value;
+            else if (w->kind == SIM_OP_SET16)
+                ((uint16_t *)(void *)d)[i] = (uint16_t)w->value;
+            else
+                ((uint32_t *)(void *)d)[i] = w->value;
+        }
+    }
+}
+
+void sim_work_run(const struct sim_work *w)
+{
+    switch (w->kind) {
+    case SIM_OP_COPY:
+        memmove(w->dst, w->src, w->n);
+        break;
+    case SIM_OP_SET8:
+    case SIM_OP_SET16:
+    case SIM_OP_SET32:
+        set_rows(w);
+        break;
+    case SIM_OP_HOST:
+        w->fn(w->arg);
+        break;
+    default:
+        break;
+    }
+}
+
 static void run_op(struct sim_op *op)
 {
     switch (op->kind) {
     case SIM_OP_KERNELS:
         for (size_t i = 0; i < op->u.k.ncalls; i++) {
+            if (!op->u.k.calls[i].fn) {
+                sim_work_run(&op->u.k.calls[i].w);
+                continue;
+            }
             if (sim_knob.kernel_delay_us)
                 sleep_us(sim_knob.kernel_delay_us);
             sim_mem_check_kernel(op->u.k.ctx, &op->u.k.calls[i]);
@@ -883,6 +921,11 @@ static CUresult event_record(CUevent h, CUstream hs, unsigned flags, bool ptsz)
     }
     if ((r = sim_capture_check_legacy(s)) != CUDA_SUCCESS)
         return r;
+    return sim_event_record_in(e, s);
+}
+
+CUresult sim_event_record_in(struct sim_event *e, struct sim_stream *s)
+{
     struct sim_op *op = sim_op_new(SIM_OP_EVENT, 0);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -925,6 +968,27 @@ CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned 
 {
     SIM_ENTER(cuEventRecordWithFlags_ptsz);
     return event_record(hEvent, hStream, flags, true);
+}
+
+static bool event_snapshot(struct sim_event *e, struct sim_dep *d);
+
+struct sim_event *sim_event_ref(CUevent h)
+{
+    struct sim_event *e;
+    if (event_get(h, &e) != CUDA_SUCCESS)
+        return NULL;
+    atomic_fetch_add(&e->refs, 1);
+    return e;
+}
+
+void sim_event_unref(struct sim_event *e)
+{
+    event_unref(e);
+}
+
+bool sim_event_dep(struct sim_event *e, struct sim_dep *d)
+{
+    return event_snapshot(e, d);
 }
 
 /* Snapshot what the event stands for: (stream, seq) with a reference. */

@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2402,4 +2403,279 @@ Test(simcuda, managed_memory)
     cr_assert_eq(b, 42);
     CK(cuMemFree_v2(m));
     CKE(cuMemFree_v2(m), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* ---- memcpy, memset, host and event nodes ----------------------------------- */
+
+static void CUDA_CB count_host(void *p)
+{
+    (*(int *)p)++;
+}
+
+static CUDA_MEMCPY3D copy_1d(CUdeviceptr dst, CUdeviceptr src, size_t bytes)
+{
+    CUDA_MEMCPY3D c;
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.srcDevice = src;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = dst;
+    c.WidthInBytes = bytes;
+    c.Height = 1;
+    c.Depth = 1;
+    return c;
+}
+
+static CUDA_MEMSET_NODE_PARAMS set_1d(CUdeviceptr dst, unsigned value, size_t n)
+{
+    CUDA_MEMSET_NODE_PARAMS m;
+    memset(&m, 0, sizeof m);
+    m.dst = dst;
+    m.value = value;
+    m.elementSize = 4;
+    m.width = n;
+    m.height = 1;
+    return m;
+}
+
+/* memset A -> memcpy A to B -> host, then an event record: run in order at
+ * every launch; the exec setters change only later launches; a clone and
+ * its exec hold the same parameters. */
+Test(simcuda, graph_memset_memcpy_host_event_nodes, .init = start)
+{
+    enum { N = 256 };
+    CUdeviceptr a = alloc_f32(N), b = alloc_f32(N), c = alloc_f32(N);
+    union { float f; unsigned u; } one = {1.0f}, two = {2.0f}, three = {3.0f};
+    int hits[2] = {0, 0};
+    CUevent ev;
+    CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    CUgraphNode ms, cp, hn, er;
+    CUDA_MEMSET_NODE_PARAMS m = set_1d(a, one.u, N);
+    CK(cuGraphAddMemsetNode(&ms, g, NULL, 0, &m, g_ctx));
+    CUDA_MEMCPY3D cpy = copy_1d(b, a, N * 4);
+    CK(cuGraphAddMemcpyNode(&cp, g, &ms, 1, &cpy, g_ctx));
+    CUDA_HOST_NODE_PARAMS h = {count_host, &hits[0]};
+    CK(cuGraphAddHostNode(&hn, g, &cp, 1, &h));
+    CK(cuGraphAddEventRecordNode(&er, g, &hn, 1, ev));
+
+    CUgraphNodeType t;
+    CK(cuGraphNodeGetType(cp, &t));
+    cr_assert_eq(t, CU_GRAPH_NODE_TYPE_MEMCPY);
+    CUDA_MEMSET_NODE_PARAMS mg;
+    CK(cuGraphMemsetNodeGetParams(ms, &mg));
+    cr_assert_eq(mg.dst, a);
+    cr_assert_eq(mg.value, one.u);
+    CUDA_HOST_NODE_PARAMS hg;
+    CK(cuGraphHostNodeGetParams(hn, &hg));
+    cr_assert_eq(hg.userData, &hits[0]);
+    CUevent eg;
+    CK(cuGraphEventRecordNodeGetEvent(er, &eg));
+    cr_assert_eq(eg, ev);
+    CKE(cuGraphMemsetNodeGetParams(cp, &mg), CUDA_ERROR_INVALID_VALUE);
+
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuEventSynchronize(ev));
+    expect_all(b, N, 1.0f);
+    cr_assert_eq(hits[0], 1);
+
+    /* A launch snapshots the parameters: set after it, seen only later. */
+    m.value = two.u;
+    CK(cuGraphExecMemsetNodeSetParams(x, ms, &m, g_ctx));
+    cpy = copy_1d(c, a, N * 4);
+    CK(cuGraphExecMemcpyNodeSetParams(x, cp, &cpy, g_ctx));
+    h.userData = &hits[1];
+    CK(cuGraphExecHostNodeSetParams(x, hn, &h));
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(b, N, 1.0f);
+    expect_all(c, N, 2.0f);
+    cr_assert_eq(hits[0], 1);
+    cr_assert_eq(hits[1], 1);
+
+    /* The generic entry point, with the v2 memset's own context. */
+    CUgraphNodeParams gp;
+    memset(&gp, 0, sizeof gp);
+    gp.type = CU_GRAPH_NODE_TYPE_MEMSET;
+    gp.memset.dst = a;
+    gp.memset.value = three.u;
+    gp.memset.elementSize = 4;
+    gp.memset.width = N;
+    gp.memset.height = 1;
+    gp.memset.ctx = g_ctx;
+    CK(cuGraphExecNodeSetParams(x, ms, &gp));
+    CK(cuGraphNodeSetEnabled(x, cp, 0)); /* memcpy nodes can be disabled */
+    unsigned en = 1;
+    CK(cuGraphNodeGetEnabled(x, cp, &en));
+    cr_assert_eq(en, 0);
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(a, N, 3.0f);
+    expect_all(c, N, 2.0f); /* the copy did not run */
+    cr_assert_eq(hits[1], 2);
+
+    /* The graph's nodes were not changed by the exec's: a clone holds the
+     * instantiation's parameters. */
+    CUgraph cl;
+    CK(cuGraphClone(&cl, g));
+    CUgraphExec y;
+    CK(cuGraphInstantiateWithFlags(&y, cl, 0));
+    CK(cuGraphLaunch(y, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(b, N, 1.0f);
+    cr_assert_eq(hits[0], 2);
+    CK(cuGraphExecDestroy(y));
+    CK(cuGraphDestroy(cl));
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g));
+    CK(cuEventDestroy_v2(ev));
+    CK(cuMemFree_v2(a));
+    CK(cuMemFree_v2(b));
+    CK(cuMemFree_v2(c));
+}
+
+/* What the driver refuses, as cuda.h documents it. */
+Test(simcuda, graph_other_node_checks, .init = start)
+{
+    enum { N = 64 };
+    CUdeviceptr a = alloc_f32(N), b = alloc_f32(N);
+    float host[N];
+    int hits = 0;
+    CUevent ev;
+    CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    CUgraph g, other;
+    CK(cuGraphCreate(&g, 0));
+    CK(cuGraphCreate(&other, 0));
+    CUgraphNode ms, cp, hn, ew, stranger;
+    CUDA_MEMSET_NODE_PARAMS m = set_1d(a, 0, N);
+    CUDA_MEMCPY3D cpy = copy_1d(b, a, N * 4);
+    CUDA_HOST_NODE_PARAMS h = {count_host, &hits};
+
+    /* at the graph */
+    m.width = 0;
+    CKE(cuGraphAddMemsetNode(&ms, g, NULL, 0, &m, g_ctx), CUDA_ERROR_INVALID_VALUE);
+    m = set_1d(a, 0, N);
+    m.elementSize = 3;
+    CKE(cuGraphAddMemsetNode(&ms, g, NULL, 0, &m, g_ctx), CUDA_ERROR_INVALID_VALUE);
+    m = set_1d(a, 0, N + 1); /* past the allocation */
+    CKE(cuGraphAddMemsetNode(&ms, g, NULL, 0, &m, g_ctx), CUDA_ERROR_INVALID_VALUE);
+    m = set_1d(a, 0, N);
+    CKE(cuGraphAddMemsetNode(&ms, g, NULL, 0, &m, NULL), CUDA_ERROR_INVALID_CONTEXT);
+    cpy.WidthInBytes = 0;
+    CKE(cuGraphAddMemcpyNode(&cp, g, NULL, 0, &cpy, g_ctx), CUDA_ERROR_INVALID_VALUE);
+    cpy = copy_1d(b, a, N * 4);
+    cpy.Height = 2;
+    CKE(cuGraphAddMemcpyNode(&cp, g, NULL, 0, &cpy, g_ctx), CUDA_ERROR_NOT_SUPPORTED);
+    cpy = copy_1d(b, a, N * 4);
+    h.fn = NULL;
+    CKE(cuGraphAddHostNode(&hn, g, NULL, 0, &h), CUDA_ERROR_INVALID_VALUE);
+    h.fn = count_host;
+    CKE(cuGraphAddEventWaitNode(&ew, g, NULL, 0, (CUevent)&hits), CUDA_ERROR_INVALID_VALUE);
+
+    CK(cuGraphAddMemsetNode(&ms, g, NULL, 0, &m, g_ctx));
+    CK(cuGraphAddMemcpyNode(&cp, g, &ms, 1, &cpy, g_ctx));
+    CK(cuGraphAddHostNode(&hn, g, &cp, 1, &h));
+    CK(cuGraphAddEventWaitNode(&ew, g, NULL, 0, ev));
+    CK(cuGraphAddMemsetNode(&stranger, other, NULL, 0, &m, g_ctx));
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+
+    /* a node of another graph, a node of another type, NULL */
+    CKE(cuGraphExecMemsetNodeSetParams(x, stranger, &m, g_ctx), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuGraphExecMemsetNodeSetParams(x, cp, &m, g_ctx), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuGraphExecMemcpyNodeSetParams(x, ms, &cpy, g_ctx), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuGraphExecHostNodeSetParams(x, NULL, &h), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuGraphExecEventWaitNodeSetEvent(x, hn, ev), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuGraphExecEventRecordNodeSetEvent(x, ew, ev), CUDA_ERROR_INVALID_VALUE);
+    CK(cuGraphExecEventWaitNodeSetEvent(x, ew, ev));
+    /* memcpy: the memory operands' kind may not change */
+    CUDA_MEMCPY3D toh = cpy;
+    toh.dstMemoryType = CU_MEMORYTYPE_HOST;
+    toh.dstHost = host;
+    CKE(cuGraphExecMemcpyNodeSetParams(x, cp, &toh, g_ctx), CUDA_ERROR_INVALID_VALUE);
+    /* memset: the height may not change, nor a zero width */
+    CUDA_MEMSET_NODE_PARAMS m2 = set_1d(a, 0, N / 2);
+    m2.height = 2;
+    m2.pitch = N * 2;
+    CKE(cuGraphExecMemsetNodeSetParams(x, ms, &m2, g_ctx), CUDA_ERROR_INVALID_VALUE);
+    m2 = set_1d(b, 7, 0);
+    CKE(cuGraphExecMemsetNodeSetParams(x, ms, &m2, g_ctx), CUDA_ERROR_INVALID_VALUE);
+    /* the generic entry: type must match the node's */
+    CUgraphNodeParams gp;
+    memset(&gp, 0, sizeof gp);
+    gp.type = CU_GRAPH_NODE_TYPE_HOST;
+    gp.host.fn = count_host;
+    gp.host.userData = &hits;
+    CKE(cuGraphExecNodeSetParams(x, ms, &gp), CUDA_ERROR_INVALID_VALUE);
+    CK(cuGraphExecNodeSetParams(x, hn, &gp));
+    /* host and event nodes cannot be disabled */
+    CKE(cuGraphNodeSetEnabled(x, hn, 0), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuGraphNodeSetEnabled(x, ew, 0), CUDA_ERROR_INVALID_VALUE);
+    CK(cuGraphNodeSetEnabled(x, ms, 0));
+    CK(cuGraphNodeSetEnabled(x, ms, 1));
+    /* refused calls changed nothing */
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(b, N, 0.0f);
+    cr_assert_eq(hits, 1);
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g));
+    CK(cuGraphDestroy(other));
+    CK(cuEventDestroy_v2(ev));
+    CK(cuMemFree_v2(a));
+    CK(cuMemFree_v2(b));
+}
+
+static atomic_int gate_open;
+
+static void CUDA_CB hold(void *p)
+{
+    (void)p;
+    while (!atomic_load(&gate_open))
+        usleep(100);
+}
+
+/* An event wait node: the launch waits for the event's record in another
+ * stream (held by a host function); the record node's event completes only
+ * after the launch's work. */
+Test(simcuda, graph_event_wait_node_orders_the_launch, .init = start)
+{
+    enum { N = 64 };
+    CUdeviceptr a = alloc_f32(N), b = alloc_f32(N);
+    CUstream s1, s2;
+    CK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    CUevent before, after;
+    CK(cuEventCreate(&before, CU_EVENT_DISABLE_TIMING));
+    CK(cuEventCreate(&after, CU_EVENT_DISABLE_TIMING));
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    CUgraphNode w, cp, r;
+    CK(cuGraphAddEventWaitNode(&w, g, NULL, 0, before));
+    CUDA_MEMCPY3D cpy = copy_1d(b, a, N * 4);
+    CK(cuGraphAddMemcpyNode(&cp, g, &w, 1, &cpy, g_ctx));
+    CK(cuGraphAddEventRecordNode(&r, g, &cp, 1, after));
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    atomic_store(&gate_open, 0);
+    CK(cuLaunchHostFunc(s1, hold, NULL));
+    launch_fill(s1, a, 5.0f, N);
+    CK(cuEventRecord(before, s1));
+    CK(cuGraphLaunch(x, s2));
+    usleep(20 * 1000);
+    CKE(cuEventQuery(after), CUDA_ERROR_NOT_READY);
+    atomic_store(&gate_open, 1);
+    CK(cuEventSynchronize(after));
+    expect_all(b, N, 5.0f);
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g));
+    CK(cuEventDestroy_v2(before));
+    CK(cuEventDestroy_v2(after));
+    CK(cuStreamDestroy_v2(s1));
+    CK(cuStreamDestroy_v2(s2));
+    CK(cuMemFree_v2(a));
+    CK(cuMemFree_v2(b));
 }
