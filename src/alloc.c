@@ -735,6 +735,22 @@ void vr_alloc_drain(void)
     drain(true);
 }
 
+void vr_alloc_abandon(void)
+{
+    pthread_mutex_lock(&cache_lock);
+    vr_stat_add(VR_C_vmm_cache_bytes, -(int64_t)kept_bytes);
+    nkept = 0;
+    kept_bytes = 0;
+    atomic_store(&kept_hint, 0);
+    pthread_mutex_unlock(&cache_lock);
+    pthread_mutex_lock(&park_lock);
+    for (size_t i = 0; i < nparked; i++)
+        vr_stat_add(VR_C_vmm_leaked_bytes, -(int64_t)held(&parked[i]));
+    nparked = 0;
+    atomic_store(&parked_hint, 0);
+    pthread_mutex_unlock(&park_lock);
+}
+
 void vr_alloc_after_fork(void)
 {
     static const pthread_rwlock_t free_rw = PTHREAD_RWLOCK_INITIALIZER;

@@ -111,6 +111,10 @@ int vr_alloc_enable_peer(CUcontext peer, unsigned int flags);              /* cu
 
 /* At exit: a last try at releasing parked memory. */
 void vr_alloc_drain(void);
+/* At exit after the driver shut down: forgets the cached and parked memory
+ * without a driver call (the driver reclaimed it; none would succeed), so
+ * none of it counts as leaked. */
+void vr_alloc_abandon(void);
 
 /* In a forked child: the locks start free, and memory parked by the parent
  * is the parent's to release, not the child's. */

@@ -47,6 +47,8 @@ struct vr_exec {
     struct vr_exec *next;  /* table chain, or the free list */
     enum state state;
     CUcontext ctx;         /* current at instantiation */
+    CUgraph graph;         /* instantiated from: its nodes name this exec's nodes */
+    bool orphan;           /* that graph is destroyed: no node can change */
 
     struct vr_nodes ns;
     struct vr_profile *prof;
@@ -151,9 +153,9 @@ static __attribute__((noinline)) struct vr_exec *acquire_slow(CUgraphExec h)
             return NULL;
         i = VR_EXEC_CACHED - 1;
     }
-    /* Observe mode never absorbs: its execs stay out of the first entry,
-     * the absorbed path's, which then needs no test of the mode. */
-    size_t front = cfg.mode == VR_MODE_OBSERVE;
+    /* Observe mode never absorbs, nor does an orphan: their execs stay out
+     * of the first entry, the absorbed path's, which then needs no test. */
+    size_t front = cfg.mode == VR_MODE_OBSERVE || c.e->orphan;
     memmove(&last_exec[front + 1], &last_exec[front], (i - front) * sizeof last_exec[0]);
     last_exec[front] = c;
     return c.e;
@@ -350,6 +352,21 @@ void vr_exec_drain(bool final)
     }
 }
 
+void vr_exec_abandon(void)
+{
+    vr_mutex_lock(&tomb_lock);
+    struct tomb *list = tombs;
+    tombs = NULL;
+    vr_mutex_unlock(&tomb_lock);
+    while (list) {
+        struct tomb *t = list;
+        list = t->next;
+        vr_slices_forget(t->slices);
+        free(t);
+        atomic_fetch_sub(&ntombs, 1);
+    }
+}
+
 /* ---- events ------------------------------------------------------------- */
 
 static void begin_exec_event(struct vr_jw *w, char *buf, size_t cap, const char *event,
@@ -502,6 +519,8 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph, unsigned long long flags)
     }
     vr_real.cuCtxGetCurrent(&e->ctx);
     e->handle = handle;
+    e->graph = graph;
+    e->orphan = false;
     restart(e);
     if (e->state == ST_PROFILING && cfg.mode == VR_MODE_PROFILED &&
         vr_variants_new(&e->vars, graph, &e->ns, cfg.variants, flags) != 0)
@@ -804,7 +823,11 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
     e->c.seen++;
     struct vr_node *n = vr_nodes_find(&e->ns, node);
     int rc = 0;
-    if (cfg.mode != VR_MODE_OBSERVE && absorbable(n, entry, params, false))
+    if (e->orphan) {
+        /* The driver's own answer for a node of a destroyed graph. */
+        rc = vr_err_cu(vr_forward_raw(exec, node, entry, params));
+        note_forward(e, n, "graph_destroyed");
+    } else if (cfg.mode != VR_MODE_OBSERVE && absorbable(n, entry, params, false))
         e->c.skipped++;
     else
         rc = setparams_slow(e, n, node, entry, params);
@@ -1295,6 +1318,10 @@ static void reset_locked(struct vr_exec *e, CUgraph graph)
     vr_profile_free(e->prof);
     e->prof = NULL;
     log_exec_event("exec_reset", e);
+    if (e->orphan) {
+        e->state = ST_DISABLED; /* its nodes still cannot be named */
+        return;
+    }
     if (vr_nodes_refresh(&e->ns, graph) != 0 || alloc_scratch(e) != 0) {
         vr_warn("exec %p: cannot pair the update graph's nodes; the exec passes through",
                 (void *)e->handle);
@@ -1372,6 +1399,39 @@ int vr_exec_destroy(CUgraphExec exec)
     }
     vr_exec_drain(false);
     return vr_err_cu(r);
+}
+
+static size_t snapshot(struct cached **out);
+
+void vr_exec_graph_destroyed(CUgraph graph)
+{
+    if (cfg.mode == VR_MODE_OFF || !graph)
+        return;
+    struct cached *v;
+    size_t n = snapshot(&v);
+    for (size_t i = 0; i < n; i++) {
+        if (!lock_if_same(&v[i]))
+            continue;
+        struct vr_exec *e = v[i].e;
+        if (e->graph == graph) {
+            e->graph = NULL; /* the handle may name a new graph later */
+            e->orphan = true;
+            e->serial++; /* out of every thread's absorbed path */
+            if (e->state == ST_PROFILING) {
+                /* Going active needs its nodes re-pointed at the slices. */
+                vr_profile_free(e->prof);
+                e->prof = NULL;
+                no_variants(e);
+                e->state = ST_DISABLED;
+                vr_stat_inc(VR_C_execs_disabled);
+                log_fallback("cuGraphDestroy", "the exec's graph is destroyed before the "
+                                               "decision: its nodes cannot be re-pointed; "
+                                               "it passes through");
+            }
+        }
+        vr_mutex_unlock(&e->lock);
+    }
+    free(v);
 }
 
 /* The live records and their serials, copied out under the table lock so no

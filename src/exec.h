@@ -88,6 +88,14 @@ int vr_exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo 
 void vr_exec_updated(CUgraphExec exec, CUgraph graph);
 
 int vr_exec_destroy(CUgraphExec exec);
+/* After a successful cuGraphDestroy(graph): the execs instantiated from it
+ * can no longer have a node changed (the driver refuses their nodes), so
+ * their updates are forwarded as they come, and one still profiled passes
+ * through from now on. */
+void vr_exec_graph_destroyed(CUgraph graph);
+/* At exit after the driver shut down: forgets the slices and events waiting
+ * for release without a driver call (vr_alloc_abandon says why). */
+void vr_exec_abandon(void);
 
 /* A VMM-backed allocation is being freed; `synced`: the caller synchronized
  * the current context, so its launches are complete. Unbinds it from every

@@ -113,8 +113,24 @@ static void finish(void)
         return;
     int saved = in_shim;
     in_shim = 1;
-    vr_exec_drain(true);
-    vr_alloc_drain(); /* before the counters are read: parked memory may go now */
+    CUcontext cur;
+    if (vr_real.cuCtxGetCurrent && vr_real.cuCtxGetCurrent(&cur) == CUDA_ERROR_DEINITIALIZED) {
+        /* The driver's exit handler ran first (it registers one at cuInit,
+         * after ours): its teardown took the device memory with it, and no
+         * call would succeed. Nothing is left to release or leaked. */
+        vr_exec_abandon();
+        vr_alloc_abandon();
+        if (vr_log_enabled(VR_LEVEL_DEBUG)) { /* normal, not a fallback */
+            char buf[192];
+            struct vr_jw w;
+            vr_jw_begin(&w, buf, sizeof buf, "teardown");
+            vr_jw_str(&w, "reason", "the driver shut down first and reclaimed the memory");
+            vr_log_emit(&w, VR_LEVEL_DEBUG);
+        }
+    } else {
+        vr_exec_drain(true);
+        vr_alloc_drain(); /* before the counters are read: parked memory may go now */
+    }
     struct varemap_stats s;
     vr_stats_snapshot(&s);
     if (vr_log_enabled(VR_LEVEL_INFO)) {
@@ -525,6 +541,17 @@ static CUresult vr_on_cuGraphExecBatchMemOpNodeSetParams(CUgraphExec exec, CUgra
 static CUresult vr_on_cuGraphExecDestroy(CUgraphExec exec)
 {
     return vr_err_to_cu(vr_exec_destroy(exec));
+}
+
+/* The nodes of a destroyed graph name nothing any more, also in the execs
+ * instantiated from it (driver-answers.txt): their updates go to the driver,
+ * which refuses them, and the shim can no longer re-point them. */
+static CUresult vr_on_cuGraphDestroy(CUgraph graph)
+{
+    CUresult r = vr_real.cuGraphDestroy(graph);
+    if (r == CUDA_SUCCESS)
+        vr_exec_graph_destroyed(graph);
+    return r;
 }
 
 /* ---- modules ---------------------------------------------------------- */

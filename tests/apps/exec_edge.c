@@ -11,6 +11,9 @@
  *                   function that the program releases only afterwards
  *   --case gate-destroy / gate-update   the same, destroying / updating the
  *                   exec instead
+ *   --case orphan   the graph destroyed after the exec went active: launches
+ *                   go on computing the same values, and an update naming
+ *                   the destroyed graph's node gets the driver's refusal
  */
 #include <signal.h>
 #include <stdatomic.h>
@@ -116,6 +119,49 @@ static int run_scalar(void)
         }
     }
     printf("ok scalar\n");
+    return 0;
+}
+
+static int run_orphan(void)
+{
+    CUfunction scale = fn("vr_scale_f32");
+    CUdeviceptr in[2] = {buffer(1.0f), buffer(3.0f)}, out = buffer(0.0f);
+    float two = 2.0f;
+    unsigned long long n = N;
+    CUdeviceptr cur = in[0];
+    void *kp[] = {&out, &cur, &two, &n};
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    CUgraphNode n0 = add(g, scale, kp, NULL);
+    CUgraphExec ex;
+    CK(cuGraphInstantiateWithFlags(&ex, g, 0));
+    for (int step = 0; step < 12; step++) {
+        if (step < 6) {
+            cur = in[step == 5]; /* a rebind right before the graph goes */
+            set(ex, n0, scale, kp);
+        }
+        if (step == 6)
+            CK(cuGraphDestroy(g));
+        if (step == 8) {
+            /* the arguments the exec holds: a shim that did not know the
+             * graph is gone would absorb this and answer success */
+            CUDA_KERNEL_NODE_PARAMS_v2 p = {.func = scale, .gridDimX = 64, .gridDimY = 1,
+                                         .gridDimZ = 1, .blockDimX = 256, .blockDimY = 1,
+                                         .blockDimZ = 1, .kernelParams = kp};
+            CUresult r = cuGraphExecKernelNodeSetParams_v2(ex, n0, &p);
+            printf("update after destroy: %s\n", vr_err_name(r));
+        }
+        CK(cuGraphLaunch(ex, stream));
+        CK(cuStreamSynchronize(stream));
+        float want = step < 5 ? 2.0f : 6.0f; /* the refused update changes nothing */
+        for (size_t i = 0; i < N; i += 4099) {
+            float got = read1(out, i);
+            if (memcmp(&got, &want, 4) != 0)
+                return fail("out", i, got, want);
+        }
+    }
+    CK(cuGraphExecDestroy(ex));
+    printf("ok orphan\n");
     return 0;
 }
 
@@ -233,6 +279,8 @@ int main(int argc, char **argv)
     free(ptx);
     if (!strcmp(case_name, "scalar"))
         return run_scalar();
+    if (!strcmp(case_name, "orphan"))
+        return run_orphan();
     if (!strcmp(case_name, "range"))
         return run_range();
     if (!strcmp(case_name, "gate"))
@@ -241,6 +289,6 @@ int main(int argc, char **argv)
         return run_gate(1);
     if (!strcmp(case_name, "gate-update"))
         return run_gate(2);
-    fprintf(stderr, "usage: exec_edge --case scalar|range|gate|gate-destroy|gate-update\n");
+    fprintf(stderr, "usage: exec_edge --case scalar|range|orphan|gate|gate-destroy|gate-update\n");
     return 2;
 }

@@ -567,10 +567,12 @@ static void instantiate(void)
 
 /* cuGraphExecUpdate from a freshly built graph of the same topology holding
  * this step's arguments. Exec calls keep naming the nodes of the graph the
- * execs were instantiated from (cuda.h), even once that graph is destroyed. */
+ * execs were instantiated from (cuda.h), and only while that graph exists (a
+ * GPU refuses them once it is destroyed: driver-answers.txt), so that graph
+ * stays and the update graph goes. */
 static void update_execs(unsigned step)
 {
-    CUgraph old = R.graph;
+    CUgraph kept = R.graph;
     CUgraphNode keep[NNODE];
     for (size_t i = 0; i < NNODE; i++) {
         node_args(&R.nodes[i], step);
@@ -582,9 +584,10 @@ static void update_execs(unsigned step)
         memset(&info, 0, sizeof info);
         CK(GraphExecUpdate_v2, R.ex[e], R.graph, &info);
     }
+    CK(GraphDestroy, R.graph);
+    R.graph = kept;
     for (size_t i = 0; i < NNODE; i++)
         R.nodes[i].h = keep[i];
-    CK(GraphDestroy, old);
 }
 
 static void destroy_execs(void)

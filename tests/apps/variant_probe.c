@@ -189,7 +189,6 @@ static int nodes(unsigned steps)
     nd[0].h = k0, nd[1].h = k1;
     CUgraphExec ex;
     CK(cuGraphInstantiateWithFlags(&ex, g, 0));
-    CK(cuGraphDestroy(g));
 
     float ha = 1.0f;
     for (unsigned s = 0; s < steps; s++) {
@@ -245,6 +244,7 @@ static int nodes(unsigned steps)
         sum = sum * 31 + u;
     }
     CK(cuGraphExecDestroy(ex));
+    CK(cuGraphDestroy(g)); /* kept until here: exec calls name its nodes */
     free(notes);
     free(want_h);
     free(got_h);
@@ -277,7 +277,6 @@ static int range(unsigned steps)
     }
     CUgraphExec ex;
     CK(cuGraphInstantiateWithFlags(&ex, g, 0));
-    CK(cuGraphDestroy(g));
     for (unsigned s = 0; s < steps; s++) {
         yout = y[s % 2];
         for (int i = 0; i < 2; i++) {
@@ -298,6 +297,7 @@ static int range(unsigned steps)
             return 1;
         }
     CK(cuGraphExecDestroy(ex));
+    CK(cuGraphDestroy(g)); /* kept until here: exec calls name its nodes */
     printf("ok range sum=%a steps=%u\n", (double)sres, steps);
     return 0;
 }
@@ -355,7 +355,6 @@ int main(int argc, char **argv)
     }
     CUgraphExec ex;
     CK(cuGraphInstantiateWithFlags(&ex, g, 0));
-    CK(cuGraphDestroy(g)); /* as programs do: the exec must not need it */
 
     float ha = 1.0f, ht = 0.0f;
     bool added = true;
@@ -444,6 +443,7 @@ int main(int argc, char **argv)
     }
     if (!degrade)
         CK(cuGraphExecDestroy(ex));
+    CK(cuGraphDestroy(g)); /* kept until here: exec calls name its nodes */
     printf("ok %s A=%a T=%a steps=%u\n", case_name, (double)ha, (double)ht, step);
     return 0;
 }

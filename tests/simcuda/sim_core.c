@@ -74,8 +74,12 @@ uint64_t sim_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static atomic_bool g_shut_down;
+
 CUresult sim_enter_slow(int id, uint64_t nth)
 {
+    if (atomic_load_explicit(&g_shut_down, memory_order_relaxed))
+        return CUDA_ERROR_DEINITIALIZED;
     uint64_t cost = atomic_load_explicit(&g_cost_ns[id], memory_order_relaxed);
     if (cost) {
         uint64_t end = sim_now_ns() + cost;
@@ -449,8 +453,23 @@ static struct sim_ctx *ctx_new(int dev, bool primary, unsigned flags)
 
 static pthread_once_t g_knobs_once = PTHREAD_ONCE_INIT;
 
+/* The driver shuts down from an exit handler registered at the first
+ * cuInit: handlers registered before it (an interposer's, a program's
+ * atexit before cuInit) run later and find every entry point, even
+ * cuGetErrorName, answering CUDA_ERROR_DEINITIALIZED, as an H200 with driver
+ * 580 does (driver-answers.txt: exit.*). Device memory needs no release
+ * then: the process is ending. */
+static void shut_down(void)
+{
+    if (getpid() != g_knobs_pid)
+        return; /* a forked child exiting leaves its parent's driver alone */
+    atomic_store(&g_shut_down, true);
+    atomic_store(&sim_knobs_any, true); /* every entry takes the slow path */
+}
+
 static void init_once(void)
 {
+    atexit(shut_down);
     g_init_ok = true;
     for (int d = 0; d < sim_knob.devices; d++)
         g_init_ok = g_init_ok && (g_primaries[d] = ctx_new(d, true, 0)) != NULL;

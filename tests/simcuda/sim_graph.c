@@ -908,8 +908,10 @@ static bool exec_index(struct sim_exec *x)
 }
 
 /* The exec node a handle names: only the instantiating graph's node handles
- * do (cuda.h), whether or not that graph still exists; the handle is a key
- * and never dereferenced. NULL if it names none. */
+ * do (cuda.h), and only while that graph exists: an H200 with driver 580
+ * answers CUDA_ERROR_INVALID_VALUE for the nodes of a destroyed graph, also
+ * after cuGraphExecUpdate from a graph that still exists
+ * (driver-answers.txt). NULL if it names none. */
 static struct xnode *exec_node(struct sim_exec *x, CUgraphNode h)
 {
     if (!h)
@@ -918,7 +920,7 @@ static struct xnode *exec_node(struct sim_exec *x, CUgraphNode h)
     for (size_t j = key_hash(h, mask); x->slots[j]; j = (j + 1) & mask) {
         struct xnode *xn = &x->nodes[x->slots[j] - 1];
         if ((CUgraphNode)xn->key == h)
-            return xn;
+            return sim_reg_has(h, SIM_T_NODE) ? xn : NULL;
     }
     return NULL;
 }

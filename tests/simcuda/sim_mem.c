@@ -905,6 +905,16 @@ static bool exact_cover(struct resv *r, uintptr_t p, size_t size, size_t *first,
     return true;
 }
 
+/* No mapping of r overlaps [p, p + size). */
+static bool nothing_mapped(struct resv *r, uintptr_t p, size_t size)
+{
+    long i = map_floor(r, p);
+    if (i >= 0 && r->maps[i].base + r->maps[i].size > p)
+        return false;
+    size_t next = (size_t)(i + 1);
+    return next >= r->nmaps || r->maps[next].base >= p + size;
+}
+
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     SIM_ENTER(cuMemUnmap);
@@ -913,9 +923,17 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     size_t first, last;
     pthread_mutex_lock(&g_mem_mu);
     struct resv *r = resv_find(p);
-    if (!r || size == 0 || p + size > r->base + r->size || !exact_cover(r, p, size, &first, &last)) {
+    if (!r || size == 0 || p + size > r->base + r->size) {
         pthread_mutex_unlock(&g_mem_mu);
-        return CUDA_ERROR_INVALID_VALUE; /* documented: whole mapped ranges only */
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!exact_cover(r, p, size, &first, &last)) {
+        /* Whole mapped ranges only (documented); a reserved range with
+         * nothing mapped in it at all is accepted as a no-op, as an H200
+         * with driver 580 does (driver-answers.txt: vmm.unmap_unmapped). */
+        bool none = nothing_mapped(r, p, size);
+        pthread_mutex_unlock(&g_mem_mu);
+        return none ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     }
     /* Back to a reservation, without waiting for in-flight work (like the
      * real driver): a kernel still using the range faults. */
