@@ -52,9 +52,9 @@ struct vr_exec {
     struct vr_profile *prof;
 
     struct vr_slices *slices;
-    int32_t *anchor_slot;  /* per word once active, -1 = not an anchor */
+    vr_anchor *anchor_slot; /* per word once active, -1 = not an anchor */
     uint8_t *slot_back;    /* per slot: its buffer came back while profiled */
-    uint32_t *anchored;    /* nodes holding at least one anchor */
+    uint32_t *anchored;    /* nodes holding at least one anchor (until the transition) */
     size_t nanchored;
     /* fix_nodes' work, O(changed nodes): per slot the nodes with an anchor
      * homed there (home_node[home_first[s] .. home_first[s + 1]]), the slots
@@ -67,8 +67,9 @@ struct vr_exec {
     uint32_t *cross;
     size_t ncross;
     uint8_t *in_cross;     /* per node */
-    uint32_t *mark;        /* per node: the fix round that checked it */
-    uint32_t round;
+    uint8_t *mark;         /* per node: the fix round that checked it, mod 256 (one
+                            * byte: cleared once every 255 rounds, O(nodes / 255)) */
+    uint8_t round;
     uint32_t xnode;        /* the node translate_node is translating */
     unsigned peers;        /* vr_alloc_peer_generation() the slices' access reflects */
 
@@ -448,8 +449,8 @@ static void drop_slices(struct vr_exec *e, bool freeze)
     free(e->cross);
     free(e->in_cross);
     free(e->mark);
-    e->home_first = e->home_node = e->dirty = e->cross = e->mark = NULL;
-    e->is_dirty = e->in_cross = NULL;
+    e->home_first = e->home_node = e->dirty = e->cross = NULL;
+    e->is_dirty = e->in_cross = e->mark = NULL;
     e->ndirty = e->ncross = 0;
     if (e->slices)
         bury_after(e, e->slices, e->v0_last);
@@ -1150,6 +1151,10 @@ static void decide(struct vr_exec *e)
     e->peers = vr_alloc_peer_generation();
     vr_stat_inc(VR_C_execs_active);
     transition(e);
+    /* Needed by the transition only: 4 bytes per node less from here on. */
+    free(e->anchored);
+    e->anchored = NULL;
+    e->nanchored = 0;
 }
 
 /* ---- launch ------------------------------------------------------------ */

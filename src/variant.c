@@ -151,21 +151,23 @@ struct variant {
     CUgraphExec handle; /* NULL: a free entry */
     struct vr_slices *slices;
     uint64_t last;   /* the track's sequence number of its last launch */
-    uint64_t synced; /* the set's clock when its nodes were last brought up to date */
+    uint32_t synced; /* the set's clock when its nodes were last brought up to date */
 };
 
 struct vr_variants {
     CUgraph clone;
     CUgraphNode *cnode;     /* per kernel node index: its node in the clone */
     size_t n;
-    uint64_t *gen;          /* per node: the clock of its last change */
-    uint64_t clock;
+    /* Per node: the clock of its last change (0: never changed since the
+     * instantiation). Four bytes a node: the clock restarts when it would
+     * wrap (restart_clock). */
+    uint32_t *gen;
+    uint32_t clock;
     /* The nodes changed since the least recently synced variant's sync,
      * each once: a sync costs O(changed nodes), not O(nodes). */
     uint32_t *log;
     size_t nlog;
-    uint8_t *in_log;
-    uint8_t *disabled;      /* per node: cuGraphNodeSetEnabled(0) seen */
+    uint8_t *nflags;        /* per node: VR_IN_LOG, VR_DISABLED */
     unsigned long long flags;
     unsigned max, nv;       /* nv of v[1..cap-1] in use; v[0] is the program's exec */
     unsigned cap;           /* max, or up to twice that while every exec is busy */
@@ -177,6 +179,9 @@ struct vr_variants {
     unsigned nrecent;
     struct variant v[VR_VARIANTS_MAX];
 };
+
+#define VR_IN_LOG 1u   /* the node is in the log */
+#define VR_DISABLED 2u /* cuGraphNodeSetEnabled(0) seen */
 
 static bool varies(CUgraph graph)
 {
@@ -227,10 +232,9 @@ int vr_variants_new(struct vr_variants **out, CUgraph graph, const struct vr_nod
     vs->n = ns->n;
     vs->cnode = calloc(ns->n ? ns->n : 1, sizeof *vs->cnode);
     vs->gen = calloc(ns->n ? ns->n : 1, sizeof *vs->gen);
-    vs->disabled = calloc(ns->n ? ns->n : 1, 1);
     vs->log = malloc((ns->n ? ns->n : 1) * sizeof *vs->log);
-    vs->in_log = calloc(ns->n ? ns->n : 1, 1);
-    if (!vs->cnode || !vs->gen || !vs->disabled || !vs->log || !vs->in_log ||
+    vs->nflags = calloc(ns->n ? ns->n : 1, 1);
+    if (!vs->cnode || !vs->gen || !vs->log || !vs->nflags ||
         vr_real.cuGraphClone(&vs->clone, graph) != CUDA_SUCCESS) {
         vs->clone = NULL;
         vr_variants_free(vs, NULL);
@@ -283,9 +287,8 @@ void vr_variants_free(struct vr_variants *vs, const struct vr_var_ctx *cx)
         vr_real.cuGraphDestroy(vs->clone);
     free(vs->cnode);
     free(vs->gen);
-    free(vs->disabled);
     free(vs->log);
-    free(vs->in_log);
+    free(vs->nflags);
     free(vs->weight);
     free(vs);
 }
@@ -300,13 +303,30 @@ unsigned vr_variants_count(const struct vr_variants *vs)
     return vs ? vs->nv : 0;
 }
 
+/* The clock would wrap: it starts again at 1. Every node changed since the
+ * instantiation gets generation 1; a variant that held every change keeps
+ * holding them (synced 1), any other is sent every changed node at its next
+ * sync, as a new one would be (synced 0): more than it needs, never less.
+ * O(nodes), once in 2^32 changes. */
+static void restart_clock(struct vr_variants *vs)
+{
+    for (unsigned k = 1; k < vs->cap; k++)
+        if (vs->v[k].handle)
+            vs->v[k].synced = vs->v[k].synced == vs->clock ? 1 : 0;
+    for (size_t i = 0; i < vs->n; i++)
+        vs->gen[i] = vs->gen[i] ? 1 : 0;
+    vs->clock = 1;
+}
+
 void vr_variants_touch(struct vr_variants *vs, size_t i)
 {
     if (!vs || i >= vs->n)
         return;
+    if (vs->clock == UINT32_MAX)
+        restart_clock(vs);
     vs->gen[i] = ++vs->clock;
-    if (!vs->in_log[i]) {
-        vs->in_log[i] = 1;
+    if (!(vs->nflags[i] & VR_IN_LOG)) {
+        vs->nflags[i] |= VR_IN_LOG;
         vs->log[vs->nlog++] = (uint32_t)i;
     }
 }
@@ -338,7 +358,7 @@ static CUresult push(struct vr_variants *vs, const struct vr_var_ctx *cx, struct
 /* Keeps in the log only the nodes some variant has not been sent yet. */
 static void prune_log(struct vr_variants *vs)
 {
-    uint64_t min = vs->clock;
+    uint32_t min = vs->clock;
     for (unsigned k = 1; k < vs->cap; k++)
         if (vs->v[k].handle && vs->v[k].synced < min)
             min = vs->v[k].synced;
@@ -348,7 +368,7 @@ static void prune_log(struct vr_variants *vs)
         if (vs->gen[i] > min)
             vs->log[keep++] = i;
         else
-            vs->in_log[i] = 0;
+            vs->nflags[i] &= (uint8_t)~VR_IN_LOG;
     }
     vs->nlog = keep;
 }
@@ -436,8 +456,8 @@ static int create(struct vr_variants *vs, const struct vr_var_ctx *cx, bool *vmm
     struct variant *p = &vs->v[k];
     rc = remap_to_targets(cx, p, vmm, cx->rebinds, true);
     for (size_t i = 0; rc == 0 && i < vs->n; i++)
-        if (vs->disabled[i] && vr_real.cuGraphNodeSetEnabled(p->handle, vs->cnode[i], 0) !=
-                                   CUDA_SUCCESS)
+        if ((vs->nflags[i] & VR_DISABLED) &&
+            vr_real.cuGraphNodeSetEnabled(p->handle, vs->cnode[i], 0) != CUDA_SUCCESS)
             rc = -EIO;
     if (rc == 0)
         rc = sync_nodes(vs, cx, p);
@@ -654,7 +674,10 @@ void vr_variants_set_enabled(struct vr_variants *vs, const struct vr_var_ctx *cx
         vr_variants_drop(vs, cx, true);
         return;
     }
-    vs->disabled[i] = enabled == 0;
+    if (enabled)
+        vs->nflags[i] &= (uint8_t)~VR_DISABLED;
+    else
+        vs->nflags[i] |= VR_DISABLED;
     for (unsigned k = 1; k < vs->cap; k++)
         if (vs->v[k].handle &&
             vr_real.cuGraphNodeSetEnabled(vs->v[k].handle, vs->cnode[i], enabled) != CUDA_SUCCESS)
