@@ -338,7 +338,7 @@ static CUresult push(struct vr_variants *vs, const struct vr_var_ctx *cx, struct
 {
     const struct vr_node *n = &cx->ns->v[i];
     const struct vr_layout *l = n->layout;
-    memcpy(cx->xlat, n->installed, l->bytes);
+    memcpy(cx->xlat, vr_installed(cx->ns, n), l->bytes);
     for (uint32_t k = 0; k < l->nwords; k++) {
         if (cx->anchor_slot[n->word0 + k] < 0)
             continue;
