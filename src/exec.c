@@ -54,9 +54,9 @@ struct vr_exec {
     struct vr_profile *prof;
 
     struct vr_slices *slices;
-    int32_t *anchor_slot;  /* per word once active, -1 = not an anchor */
+    vr_anchor *anchor_slot; /* per word once active, -1 = not an anchor */
     uint8_t *slot_back;    /* per slot: its buffer came back while profiled */
-    uint32_t *anchored;    /* nodes holding at least one anchor */
+    uint32_t *anchored;    /* nodes holding at least one anchor (until the transition) */
     size_t nanchored;
     /* fix_nodes' work, O(changed nodes): per slot the nodes with an anchor
      * homed there (home_node[home_first[s] .. home_first[s + 1]]), the slots
@@ -69,8 +69,10 @@ struct vr_exec {
     uint32_t *cross;
     size_t ncross;
     uint8_t *in_cross;     /* per node */
-    uint32_t *mark;        /* per node: the fix round that checked it */
-    uint32_t round;
+    bool cross_lost;       /* cross/in_cross could not be made: fix_nodes checks all */
+    uint8_t *mark;         /* per node: the fix round that checked it, mod 256 (one
+                            * byte: cleared once every 255 rounds, O(nodes / 255)) */
+    uint8_t round;
     uint32_t xnode;        /* the node translate_node is translating */
     unsigned peers;        /* vr_alloc_peer_generation() the slices' access reflects */
 
@@ -465,9 +467,10 @@ static void drop_slices(struct vr_exec *e, bool freeze)
     free(e->cross);
     free(e->in_cross);
     free(e->mark);
-    e->home_first = e->home_node = e->dirty = e->cross = e->mark = NULL;
-    e->is_dirty = e->in_cross = NULL;
+    e->home_first = e->home_node = e->dirty = e->cross = NULL;
+    e->is_dirty = e->in_cross = e->mark = NULL;
     e->ndirty = e->ncross = 0;
+    e->cross_lost = false;
     if (e->slices)
         bury_after(e, e->slices, e->v0_last);
     e->slices = NULL;
@@ -615,7 +618,23 @@ static bool in_window(const struct vr_exec *e, size_t s, uint64_t va)
  * home: fix_nodes checks it whenever any slot changed. */
 static void note_cross(struct vr_exec *e, int32_t home, uint64_t w, uint64_t t)
 {
-    if (t == w || in_window(e, (size_t)home, t) || e->in_cross[e->xnode])
+    if (t == w || in_window(e, (size_t)home, t))
+        return;
+    /* Made at the first such node: most execs never have one, and the
+     * lists cost 5 bytes per node. */
+    if (!e->in_cross && !e->cross_lost) {
+        size_t n = e->ns.n ? e->ns.n : 1;
+        e->cross = malloc(n * sizeof *e->cross);
+        e->in_cross = calloc(n, 1);
+        if (!e->cross || !e->in_cross) {
+            free(e->cross);
+            free(e->in_cross);
+            e->cross = NULL;
+            e->in_cross = NULL;
+            e->cross_lost = true;
+        }
+    }
+    if (e->cross_lost || e->in_cross[e->xnode])
         return;
     e->in_cross[e->xnode] = 1;
     e->cross[e->ncross++] = e->xnode;
@@ -757,7 +776,7 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
         r = vr_forward_raw(e->handle, node, entry, params);
         if (r == CUDA_SUCCESS) {
             set_intended(e, n);
-            memcpy(n->installed, e->scratch, l->bytes);
+            memcpy(vr_installed(&e->ns, n), e->scratch, l->bytes);
             n->f = c.f;
         }
         note_forward(e, n, "observe");
@@ -771,7 +790,7 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
         translate_node(e, n, e->scratch, e->xlat, true);
         send = e->xlat;
     }
-    if (same && memcmp(send, n->installed, l->bytes) == 0) {
+    if (same && memcmp(send, vr_installed(&e->ns, n), l->bytes) == 0) {
         set_intended(e, n);
         goto skip;
     }
@@ -783,7 +802,7 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
     note_forward(e, n, same ? "arguments" : "shape");
     if (r == CUDA_SUCCESS) {
         set_intended(e, n);
-        memcpy(n->installed, send, l->bytes);
+        memcpy(vr_installed(&e->ns, n), send, l->bytes);
         n->f = c.f;
         vr_variants_touch(e->vars, (size_t)(n - e->ns.v));
     }
@@ -902,7 +921,7 @@ static int fix_node(struct vr_exec *e, uint32_t i, int rc)
         if (home < 0)
             continue;
         uint32_t off = n->layout->words[k];
-        uint64_t have = vr_load_word(n->installed + off);
+        uint64_t have = vr_load_word(vr_installed(&e->ns, n) + off);
         uint64_t want = vr_load_word(n->intended + off);
         int s = slot_read(e, home, have);
         if (s < 0)
@@ -919,7 +938,7 @@ static int fix_node(struct vr_exec *e, uint32_t i, int rc)
     e->c.transition++;
     vr_stat_inc(VR_C_transition_updates);
     if (r == CUDA_SUCCESS) {
-        memcpy(n->installed, e->xlat, n->layout->bytes);
+        memcpy(vr_installed(&e->ns, n), e->xlat, n->layout->bytes);
         vr_variants_touch(e->vars, i);
         return rc;
     }
@@ -938,7 +957,7 @@ static bool has_cross(const struct vr_exec *e, uint32_t i)
         int32_t home = e->anchor_slot[n->word0 + k];
         if (home < 0)
             continue;
-        int s = slot_read(e, home, vr_load_word(n->installed + n->layout->words[k]));
+        int s = slot_read(e, home, vr_load_word(vr_installed(&e->ns, n) + n->layout->words[k]));
         if (s >= 0 && s != home)
             return true;
     }
@@ -967,6 +986,9 @@ static int fix_nodes(struct vr_exec *e)
         for (uint32_t j = e->home_first[s]; j < e->home_first[s + 1]; j++)
             rc = fix_node(e, e->home_node[j], rc);
     }
+    /* Out of memory for the cross list once: every node is a suspect. */
+    for (uint32_t i = 0; e->cross_lost && i < e->ns.n; i++)
+        rc = fix_node(e, i, rc);
     for (size_t j = 0; j < e->ncross;) {
         uint32_t i = e->cross[j];
         rc = fix_node(e, i, rc);
@@ -1063,13 +1085,13 @@ static void transition(struct vr_exec *e)
     for (size_t i = 0; i < e->nanchored; i++) {
         struct vr_node *n = &e->ns.v[e->anchored[i]];
         translate_node(e, n, n->intended, e->xlat, false);
-        if (memcmp(e->xlat, n->installed, n->layout->bytes) == 0)
+        if (memcmp(e->xlat, vr_installed(&e->ns, n), n->layout->bytes) == 0)
             continue;
         CUresult r = vr_node_issue(e->handle, n, e->xlat, e->kp);
         e->c.transition++;
         vr_stat_inc(VR_C_transition_updates);
         if (r == CUDA_SUCCESS) {
-            memcpy(n->installed, e->xlat, n->layout->bytes);
+            memcpy(vr_installed(&e->ns, n), e->xlat, n->layout->bytes);
             vr_variants_touch(e->vars, e->anchored[i]);
         }
     }
@@ -1084,12 +1106,9 @@ static int index_anchors(struct vr_exec *e, size_t nslots)
     e->home_first = calloc(ns + 1, sizeof *e->home_first);
     e->dirty = malloc(2 * ns * sizeof *e->dirty);
     e->is_dirty = calloc(ns, 1);
-    e->cross = malloc(n * sizeof *e->cross);
-    e->in_cross = calloc(n, 1);
     e->mark = calloc(n, sizeof *e->mark);
     uint32_t *last = calloc(ns, sizeof *last); /* node index + 1 that counted it last */
-    if (!e->anchored || !e->home_first || !e->dirty || !e->is_dirty || !e->cross ||
-        !e->in_cross || !e->mark || !last) {
+    if (!e->anchored || !e->home_first || !e->dirty || !e->is_dirty || !e->mark || !last) {
         free(last);
         return -ENOMEM;
     }
@@ -1185,6 +1204,10 @@ static void decide(struct vr_exec *e)
     e->peers = vr_alloc_peer_generation();
     vr_stat_inc(VR_C_execs_active);
     transition(e);
+    /* Needed by the transition only: 4 bytes per node less from here on. */
+    free(e->anchored);
+    e->anchored = NULL;
+    e->nanchored = 0;
 }
 
 /* ---- launch ------------------------------------------------------------ */

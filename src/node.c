@@ -136,7 +136,7 @@ static void load(struct vr_node *n, CUgraphNode g, uint8_t **buf, size_t *cap, s
 {
     CUDA_KERNEL_NODE_PARAMS_v2 p = {0};
     const struct vr_layout *l = NULL;
-    n->intended = n->installed = NULL;
+    n->intended = NULL;
     n->layout = NULL;
     if (vr_real.cuGraphKernelNodeGetParams_v2(g, &p) != CUDA_SUCCESS)
         return;
@@ -181,10 +181,10 @@ static int place(struct vr_nodes *ns, uint8_t *buf, size_t used)
             continue;
         size_t off = (size_t)(uintptr_t)n->intended;
         n->intended = arena + off;
-        n->installed = arena + used + off;
     }
     free(ns->shadows);
     ns->shadows = arena;
+    ns->half = used;
     return 0;
 }
 

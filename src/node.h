@@ -32,8 +32,7 @@ struct vr_node {
     CUgraphNode handle;
     const struct vr_layout *layout; /* NULL: opaque */
     struct vr_fields f;             /* what the driver holds */
-    uint8_t *intended;
-    uint8_t *installed;
+    uint8_t *intended;              /* installed: vr_installed() */
     uint32_t word0;                 /* index of the node's first scanned word */
     uint32_t next;                  /* the node the program updated after this one, last time */
 };
@@ -44,6 +43,8 @@ struct vr_nodes {
     size_t nwords;                  /* scanned words over all nodes */
     size_t max_bytes, max_params;
     uint8_t *shadows;               /* every node's intended and installed bytes */
+    size_t half;                    /* a node's installed bytes follow its intended ones
+                                     * at this distance (one pointer less per node) */
     uint32_t *hidx;                 /* handle -> index, open addressing, UINT32_MAX: empty */
     size_t hmask;
     struct vr_node *cur;            /* the node found last (v[0] before any) */
@@ -109,6 +110,12 @@ static inline struct vr_node *vr_nodes_next(struct vr_nodes *ns, CUgraphNode h)
 }
 
 void vr_node_make_opaque(struct vr_nodes *ns, struct vr_node *n);
+
+/* What the driver holds for a node that has a layout. */
+static inline uint8_t *vr_installed(const struct vr_nodes *ns, const struct vr_node *n)
+{
+    return n->intended + ns->half;
+}
 
 /* Reads the program's struct; false when params is NULL or not a kernel. */
 bool vr_call_decode(enum vr_sp_entry entry, const void *params, struct vr_call *c);

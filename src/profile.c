@@ -327,6 +327,12 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
             cand[k].verdict = V_NOT_WORTH_IT;
             continue;
         }
+        /* Slots are named by two-byte anchor entries: past that many, the
+         * reservation would be too large anyway (>= 64 GiB at 2 MiB). */
+        if (nsel >= VR_ANCHOR_MAX) {
+            cand[k].verdict = "too_large";
+            continue;
+        }
         cand[k].verdict = V_SELECTED;
         sizes[nsel++] = a->padded;
         reserved += a->padded;
@@ -359,7 +365,7 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
                 active = false;
             } else {
                 for (size_t w = 0; w < p->nwords; w++)
-                    out->anchor_slot[w] = cidx[w] >= 0 ? cand[cidx[w]].slot : -1;
+                    out->anchor_slot[w] = (vr_anchor)(cidx[w] >= 0 ? cand[cidx[w]].slot : -1);
                 for (size_t k = 0; k < ncand; k++) {
                     if (cand[k].slot < 0)
                         continue;

@@ -22,6 +22,7 @@
 
 #include "node.h"
 #include "slice.h"
+#include "xlat.h"
 
 struct vr_profile;
 
@@ -39,7 +40,7 @@ void vr_profile_observe(struct vr_profile *p, const struct vr_nodes *ns);
 struct vr_decision {
     bool active;
     struct vr_slices *slices; /* active: the selected allocations, bound */
-    int32_t *anchor_slot;     /* active: per word, the anchor's slot or -1 */
+    vr_anchor *anchor_slot;   /* active: per word, the anchor's slot or -1 */
     uint8_t *slot_back;       /* active: per slot, its buffer came back while profiled */
     size_t selected;
     bool moved;               /* active: a selected buffer moved while profiled */

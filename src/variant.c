@@ -153,7 +153,7 @@ struct variant {
     CUgraphExec handle; /* NULL: a free entry */
     struct vr_slices *slices;
     uint64_t last;   /* the track's sequence number of its last launch */
-    uint64_t synced; /* the set's clock when its nodes were last brought up to date */
+    uint32_t synced; /* the set's clock when its nodes were last brought up to date */
 };
 
 /* A node of another type than kernel (other_type()): its handle in the
@@ -183,14 +183,16 @@ struct vr_variants {
     CUgraph clone;
     CUgraphNode *cnode;     /* per kernel node index: its node in the clone */
     size_t n;
-    uint64_t *gen;          /* per node: the clock of its last change */
-    uint64_t clock;
+    /* Per node: the clock of its last change (0: never changed since the
+     * instantiation). Four bytes a node: the clock restarts when it would
+     * wrap (restart_clock). */
+    uint32_t *gen;
+    uint32_t clock;
     /* The nodes changed since the least recently synced variant's sync,
      * each once: a sync costs O(changed nodes), not O(nodes). */
     uint32_t *log;
     size_t nlog;
-    uint8_t *in_log;
-    uint8_t *disabled;      /* per node: cuGraphNodeSetEnabled(0) seen */
+    uint8_t *nflags;        /* per node: VR_IN_LOG, VR_DISABLED */
     struct other *other;    /* the nodes of other types, sorted by handle */
     size_t nother;
     unsigned long long flags;
@@ -204,6 +206,9 @@ struct vr_variants {
     unsigned nrecent;
     struct variant v[VR_VARIANTS_MAX];
 };
+
+#define VR_IN_LOG 1u   /* the node is in the log */
+#define VR_DISABLED 2u /* cuGraphNodeSetEnabled(0) seen */
 
 /* Node types whose every exec-mutating call is hooked (setters.h) and can
  * be made again on a variant made later: their kept calls hold values only.
@@ -287,10 +292,9 @@ int vr_variants_new(struct vr_variants **out, CUgraph graph, const struct vr_nod
     vs->n = ns->n;
     vs->cnode = calloc(ns->n ? ns->n : 1, sizeof *vs->cnode);
     vs->gen = calloc(ns->n ? ns->n : 1, sizeof *vs->gen);
-    vs->disabled = calloc(ns->n ? ns->n : 1, 1);
     vs->log = malloc((ns->n ? ns->n : 1) * sizeof *vs->log);
-    vs->in_log = calloc(ns->n ? ns->n : 1, 1);
-    if (!vs->cnode || !vs->gen || !vs->disabled || !vs->log || !vs->in_log ||
+    vs->nflags = calloc(ns->n ? ns->n : 1, 1);
+    if (!vs->cnode || !vs->gen || !vs->log || !vs->nflags ||
         vr_real.cuGraphClone(&vs->clone, graph) != CUDA_SUCCESS) {
         vs->clone = NULL;
         vr_variants_free(vs, NULL);
@@ -350,9 +354,8 @@ void vr_variants_free(struct vr_variants *vs, const struct vr_var_ctx *cx)
         vr_real.cuGraphDestroy(vs->clone);
     free(vs->cnode);
     free(vs->gen);
-    free(vs->disabled);
     free(vs->log);
-    free(vs->in_log);
+    free(vs->nflags);
     free(vs->weight);
     for (size_t i = 0; i < vs->nother; i++)
         vr_set_free(vs->other[i].last);
@@ -370,13 +373,30 @@ unsigned vr_variants_count(const struct vr_variants *vs)
     return vs ? vs->nv : 0;
 }
 
+/* The clock would wrap: it starts again at 1. Every node changed since the
+ * instantiation gets generation 1; a variant that held every change keeps
+ * holding them (synced 1), any other is sent every changed node at its next
+ * sync, as a new one would be (synced 0): more than it needs, never less.
+ * O(nodes), once in 2^32 changes. */
+static void restart_clock(struct vr_variants *vs)
+{
+    for (unsigned k = 1; k < vs->cap; k++)
+        if (vs->v[k].handle)
+            vs->v[k].synced = vs->v[k].synced == vs->clock ? 1 : 0;
+    for (size_t i = 0; i < vs->n; i++)
+        vs->gen[i] = vs->gen[i] ? 1 : 0;
+    vs->clock = 1;
+}
+
 void vr_variants_touch(struct vr_variants *vs, size_t i)
 {
     if (!vs || i >= vs->n)
         return;
+    if (vs->clock == UINT32_MAX)
+        restart_clock(vs);
     vs->gen[i] = ++vs->clock;
-    if (!vs->in_log[i]) {
-        vs->in_log[i] = 1;
+    if (!(vs->nflags[i] & VR_IN_LOG)) {
+        vs->nflags[i] |= VR_IN_LOG;
         vs->log[vs->nlog++] = (uint32_t)i;
     }
 }
@@ -388,7 +408,7 @@ static CUresult push(struct vr_variants *vs, const struct vr_var_ctx *cx, struct
 {
     const struct vr_node *n = &cx->ns->v[i];
     const struct vr_layout *l = n->layout;
-    memcpy(cx->xlat, n->installed, l->bytes);
+    memcpy(cx->xlat, vr_installed(cx->ns, n), l->bytes);
     for (uint32_t k = 0; k < l->nwords; k++) {
         if (cx->anchor_slot[n->word0 + k] < 0)
             continue;
@@ -408,7 +428,7 @@ static CUresult push(struct vr_variants *vs, const struct vr_var_ctx *cx, struct
 /* Keeps in the log only the nodes some variant has not been sent yet. */
 static void prune_log(struct vr_variants *vs)
 {
-    uint64_t min = vs->clock;
+    uint32_t min = vs->clock;
     for (unsigned k = 1; k < vs->cap; k++)
         if (vs->v[k].handle && vs->v[k].synced < min)
             min = vs->v[k].synced;
@@ -418,7 +438,7 @@ static void prune_log(struct vr_variants *vs)
         if (vs->gen[i] > min)
             vs->log[keep++] = i;
         else
-            vs->in_log[i] = 0;
+            vs->nflags[i] &= (uint8_t)~VR_IN_LOG;
     }
     vs->nlog = keep;
 }
@@ -506,8 +526,8 @@ static int create(struct vr_variants *vs, const struct vr_var_ctx *cx, bool *vmm
     struct variant *p = &vs->v[k];
     rc = remap_to_targets(cx, p, vmm, cx->rebinds, true);
     for (size_t i = 0; rc == 0 && i < vs->n; i++)
-        if (vs->disabled[i] && vr_real.cuGraphNodeSetEnabled(p->handle, vs->cnode[i], 0) !=
-                                   CUDA_SUCCESS)
+        if ((vs->nflags[i] & VR_DISABLED) &&
+            vr_real.cuGraphNodeSetEnabled(p->handle, vs->cnode[i], 0) != CUDA_SUCCESS)
             rc = -EIO;
     /* The other nodes as the program last set them on its exec. */
     for (size_t i = 0; rc == 0 && i < vs->nother; i++) {
@@ -731,7 +751,10 @@ void vr_variants_set_enabled(struct vr_variants *vs, const struct vr_var_ctx *cx
     CUgraphNode h;
     struct other *o = NULL;
     if (i < vs->n) {
-        vs->disabled[i] = enabled == 0;
+        if (enabled)
+            vs->nflags[i] &= (uint8_t)~VR_DISABLED;
+        else
+            vs->nflags[i] |= VR_DISABLED;
         h = vs->cnode[i];
     } else if ((o = find_other(vs->other, vs->nother, node))) {
         o->disabled = enabled == 0;

@@ -47,6 +47,7 @@
 
 #include "node.h"
 #include "slice.h"
+#include "xlat.h"
 
 #define VR_VARIANTS_MAX 16
 #define VR_TRACK_EVENTS 8
@@ -92,7 +93,7 @@ struct vr_variants;
 /* What a variant is made of, lent by the exec for one call. */
 struct vr_var_ctx {
     const struct vr_nodes *ns;
-    const int32_t *anchor_slot;   /* per word: the anchor's slot, or -1 */
+    const vr_anchor *anchor_slot; /* per word: the anchor's slot, or -1 */
     const uint8_t *slot_back;     /* per slot: its buffer came back while profiled */
     const struct vr_slices *base; /* the program's exec's: targets = what to launch */
     uint8_t *xlat;                /* scratch of ns->max_bytes */

@@ -24,7 +24,7 @@ uint64_t vr_xlat_word(const struct vr_xlat_range *r, size_t n, uint64_t w)
     return x ? x->va + (w - x->lo) : w;
 }
 
-void vr_xlat_args(const uint32_t *offs, const int32_t *anchor, uint32_t nwords, size_t bytes,
+void vr_xlat_args(const uint32_t *offs, const vr_anchor *anchor, uint32_t nwords, size_t bytes,
                   const uint8_t *src, uint8_t *dst, vr_xlat_fn fn, void *ctx)
 {
     memcpy(dst, src, bytes);

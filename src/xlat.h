@@ -30,6 +30,11 @@ const struct vr_xlat_range *vr_xlat_lookup(const struct vr_xlat_range *r, size_t
 /* w through the ranges: its slice address, or w itself. */
 uint64_t vr_xlat_word(const struct vr_xlat_range *r, size_t n, uint64_t w);
 
+/* An anchor table entry: the owner's index (>= 0, at most VR_ANCHOR_MAX)
+ * or -1. Two bytes, as there is one per scanned word of every node. */
+typedef int16_t vr_anchor;
+#define VR_ANCHOR_MAX INT16_MAX
+
 /* Translates the word at an anchor position. `anchor` is the position's
  * value in the anchor table (>= 0). */
 typedef uint64_t (*vr_xlat_fn)(void *ctx, int32_t anchor, uint64_t word);
@@ -37,7 +42,7 @@ typedef uint64_t (*vr_xlat_fn)(void *ctx, int32_t anchor, uint64_t word);
 /* dst[0..bytes) = src[0..bytes), then for each k < nwords with
  * anchor[k] >= 0 the 8-byte word at offs[k] (offs[k] + 8 <= bytes) becomes
  * fn(ctx, anchor[k], word). src and dst must not overlap. */
-void vr_xlat_args(const uint32_t *offs, const int32_t *anchor, uint32_t nwords, size_t bytes,
+void vr_xlat_args(const uint32_t *offs, const vr_anchor *anchor, uint32_t nwords, size_t bytes,
                   const uint8_t *src, uint8_t *dst, vr_xlat_fn fn, void *ctx);
 
 #endif

@@ -121,7 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     uint32_t nwords = (uint32_t)(take(&in, 1) % (MAX_WORDS + 1));
     uint32_t offs[MAX_WORDS];
-    int32_t anchor[MAX_WORDS];
+    vr_anchor anchor[MAX_WORDS];
     uint8_t src[MAX_WORDS * 8 + 64], dst[sizeof src];
     for (uint32_t k = 0; k < nwords; k++) {
         unsigned flags = (unsigned)take(&in, 1);

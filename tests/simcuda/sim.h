@@ -88,6 +88,19 @@ extern atomic_bool sim_initialized;
             return CUDA_ERROR_NOT_INITIALIZED;                                 \
     } while (0)
 
+/* ---- heap (sim_heap.c): the only allocator simcuda's files call -------
+ * Counts the bytes simcuda holds for itself (graphs, execs, streams...),
+ * which share the process heap with the program and any interposer; the
+ * count is exported as the simcuda-only query simcuda_heap_bytes(). */
+void *sim_malloc(size_t n);
+void *sim_calloc(size_t n, size_t size);
+void *sim_realloc(void *p, size_t n);
+char *sim_strdup(const char *s);
+char *sim_strndup(const char *s, size_t max);
+void sim_free(void *p);
+/* Live bytes in glibc chunk sizes (mallinfo2's unit); -1 without glibc. */
+long long sim_heap_bytes(void);
+
 void sim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t sim_now_ns(void);
 

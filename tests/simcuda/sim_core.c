@@ -256,10 +256,10 @@ static void knobs_load(void)
         sim_knob.vmm = !(strcmp(s, "0") == 0 || strcmp(s, "false") == 0 || strcmp(s, "no") == 0 ||
                          strcmp(s, "off") == 0);
 
-    free(g_stats_path);
+    sim_free(g_stats_path);
     g_stats_path = NULL;
     if ((s = getenv("SIMCUDA_STATS")) && *s)
-        g_stats_path = strdup(s);
+        g_stats_path = sim_strdup(s);
     sim_knob.proc_internal = (s = getenv("SIMCUDA_PROC_INTERNAL")) && strcmp(s, "1") == 0;
     /* The device count is fixed once initialized (contexts exist per device). */
     if (!atomic_load(&sim_initialized)) {
@@ -338,7 +338,7 @@ static void reg_grow(void)
     size_t ncap = 1024;
     while (ncap < 4 * (live + 1))
         ncap *= 2;
-    struct reg_slot *n = calloc(ncap, sizeof *n);
+    struct reg_slot *n = sim_calloc(ncap, sizeof *n);
     if (!n)
         abort();
     size_t used = 0;
@@ -351,7 +351,7 @@ static void reg_grow(void)
         n[j] = g_reg[i];
         used++;
     }
-    free(g_reg);
+    sim_free(g_reg);
     g_reg = n;
     g_reg_cap = ncap;
     g_reg_used = used;
@@ -424,7 +424,7 @@ static atomic_uint_fast64_t g_ctx_ids;
 
 static struct sim_ctx *ctx_new(int dev, bool primary, unsigned flags)
 {
-    struct sim_ctx *c = calloc(1, sizeof *c);
+    struct sim_ctx *c = sim_calloc(1, sizeof *c);
     if (!c)
         return NULL;
     c->dev = dev;
@@ -433,13 +433,13 @@ static struct sim_ctx *ctx_new(int dev, bool primary, unsigned flags)
     c->id = atomic_fetch_add(&g_ctx_ids, 1) + 1;
     c->legacy = sim_stream_new(c, SIM_S_LEGACY, 0, 0);
     if (!c->legacy) {
-        free(c);
+        sim_free(c);
         return NULL;
     }
     pthread_mutex_lock(&g_ctx_mu);
     if (g_nctxs == g_ctxs_cap) {
         size_t ncap = g_ctxs_cap ? g_ctxs_cap * 2 : 8;
-        struct sim_ctx **n = realloc(g_ctxs, ncap * sizeof *n);
+        struct sim_ctx **n = sim_realloc(g_ctxs, ncap * sizeof *n);
         if (!n)
             abort();
         g_ctxs = n;
@@ -863,7 +863,7 @@ CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
             r = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
     if (!r && cur->npeers == cur->peers_cap) {
         size_t nc = cur->peers_cap ? cur->peers_cap * 2 : 4;
-        struct sim_ctx **v = realloc(cur->peers, nc * sizeof *v);
+        struct sim_ctx **v = sim_realloc(cur->peers, nc * sizeof *v);
         if (!v)
             r = CUDA_ERROR_OUT_OF_MEMORY;
         else {

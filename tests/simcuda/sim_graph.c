@@ -82,8 +82,8 @@ static _Atomic uint64_t g_graph_ids;
 
 static void knode_clear(struct knode *k)
 {
-    free(k->args);
-    free(k->argptrs);
+    sim_free(k->args);
+    sim_free(k->argptrs);
     memset(k, 0, sizeof *k);
 }
 
@@ -102,35 +102,35 @@ static CUresult knode_set(struct knode *k, const CUDA_KERNEL_NODE_PARAMS *p, boo
     if (p->kernelParams && p->extra)
         return CUDA_ERROR_INVALID_VALUE;
     unsigned char stackbuf[1024];
-    unsigned char *tmp = f->argsize <= sizeof stackbuf ? stackbuf : malloc(f->argsize);
+    unsigned char *tmp = f->argsize <= sizeof stackbuf ? stackbuf : sim_malloc(f->argsize);
     if (!tmp)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = sim_pack_args(f, p->kernelParams, p->extra, tmp);
     if (r) {
         if (tmp != stackbuf)
-            free(tmp);
+            sim_free(tmp);
         return r;
     }
     /* Storage is reused while the layout size stays the same, so pointers
      * from GetParams stay valid across updates of the same kernel. */
     if (!k->args || k->argsize != f->argsize || (graph_node && k->nparams != f->nparams)) {
-        unsigned char *na = malloc(f->argsize ? f->argsize : 1);
-        void **np = graph_node ? malloc((f->nparams ? f->nparams : 1) * sizeof *np) : NULL;
+        unsigned char *na = sim_malloc(f->argsize ? f->argsize : 1);
+        void **np = graph_node ? sim_malloc((f->nparams ? f->nparams : 1) * sizeof *np) : NULL;
         if (!na || (graph_node && !np)) {
-            free(na);
-            free(np);
+            sim_free(na);
+            sim_free(np);
             if (tmp != stackbuf)
-                free(tmp);
+                sim_free(tmp);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
-        free(k->args);
-        free(k->argptrs);
+        sim_free(k->args);
+        sim_free(k->argptrs);
         k->args = na;
         k->argptrs = np;
     }
     memcpy(k->args, tmp, f->argsize);
     if (tmp != stackbuf)
-        free(tmp);
+        sim_free(tmp);
     k->argsize = f->argsize;
     k->nparams = f->nparams;
     if (graph_node)
@@ -169,7 +169,7 @@ static bool knode_copy(struct knode *dst, const struct knode *src)
     dst->shmem = src->shmem;
     dst->use_extra = src->use_extra;
     dst->argsize = src->argsize;
-    dst->args = malloc(src->argsize ? src->argsize : 1);
+    dst->args = sim_malloc(src->argsize ? src->argsize : 1);
     if (!dst->args)
         return false;
     memcpy(dst->args, src->args, src->argsize);
@@ -195,7 +195,7 @@ static void v1_to_v2(const CUDA_KERNEL_NODE_PARAMS_v1 *a, CUDA_KERNEL_NODE_PARAM
 
 struct sim_graph *sim_graph_new(void)
 {
-    struct sim_graph *g = calloc(1, sizeof *g);
+    struct sim_graph *g = sim_calloc(1, sizeof *g);
     if (!g)
         return NULL;
     g->id = atomic_fetch_add(&g_graph_ids, 1) + 1;
@@ -207,7 +207,7 @@ struct sim_graph *sim_graph_new(void)
 static void node_unref(struct sim_node *nd)
 {
     if (atomic_fetch_sub(&nd->refs, 1) == 1)
-        free(nd);
+        sim_free(nd);
 }
 
 void sim_graph_free(struct sim_graph *g)
@@ -218,13 +218,13 @@ void sim_graph_free(struct sim_graph *g)
         sim_reg_del(nd);
         knode_clear(&nd->k);
         sim_onode_clear(&nd->o);
-        free(nd->deps);
+        sim_free(nd->deps);
         nd->deps = NULL;
         node_unref(nd);
     }
-    free(g->nodes);
+    sim_free(g->nodes);
     pthread_mutex_destroy(&g->mu);
-    free(g);
+    sim_free(g);
 }
 
 static struct sim_graph *graph_get(CUgraph h)
@@ -241,7 +241,7 @@ static bool add_dep(struct sim_node *to, struct sim_node *from)
 {
     if (to->ndeps == to->depcap) {
         size_t nc = to->depcap ? to->depcap * 2 : 4;
-        struct sim_node **v = realloc(to->deps, nc * sizeof *v);
+        struct sim_node **v = sim_realloc(to->deps, nc * sizeof *v);
         if (!v)
             return false;
         to->deps = v;
@@ -279,29 +279,29 @@ static CUresult add_node(struct sim_graph *g, CUgraphNodeType type, const CUgrap
         return r;
     if (g->n >= UINT32_MAX)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    struct sim_node *nd = calloc(1, sizeof *nd);
+    struct sim_node *nd = sim_calloc(1, sizeof *nd);
     if (!nd)
         return CUDA_ERROR_OUT_OF_MEMORY;
     nd->type = type;
     if (type == CU_GRAPH_NODE_TYPE_KERNEL && (r = knode_set(&nd->k, p, true)) != CUDA_SUCCESS) {
-        free(nd);
+        sim_free(nd);
         return r;
     }
     for (size_t i = 0; i < ndeps; i++) {
         if (!add_dep(nd, (struct sim_node *)deps[i])) {
             knode_clear(&nd->k);
-            free(nd->deps);
-            free(nd);
+            sim_free(nd->deps);
+            sim_free(nd);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
     }
     if (g->n == g->cap) {
         size_t nc = g->cap ? g->cap * 2 : 16;
-        struct sim_node **v = realloc(g->nodes, nc * sizeof *v);
+        struct sim_node **v = sim_realloc(g->nodes, nc * sizeof *v);
         if (!v) {
             knode_clear(&nd->k);
-            free(nd->deps);
-            free(nd);
+            sim_free(nd->deps);
+            sim_free(nd);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
         g->nodes = v;
@@ -367,7 +367,7 @@ CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
     pthread_mutex_lock(&g->mu);
     for (size_t i = 0; i < g->n && !r; i++) {
         struct sim_node *nd = g->nodes[i];
-        CUgraphNode *deps = malloc((nd->ndeps ? nd->ndeps : 1) * sizeof *deps);
+        CUgraphNode *deps = sim_malloc((nd->ndeps ? nd->ndeps : 1) * sizeof *deps);
         if (!deps) {
             r = CUDA_ERROR_OUT_OF_MEMORY;
             break;
@@ -400,7 +400,7 @@ CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
         pthread_mutex_unlock(&c->mu);
         if (r)
             sim_onode_clear(&o);
-        free(deps);
+        sim_free(deps);
     }
     pthread_mutex_unlock(&g->mu);
     if (r) {
@@ -850,18 +850,18 @@ static void exec_free(struct sim_exec *x)
     for (size_t i = 0; i < x->n; i++) {
         knode_clear(&x->nodes[i].k);
         sim_onode_clear(&x->nodes[i].o);
-        free(x->nodes[i].deps);
+        sim_free(x->nodes[i].deps);
         if (x->nodes[i].key)
             node_unref(x->nodes[i].key);
     }
-    free(x->nodes);
-    free(x->slots);
-    free(x->order);
-    free(x->events);
+    sim_free(x->nodes);
+    sim_free(x->slots);
+    sim_free(x->order);
+    sim_free(x->events);
     if (x->last_s)
         sim_stream_unref(x->last_s);
     pthread_mutex_destroy(&x->mu);
-    free(x);
+    sim_free(x);
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -873,7 +873,7 @@ static int cmp_u32(const void *a, const void *b)
 /* Sorted dependency indices of a graph node. */
 static uint32_t *dep_indices(const struct sim_node *nd)
 {
-    uint32_t *v = malloc((nd->ndeps ? nd->ndeps : 1) * sizeof *v);
+    uint32_t *v = sim_malloc((nd->ndeps ? nd->ndeps : 1) * sizeof *v);
     if (!v)
         return NULL;
     for (size_t i = 0; i < nd->ndeps; i++)
@@ -894,7 +894,7 @@ static bool exec_index(struct sim_exec *x)
     size_t ns = 16;
     while (ns <= 2 * x->n)
         ns *= 2;
-    x->slots = calloc(ns, sizeof *x->slots);
+    x->slots = sim_calloc(ns, sizeof *x->slots);
     if (!x->slots)
         return false;
     x->nslots = ns;
@@ -939,17 +939,17 @@ static CUresult instantiate(struct sim_graph *g, struct sim_exec **out, CUgraphN
             return CUDA_ERROR_INVALID_VALUE;
         }
     }
-    struct sim_exec *x = calloc(1, sizeof *x);
+    struct sim_exec *x = sim_calloc(1, sizeof *x);
     if (!x)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_init(&x->mu, NULL);
     x->graph_id = g->id;
     x->n = n;
-    x->nodes = calloc(n ? n : 1, sizeof *x->nodes);
-    x->order = malloc((n ? n : 1) * sizeof *x->order);
-    x->events = malloc((n ? n : 1) * sizeof *x->events);
-    uint32_t *indeg = calloc(n ? n : 1, sizeof *indeg);
-    uint32_t *queue = malloc((n ? n : 1) * sizeof *queue);
+    x->nodes = sim_calloc(n ? n : 1, sizeof *x->nodes);
+    x->order = sim_malloc((n ? n : 1) * sizeof *x->order);
+    x->events = sim_malloc((n ? n : 1) * sizeof *x->events);
+    uint32_t *indeg = sim_calloc(n ? n : 1, sizeof *indeg);
+    uint32_t *queue = sim_malloc((n ? n : 1) * sizeof *queue);
     CUresult r = CUDA_SUCCESS;
     if (!x->nodes || !x->order || !x->events || !indeg || !queue) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -998,21 +998,21 @@ static CUresult instantiate(struct sim_graph *g, struct sim_exec **out, CUgraphN
         r = CUDA_ERROR_INVALID_VALUE;
         goto fail;
     }
-    free(indeg);
-    free(queue);
+    sim_free(indeg);
+    sim_free(queue);
     *res = CUDA_GRAPH_INSTANTIATE_SUCCESS;
     *out = x;
     return CUDA_SUCCESS;
 fail:
-    free(indeg);
-    free(queue);
+    sim_free(indeg);
+    sim_free(queue);
     if (x->nodes) {
         exec_free(x);
     } else {
-        free(x->order);
-        free(x->events);
+        sim_free(x->order);
+        sim_free(x->events);
         pthread_mutex_destroy(&x->mu);
-        free(x);
+        sim_free(x);
     }
     return r;
 }
@@ -1365,7 +1365,7 @@ static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt)
      * now (the whole launch, not only the nodes after them: assumption).
      * Event record nodes: recorded after the launch (never before the
      * work that precedes them). */
-    struct sim_dep *deps = malloc((x->nevents + 1) * sizeof *deps);
+    struct sim_dep *deps = sim_malloc((x->nevents + 1) * sizeof *deps);
     if (!deps) {
         sim_op_free(op);
         pthread_mutex_unlock(&x->mu);
@@ -1380,7 +1380,7 @@ static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt)
     exec_submit(x, s, op, deps, ndeps);
     for (size_t i = 0; i < ndeps; i++)
         sim_stream_unref(deps[i].s);
-    free(deps);
+    sim_free(deps);
     for (size_t i = 0; i < x->nevents && r == CUDA_SUCCESS; i++) {
         const struct xnode *xn = &x->nodes[x->events[i]];
         if (xn->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD)

@@ -66,7 +66,7 @@ static size_t round_up(size_t v, size_t a)
 static void *grow(void *v, size_t *cap, size_t elem)
 {
     size_t nc = *cap ? *cap * 2 : 16;
-    void *n = realloc(v, nc * elem);
+    void *n = sim_realloc(v, nc * elem);
     if (!n)
         abort();
     *cap = nc;
@@ -138,7 +138,7 @@ static void phys_maybe_destroy(struct sim_phys *ph)
     close(ph->fd);
     g_phys_bytes[ph->dev] -= ph->size;
     g_nphys--;
-    free(ph);
+    sim_free(ph);
 }
 
 bool sim_mem_valid(uintptr_t p, size_t n, bool write)
@@ -386,7 +386,7 @@ static CUresult do_copy(enum copy_kind k, void *dst, const void *src, size_t n, 
     if (k == HTOD && !sync) {
         /* Pageable host memory is staged at call time, so the caller may
          * reuse its buffer as soon as the call returns (documented). */
-        op->u.copy.staging = malloc(n);
+        op->u.copy.staging = sim_malloc(n);
         if (!op->u.copy.staging) {
             sim_op_free(op);
             return CUDA_ERROR_OUT_OF_MEMORY;
@@ -765,7 +765,7 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
         return CUDA_ERROR_INVALID_VALUE;
     }
     munmap((void *)r->base, r->size);
-    free(r->maps);
+    sim_free(r->maps);
     size_t at = (size_t)(r - g_resv);
     memmove(&g_resv[at], &g_resv[at + 1], (g_nresv - at - 1) * sizeof *g_resv);
     g_nresv--;
@@ -787,13 +787,13 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         return r;
     if (size == 0 || size % sim_knob.granularity != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    struct sim_phys *ph = calloc(1, sizeof *ph);
+    struct sim_phys *ph = sim_calloc(1, sizeof *ph);
     if (!ph)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&g_mem_mu);
     if (!fits_total(prop->location.id, size)) {
         pthread_mutex_unlock(&g_mem_mu);
-        free(ph);
+        sim_free(ph);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     ph->fd = memfd_create("simcuda-vmm", MFD_CLOEXEC);
@@ -801,7 +801,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         if (ph->fd >= 0)
             close(ph->fd);
         pthread_mutex_unlock(&g_mem_mu);
-        free(ph);
+        sim_free(ph);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     ph->size = size;

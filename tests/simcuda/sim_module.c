@@ -32,7 +32,7 @@ static struct sim_func *func_rec_get(void)
         g_free_funcs = f->next_free;
     pthread_mutex_unlock(&g_func_mu);
     if (!f)
-        f = malloc(sizeof *f);
+        f = sim_malloc(sizeof *f);
     if (f)
         memset(f, 0, sizeof *f);
     return f;
@@ -52,7 +52,7 @@ static void func_rec_put(struct sim_func *f)
 static char *strip_comments(const char *src)
 {
     size_t n = strlen(src);
-    char *d = malloc(n + 1);
+    char *d = sim_malloc(n + 1);
     if (!d)
         return NULL;
     size_t i = 0;
@@ -181,11 +181,11 @@ static bool parse_param(const char *s, const char *e, size_t *size, size_t *alig
 static void free_entries(struct sim_ptx_entry *v, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        free(v[i].name);
-        free(v[i].offsets);
-        free(v[i].sizes);
+        sim_free(v[i].name);
+        sim_free(v[i].offsets);
+        sim_free(v[i].sizes);
     }
-    free(v);
+    sim_free(v);
 }
 
 static bool ident_char(char c)
@@ -220,7 +220,7 @@ static CUresult ptx_parse(const char *text, struct sim_ptx_entry **out, size_t *
         }
         if (n == cap) {
             size_t nc = cap ? cap * 2 : 8;
-            struct sim_ptx_entry *nv = realloc(v, nc * sizeof *nv);
+            struct sim_ptx_entry *nv = sim_realloc(v, nc * sizeof *nv);
             if (!nv) {
                 r = CUDA_ERROR_OUT_OF_MEMORY;
                 break;
@@ -230,7 +230,7 @@ static CUresult ptx_parse(const char *text, struct sim_ptx_entry **out, size_t *
         }
         struct sim_ptx_entry *en = &v[n++];
         memset(en, 0, sizeof *en);
-        en->name = strndup(name, nlen);
+        en->name = sim_strndup(name, nlen);
         if (!en->name) {
             r = CUDA_ERROR_OUT_OF_MEMORY;
             break;
@@ -261,10 +261,10 @@ static CUresult ptx_parse(const char *text, struct sim_ptx_entry **out, size_t *
             }
             if (en->nparams == pcap) {
                 size_t nc = pcap ? pcap * 2 : 8;
-                size_t *no = realloc(en->offsets, nc * sizeof *no);
+                size_t *no = sim_realloc(en->offsets, nc * sizeof *no);
                 if (no)
                     en->offsets = no;
-                size_t *ns = realloc(en->sizes, nc * sizeof *ns);
+                size_t *ns = sim_realloc(en->sizes, nc * sizeof *ns);
                 if (ns)
                     en->sizes = ns;
                 if (!no || !ns) {
@@ -285,7 +285,7 @@ static CUresult ptx_parse(const char *text, struct sim_ptx_entry **out, size_t *
             break;
         p = close + 1;
     }
-    free(t);
+    sim_free(t);
     if (r) {
         free_entries(v, n);
         return r;
@@ -321,14 +321,14 @@ static void module_free(struct sim_module *m)
         if (!f)
             continue;
         sim_reg_del(f);
-        free(f->name);
-        free(f->offsets);
-        free(f->sizes);
+        sim_free(f->name);
+        sim_free(f->offsets);
+        sim_free(f->sizes);
         func_rec_put(f);
     }
-    free(m->funcs);
-    free(m->kerns);
-    free(m);
+    sim_free(m->funcs);
+    sim_free(m->kerns);
+    sim_free(m);
 }
 
 static CUresult module_load(CUmodule *out, const void *image, bool library)
@@ -348,11 +348,11 @@ static CUresult module_load(CUmodule *out, const void *image, bool library)
     CUresult r;
     if ((r = ptx_parse(text, &ents, &n)) != CUDA_SUCCESS)
         return r;
-    struct sim_module *m = calloc(1, sizeof *m);
+    struct sim_module *m = sim_calloc(1, sizeof *m);
     if (m) {
         m->library = library;
-        m->funcs = calloc(n ? n : 1, sizeof *m->funcs);
-        m->kerns = library ? calloc(n ? n : 1, sizeof *m->kerns) : NULL;
+        m->funcs = sim_calloc(n ? n : 1, sizeof *m->funcs);
+        m->kerns = library ? sim_calloc(n ? n : 1, sizeof *m->kerns) : NULL;
     }
     bool ok = m && m->funcs && (!library || m->kerns);
     for (size_t i = 0; ok && i < n; i++) {
@@ -391,7 +391,7 @@ static CUresult module_load(CUmodule *out, const void *image, bool library)
         if (m && m->funcs)
             module_free(m);
         else if (m)
-            free(m);
+            sim_free(m);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     for (size_t i = 0; i < n; i++) {
@@ -439,12 +439,12 @@ CUresult cuModuleLoad(CUmodule *module, const char *fname)
     if (!f)
         return CUDA_ERROR_FILE_NOT_FOUND;
     size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
+    char *buf = sim_malloc(cap);
     while (buf) {
         if (n + 1 >= cap) {
-            char *nb = realloc(buf, cap * 2);
+            char *nb = sim_realloc(buf, cap * 2);
             if (!nb) {
-                free(buf);
+                sim_free(buf);
                 buf = NULL;
                 break;
             }
@@ -461,7 +461,7 @@ CUresult cuModuleLoad(CUmodule *module, const char *fname)
         return CUDA_ERROR_OUT_OF_MEMORY;
     buf[n] = 0;
     CUresult r = ctx_module_load(module, buf);
-    free(buf);
+    sim_free(buf);
     return r;
 }
 

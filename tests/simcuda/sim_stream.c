@@ -46,13 +46,13 @@ static void event_unref(struct sim_event *e)
     if (e->s)
         sim_stream_unref(e->s);
     pthread_mutex_destroy(&e->mu);
-    free(e->cap_nodes);
-    free(e);
+    sim_free(e->cap_nodes);
+    sim_free(e);
 }
 
 struct sim_op *sim_op_new(int kind, size_t extra)
 {
-    struct sim_op *op = calloc(1, sizeof *op + extra);
+    struct sim_op *op = sim_calloc(1, sizeof *op + extra);
     if (op)
         op->kind = kind;
     return op;
@@ -62,12 +62,12 @@ void sim_op_free(struct sim_op *op)
 {
     for (size_t i = 0; i < op->ndeps; i++)
         sim_stream_unref(op->deps[i].s);
-    free(op->deps);
+    sim_free(op->deps);
     if (op->kind == SIM_OP_COPY)
-        free(op->u.copy.staging);
+        sim_free(op->u.copy.staging);
     if (op->kind == SIM_OP_EVENT)
         event_unref(op->u.ev.ev);
-    free(op);
+    sim_free(op);
 }
 
 static void sleep_us(uint64_t us)
@@ -174,8 +174,8 @@ void sim_stream_unref(struct sim_stream *s)
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv_work);
     pthread_cond_destroy(&s->cv_done);
-    free(s->cap_deps);
-    free(s);
+    sim_free(s->cap_deps);
+    sim_free(s);
 }
 
 static bool stream_blocking(const struct sim_stream *s)
@@ -242,7 +242,7 @@ static void *worker_main(void *arg)
 
 struct sim_stream *sim_stream_new(struct sim_ctx *ctx, int kind, unsigned flags, int priority)
 {
-    struct sim_stream *s = calloc(1, sizeof *s);
+    struct sim_stream *s = sim_calloc(1, sizeof *s);
     if (!s)
         return NULL;
     s->ctx = ctx;
@@ -279,7 +279,7 @@ struct sim_stream *sim_stream_new(struct sim_ctx *ctx, int kind, unsigned flags,
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->cv_work);
         pthread_cond_destroy(&s->cv_done);
-        free(s);
+        sim_free(s);
         return NULL;
     }
     return s;
@@ -305,7 +305,7 @@ static void deps_push(struct sim_dep **v, size_t *n, size_t *cap, struct sim_str
     }
     if (*n == *cap) {
         size_t nc = *cap ? *cap * 2 : 4;
-        struct sim_dep *nv = realloc(*v, nc * sizeof *nv);
+        struct sim_dep *nv = sim_realloc(*v, nc * sizeof *nv);
         if (!nv)
             abort();
         *v = nv;
@@ -392,7 +392,7 @@ void sim_ctx_sync(struct sim_ctx *ctx)
         sim_stream_wait(v[i].s, v[i].seq);
         sim_stream_unref(v[i].s);
     }
-    free(v);
+    sim_free(v);
 }
 
 /* Per-thread default stream: one per thread, created on first use with the
@@ -500,7 +500,7 @@ CUresult sim_capture_check_legacy(struct sim_stream *s)
 static bool set_cap_deps(struct sim_stream *s, const CUgraphNode *nodes, size_t n)
 {
     if (n > s->cap_deps_cap) {
-        CUgraphNode *v = realloc(s->cap_deps, n * sizeof *v);
+        CUgraphNode *v = sim_realloc(s->cap_deps, n * sizeof *v);
         if (!v)
             return false;
         s->cap_deps = v;
@@ -522,7 +522,7 @@ static bool add_cap_deps(struct sim_stream *s, const CUgraphNode *nodes, size_t 
             continue;
         if (s->n_cap_deps == s->cap_deps_cap) {
             size_t nc = s->cap_deps_cap ? s->cap_deps_cap * 2 : 4;
-            CUgraphNode *v = realloc(s->cap_deps, nc * sizeof *v);
+            CUgraphNode *v = sim_realloc(s->cap_deps, nc * sizeof *v);
             if (!v)
                 return false;
             s->cap_deps = v;
@@ -572,12 +572,12 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz)
         return r;
     if (s->kind == SIM_S_LEGACY)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* documented: not the legacy stream */
-    struct sim_capture *c = calloc(1, sizeof *c);
+    struct sim_capture *c = sim_calloc(1, sizeof *c);
     if (!c)
         return CUDA_ERROR_OUT_OF_MEMORY;
     c->graph = sim_graph_new();
     if (!c->graph) {
-        free(c);
+        sim_free(c);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     c->mode = mode;
@@ -587,7 +587,7 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz)
     if (s->cap) {
         pthread_mutex_unlock(&g_capture_mu);
         sim_graph_free(c->graph);
-        free(c);
+        sim_free(c);
         return CUDA_ERROR_ILLEGAL_STATE;
     }
     c->id = ++g_capture_ids;
@@ -651,7 +651,7 @@ static CUresult end_capture(CUstream h, CUgraph *phGraph, bool ptsz)
     pthread_mutex_unlock(&g_capture_mu);
     struct sim_graph *g = c->graph;
     bool invalid = c->invalid;
-    free(c);
+    sim_free(c);
     if (invalid) {
         sim_graph_free(g);
         *phGraph = NULL;
@@ -869,7 +869,7 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
         return CUDA_ERROR_INVALID_VALUE;
     if ((Flags & CU_EVENT_INTERPROCESS) && !(Flags & CU_EVENT_DISABLE_TIMING))
         return CUDA_ERROR_INVALID_VALUE; /* documented requirement */
-    struct sim_event *e = calloc(1, sizeof *e);
+    struct sim_event *e = sim_calloc(1, sizeof *e);
     if (!e)
         return CUDA_ERROR_OUT_OF_MEMORY;
     atomic_init(&e->refs, 1);
@@ -901,7 +901,7 @@ static CUresult event_record(CUevent h, CUstream hs, unsigned flags, bool ptsz)
         if (s->cap) {
             CUgraphNode *v = NULL;
             if (s->n_cap_deps) {
-                v = malloc(s->n_cap_deps * sizeof *v);
+                v = sim_malloc(s->n_cap_deps * sizeof *v);
                 if (!v) {
                     pthread_mutex_unlock(&e->mu);
                     pthread_mutex_unlock(&g_capture_mu);
@@ -909,7 +909,7 @@ static CUresult event_record(CUevent h, CUstream hs, unsigned flags, bool ptsz)
                 }
                 memcpy(v, s->cap_deps, s->n_cap_deps * sizeof *v);
             }
-            free(e->cap_nodes);
+            sim_free(e->cap_nodes);
             e->cap_nodes = v;
             e->n_cap_nodes = s->n_cap_deps;
             e->cap = s->cap;

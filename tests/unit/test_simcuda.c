@@ -7,6 +7,7 @@
 
 #include <cuda.h>
 #include <dlfcn.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -2354,6 +2355,73 @@ Test(simcuda, stats_knob)
                                    "\"reservations\": 1, \"allocations\": 2, \"events\": 1, "
                                    "\"execs\": 1}}\n"),
                        "%s", buf);
+}
+
+/* simcuda_heap_bytes, simcuda's only non-cu* export: the heap bytes simcuda
+ * holds for its own objects, in the unit mallinfo2 counts, so a benchmark
+ * can tell the driver's share of the process heap from the program's and an
+ * interposer's. A graph and its exec raise it by their size; destroying
+ * them brings it back. */
+#define HEAP_NODES 512
+static CUgraph heap_graph(CUgraphNode *nodes, CUdeviceptr buf)
+{
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    float s = 2.0f;
+    unsigned long long n = 64;
+    void *args[] = {&buf, &buf, &s, &n};
+    CUDA_KERNEL_NODE_PARAMS p = {0};
+    p.func = f_scale;
+    p.gridDimX = p.gridDimY = p.gridDimZ = p.blockDimY = p.blockDimZ = 1;
+    p.blockDimX = 32;
+    p.kernelParams = args;
+    for (int i = 0; i < HEAP_NODES; i++)
+        CK(cuGraphAddKernelNode_v2(&nodes[i], g, i ? &nodes[i - 1] : NULL, i ? 1 : 0, &p));
+    return g;
+}
+
+Test(simcuda, heap_accounting)
+{
+    start();
+    long long (*heap)(void) = NULL;
+    void *sym = dlsym(RTLD_DEFAULT, "simcuda_heap_bytes");
+    cr_assert_not_null(sym, "simcuda exports simcuda_heap_bytes");
+    memcpy(&heap, &sym, sizeof sym);
+    CUdeviceptr buf = alloc_f32(64);
+    static CUgraphNode nodes[HEAP_NODES];
+    /* Once first, so that tables that only grow (the handle registry) have
+     * grown already. */
+    CUgraph g = heap_graph(nodes, buf);
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g));
+
+    long long h0 = heap();
+    struct mallinfo2 m0 = mallinfo2();
+    g = heap_graph(nodes, buf);
+    long long h1 = heap();
+    struct mallinfo2 m1 = mallinfo2();
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    long long h2 = heap();
+    CK(cuGraphExecDestroy(x));
+    long long h3 = heap();
+    CK(cuGraphDestroy(g));
+    long long h4 = heap();
+
+    cr_assert_gt(h0, 0, "simcuda holds its context, module and stream: %lld", h0);
+    /* every node holds at least its record and its argument bytes */
+    cr_assert_geq(h1 - h0, HEAP_NODES * 64, "graph of %d nodes: %lld bytes", HEAP_NODES, h1 - h0);
+    long long mi = (long long)(m1.uordblks + m1.hblkhd) - (long long)(m0.uordblks + m0.hblkhd);
+    /* mallinfo2 saw the same bytes (chunks freed into glibc's per-thread
+     * cache still count as in use there, so only roughly) */
+    cr_assert(mi >= (h1 - h0) / 2 && mi <= (h1 - h0) * 2, "mallinfo2 %lld, simcuda %lld", mi,
+              h1 - h0);
+    cr_assert_geq(h2 - h1, HEAP_NODES * 16, "exec of %d nodes: %lld bytes", HEAP_NODES, h2 - h1);
+    /* back to where it was, but for what a stream worker may free meanwhile
+     * (a finished operation's record) */
+    cr_assert(llabs(h3 - h1) <= 256, "the exec's bytes are returned (%lld, %lld)", h3, h1);
+    cr_assert(llabs(h4 - h0) <= 256, "the graph's bytes are returned (%lld, %lld)", h4, h0);
 }
 
 /* cuMemcpy/cuMemcpyAsync under unified addressing: the direction follows the

@@ -30,7 +30,10 @@
  * time per step (the steps' own clock), the calling thread's and the whole
  * process's CPU time per step, and the time inside the SetParams loop and
  * inside cuGraphLaunch. The heap in use (mallinfo2: arena + mmapped chunks)
- * is read right after the timed steps, before anything is freed.
+ * is read right after the timed steps, before anything is freed, and with it
+ * the part of it that simcuda holds for its own objects (graphs, execs,
+ * streams: driver memory on a GPU), from the simcuda-only query
+ * simcuda_heap_bytes (null on a real driver, which has no such symbol).
  *
  * The program verifies itself twice: it replays every step on the host (the
  * standard kernels' formulas on host arrays) and compares the first --elems
@@ -144,6 +147,7 @@ static struct {
     unsigned *order; /* the order of this step's SetParams calls */
     unsigned grid, block;
     int (*stats)(struct varemap_stats *);
+    long long (*driver_heap)(void); /* simcuda only */
     /* calls this program made during the timed steps */
     unsigned long long c_setparams, c_launch, c_memset, c_alloc, c_free, c_sync;
     uint64_t *warm_ns; /* wall time of each untimed step */
@@ -696,6 +700,8 @@ int main(int argc, char **argv)
     /* The shim exports this; without it the lookup finds nothing. */
     void *sym = dlsym(RTLD_DEFAULT, "varemap_get_stats");
     memcpy(&G.stats, &sym, sizeof sym);
+    sym = dlsym(RTLD_DEFAULT, "simcuda_heap_bytes");
+    memcpy(&G.driver_heap, &sym, sizeof sym);
 
     CK(cuInit(0));
     CK(cuDeviceGet(&G.dev, 0));
@@ -829,6 +835,7 @@ int main(int argc, char **argv)
     if (G.stats)
         G.stats(&s1);
     long long heap = heap_in_use();
+    long long driver_heap = G.driver_heap ? G.driver_heap() : -1;
     /* What the SetParams loop costs the program itself (building each node's
      * parameters), so that the shim's share of a call can be told apart. */
     uint64_t tb = now_ns();
@@ -883,9 +890,13 @@ int main(int argc, char **argv)
            order_names[o->order], o->nodes, o->buffers, o->steps, o->warmup, timed, o->k, o->bytes, o->elems, o->sync_every);
     if (fan_pattern())
         printf("\"fan\": %u, \"pool\": %u, \"seed\": %llu, ", o->fan, pool_size(), o->seed);
-    printf("\"process_cpu_ns_per_step\": %.1f, \"heap_bytes\": %lld, \"live_bytes\": %zu, "
-           "\"build_ns_per_call\": %.2f, \"warmup_step_ns\": [",
-           (double)pcpu / per, heap, (o->buffers + 4 + fan_arrays()) * o->bytes, build_ns);
+    printf("\"process_cpu_ns_per_step\": %.1f, \"heap_bytes\": %lld, ", (double)pcpu / per, heap);
+    if (driver_heap >= 0)
+        printf("\"driver_heap_bytes\": %lld, ", driver_heap);
+    else
+        printf("\"driver_heap_bytes\": null, ");
+    printf("\"live_bytes\": %zu, \"build_ns_per_call\": %.2f, \"warmup_step_ns\": [",
+           (o->buffers + 4 + fan_arrays()) * o->bytes, build_ns);
     for (unsigned i = 0; i < o->warmup; i++)
         printf("%s%" PRIu64, i ? ", " : "", G.warm_ns[i]);
     printf("], ");
