@@ -28,10 +28,11 @@ struct vr_profile {
     uint8_t *why;
     uint32_t *todo;
     size_t nnodes, ntodo;
-    /* (value, node) of every anchor word, as last read: the nodes a
-     * registry change may concern. Entries of values since re-set stay
-     * (an extra read, never a missed one). */
+    /* (value, node) of every anchor word as last read, once a registry
+     * change needs it: the nodes the change may concern. Entries of values
+     * since re-set stay (an extra read, never a missed one). */
     struct vr_ptrindex idx;
+    bool indexed;    /* idx made (at the first change seen: index_all) */
     uint64_t gen;    /* vr_alloc_generation() before the last read */
     bool all;        /* every launch reads every node */
     uint32_t *reads; /* nodes read, per launch (the log's profile_reads) */
@@ -170,6 +171,7 @@ static void read_all_from_now(struct vr_profile *p)
     p->todo = NULL;
     p->ntodo = 0;
     vr_ptrindex_free(&p->idx);
+    p->indexed = false;
 }
 
 static void first_read(struct vr_profile *p, const struct vr_nodes *ns)
@@ -179,13 +181,23 @@ static void first_read(struct vr_profile *p, const struct vr_nodes *ns)
     p->nnodes = ns->n;
     p->why = calloc(ns->n ? ns->n : 1, 1);
     p->todo = malloc((ns->n ? ns->n : 1) * sizeof *p->todo);
-    int rc = p->why && p->todo && ns->n <= UINT32_MAX ? 0 : -ENOMEM;
+    if (!p->why || !p->todo || ns->n > UINT32_MAX)
+        read_all_from_now(p);
+}
+
+/* Made at the first registry change a later launch sees, from the words as
+ * they are: a node not re-set since holds what was last read, a re-set one
+ * is read at this launch anyway. A profile that sees no change (the common
+ * case) never pays for it. */
+static int index_all(struct vr_profile *p, const struct vr_nodes *ns)
+{
+    int rc = 0;
     for (size_t i = 0; i < ns->n && rc == 0; i++)
         rc = index_node(p, &ns->v[i], (uint32_t)i);
     if (rc == 0)
         rc = vr_ptrindex_seal(&p->idx);
-    if (rc != 0)
-        read_all_from_now(p);
+    p->indexed = rc == 0;
+    return rc;
 }
 
 static void mark_freed(void *arg, uint32_t node)
@@ -205,6 +217,9 @@ static size_t later_read(struct vr_profile *p, const struct vr_nodes *ns)
 {
     struct vr_alloc_range r[VR_ALLOC_CHANGES];
     int nr = vr_alloc_changed_since(p->gen, &p->gen, r);
+    bool was_indexed = p->indexed;
+    if (nr > 0 && !p->indexed && index_all(p, ns) != 0)
+        nr = -ENOMEM;
     for (int k = 0; k < nr; k++)
         vr_ptrindex_find(&p->idx, r[k].lo, r[k].hi, mark_freed, p);
     size_t read = p->ntodo;
@@ -216,18 +231,19 @@ static size_t later_read(struct vr_profile *p, const struct vr_nodes *ns)
         for (size_t t = 0; t < p->ntodo; t++)
             observe_node(p, &ns->v[p->todo[t]], false);
     }
-    /* Re-set nodes hold new values: indexed again. */
+    /* Re-set nodes hold new values: indexed again (an index made at this
+     * launch has them already). */
     int rc = 0;
     for (size_t t = 0; t < p->ntodo; t++) {
         uint32_t i = p->todo[t];
-        if ((p->why[i] & READ_SET) && rc == 0)
+        if ((p->why[i] & READ_SET) && was_indexed && rc == 0)
             rc = index_node(p, &ns->v[i], i);
         p->why[i] = 0;
     }
     p->ntodo = 0;
     if (rc == 0)
         rc = vr_ptrindex_seal(&p->idx);
-    if (rc != 0)
+    if (rc != 0 || (nr == -ENOMEM))
         read_all_from_now(p);
     return read;
 }
