@@ -23,8 +23,8 @@ struct vr_profile {
     uint8_t *back;   /* the first allocation came back after another (pingpong) */
 
     /* What the next launch reads (made at the first launch; without them
-     * every launch reads every node): per node READ_* bits, and the nodes
-     * that have any, once each. */
+     * every launch reads every node, `all`): per node READ_* bits, and the
+     * nodes that have any, once each. */
     uint8_t *why;
     uint32_t *todo;
     size_t nnodes, ntodo;
@@ -243,7 +243,7 @@ static size_t later_read(struct vr_profile *p, const struct vr_nodes *ns)
     p->ntodo = 0;
     if (rc == 0)
         rc = vr_ptrindex_seal(&p->idx);
-    if (rc != 0 || (nr == -ENOMEM))
+    if (rc != 0 || nr == -ENOMEM)
         read_all_from_now(p);
     return read;
 }
