@@ -237,8 +237,53 @@ static struct vr_alloc_info *holder(CUdeviceptr addr)
 
 static uint64_t padding_of(const struct vr_alloc_info *r);
 
+/* ---- what left the registry (vr_alloc_changed_since) ------------------- */
+
+/* The last VR_ALLOC_CHANGES ranges whose lookups changed, oldest first from
+ * changes[changes_gen % VR_ALLOC_CHANGES]. Written under the registry's
+ * write lock; changes_gen is bumped there too, and read without a lock by
+ * the cheap check. */
+static struct vr_alloc_range changes[VR_ALLOC_CHANGES];
+static _Atomic uint64_t changes_gen;
+
+static void publish_locked(uint64_t lo, uint64_t hi)
+{
+    uint64_t g = atomic_load_explicit(&changes_gen, memory_order_relaxed);
+    changes[g % VR_ALLOC_CHANGES] = (struct vr_alloc_range){lo, hi};
+    atomic_store_explicit(&changes_gen, g + 1, memory_order_release);
+}
+
+uint64_t vr_alloc_generation(void)
+{
+    return atomic_load_explicit(&changes_gen, memory_order_acquire);
+}
+
+int vr_alloc_changed_since(uint64_t since, uint64_t *now, struct vr_alloc_range *out)
+{
+    if (vr_alloc_generation() == since) {
+        *now = since;
+        return 0;
+    }
+    pthread_rwlock_rdlock(&reg_lock);
+    uint64_t g = atomic_load_explicit(&changes_gen, memory_order_relaxed);
+    int n = -ENOBUFS;
+    if (g - since <= VR_ALLOC_CHANGES) {
+        n = (int)(g - since);
+        for (int i = 0; i < n; i++)
+            out[i] = changes[(since + (uint64_t)i) % VR_ALLOC_CHANGES];
+    }
+    pthread_rwlock_unlock(&reg_lock);
+    *now = g;
+    return n;
+}
+
 static void remove_at_locked(size_t at)
 {
+    /* A word naming this allocation, its end included, names another or
+     * none from now on; an end where the next record starts named that one
+     * and still does. */
+    uint64_t end = recs[at].base + recs[at].size;
+    publish_locked(recs[at].base, at + 1 < nrecs && recs[at + 1].base == end ? end : end + 1);
     uint64_t pad = padding_of(&recs[at]);
     VR_ASSERT(pad <= padding_used);
     padding_used -= pad <= padding_used ? pad : padding_used;
@@ -269,6 +314,9 @@ static int insert_locked(struct vr_alloc_info *rec)
         rec->id = next_id++;
     recs[at] = *rec;
     nrecs++;
+    /* A word at the end of the record before named that one until now. */
+    if (at > 0 && recs[at - 1].base + recs[at - 1].size == rec->base)
+        publish_locked(rec->base, rec->base + 1);
     VR_ASSERT(at == 0 || recs[at - 1].base + span(&recs[at - 1]) <= rec->base);
     return 0;
 }

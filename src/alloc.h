@@ -124,6 +124,30 @@ void vr_alloc_after_fork(void);
  * Returns 0 or -ENOENT. */
 int vr_alloc_find(CUdeviceptr addr, struct vr_alloc_info *out);
 
+/* Changes of the registry that change what a word names (vr_alloc_find,
+ * and a word at an allocation's end naming that allocation): every record
+ * that leaves it (cuMemFree*, cuMemFreeAsync*, VMM-backed or native, and a
+ * stale record an allocation over it drops), and the start of a record
+ * placed right at the end of another. Each is published as a range [lo, hi)
+ * of word values after the registry changed, and bumps a generation; the
+ * last VR_ALLOC_CHANGES ranges are kept. A reader that remembers the
+ * generation it last saw learns which words may name something else now,
+ * or that too many changed to tell. Modes off and dedup keep no registry:
+ * nothing is published. */
+#define VR_ALLOC_CHANGES 128
+
+struct vr_alloc_range {
+    uint64_t lo, hi;
+};
+
+/* The current generation: one atomic load. */
+uint64_t vr_alloc_generation(void);
+
+/* The ranges published after generation `since` into out (room for
+ * VR_ALLOC_CHANGES), the generation they reach into *now. Returns how many,
+ * or -ENOBUFS when some are no longer kept. */
+int vr_alloc_changed_since(uint64_t since, uint64_t *now, struct vr_alloc_range *out);
+
 /* Access descriptors for memory owned by `device`: the device itself and
  * every device that enabled peer access to it. Returns how many were
  * written (at most cap; 0 for an unknown device). */

@@ -713,10 +713,13 @@ static void translate_node(struct vr_exec *e, const struct vr_node *n, const uin
 
 /* ---- SetParams --------------------------------------------------------- */
 
-/* The program's new arguments (in scratch) become what it intends. */
+/* The program's new arguments (in scratch) become what it intends; a
+ * profile reads the node again at its next launch. */
 static void set_intended(struct vr_exec *e, struct vr_node *n)
 {
     memcpy(n->intended, e->scratch, n->layout->bytes);
+    if (e->prof)
+        vr_profile_touch(e->prof, (size_t)(n - e->ns.v));
 }
 
 /* A change the variants cannot replay: they go, and none is made again. */

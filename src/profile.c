@@ -8,6 +8,10 @@
 #include "alloc.h"
 #include "cost.h"
 #include "log.h"
+#include "ptrindex.h"
+
+/* Why a node is read at the next profile launch. */
+enum { READ_SET = 1, READ_FREED = 2 };
 
 struct vr_profile {
     size_t nwords;
@@ -17,6 +21,22 @@ struct vr_profile {
      * id while it never changed), size: the first allocation's size */
     uint64_t *val, *id, *base, *sig, *size, *prev;
     uint8_t *back;   /* the first allocation came back after another (pingpong) */
+
+    /* What the next launch reads (made at the first launch; without them
+     * every launch reads every node, `all`): per node READ_* bits, and the
+     * nodes that have any, once each. */
+    uint8_t *why;
+    uint32_t *todo;
+    size_t nnodes, ntodo;
+    /* (value, node) of every anchor word as last read, once a registry
+     * change needs it: the nodes the change may concern. Entries of values
+     * since re-set stay (an extra read, never a missed one). */
+    struct vr_ptrindex idx;
+    bool indexed;    /* idx made (at the first change seen: index_all) */
+    uint64_t gen;    /* vr_alloc_generation() before the last read */
+    bool all;        /* every launch reads every node */
+    uint32_t *reads; /* nodes read, per launch (the log's profile_reads) */
+    size_t capreads;
 };
 
 static bool variants_on;
@@ -59,7 +79,20 @@ void vr_profile_free(struct vr_profile *p)
     free(p->size);
     free(p->prev);
     free(p->back);
+    free(p->why);
+    free(p->todo);
+    vr_ptrindex_free(&p->idx);
+    free(p->reads);
     free(p);
+}
+
+void vr_profile_touch(struct vr_profile *p, size_t node)
+{
+    if (!p->why || node >= p->nnodes)
+        return;
+    if (!p->why[node])
+        p->todo[p->ntodo++] = (uint32_t)node;
+    p->why[node] |= READ_SET;
 }
 
 unsigned vr_profile_launches(const struct vr_profile *p)
@@ -114,19 +147,130 @@ static void observe_node(struct vr_profile *p, const struct vr_node *n, bool fir
     }
 }
 
-/* Every profiled launch reads every node: a node the program did not re-set
- * may still point at a new allocation (a buffer freed and re-allocated at
- * the same address between launches changes no byte of the node). Only
- * VAREMAP_PROFILE_LAUNCHES launches pay this. */
-void vr_profile_observe(struct vr_profile *p, const struct vr_nodes *ns)
+/* Indexes node i's anchor words by their values now. */
+static int index_node(struct vr_profile *p, const struct vr_node *n, uint32_t i)
 {
-    if (p->launches == 0) {
-        for (size_t i = 0; i < ns->n; i++)
-            observe_node(p, &ns->v[i], true);
-    } else {
+    if (!n->layout)
+        return 0;
+    for (uint32_t k = 0; k < n->layout->nwords; k++) {
+        size_t w = n->word0 + k;
+        if (p->id[w] &&
+            vr_ptrindex_add(&p->idx, vr_load_word(n->intended + n->layout->words[k]), i) != 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+/* Without the bookkeeping every launch reads every node, as it must. */
+static void read_all_from_now(struct vr_profile *p)
+{
+    p->all = true;
+    free(p->why);
+    free(p->todo);
+    p->why = NULL;
+    p->todo = NULL;
+    p->ntodo = 0;
+    vr_ptrindex_free(&p->idx);
+    p->indexed = false;
+}
+
+static void first_read(struct vr_profile *p, const struct vr_nodes *ns)
+{
+    for (size_t i = 0; i < ns->n; i++)
+        observe_node(p, &ns->v[i], true);
+    p->nnodes = ns->n;
+    p->why = calloc(ns->n ? ns->n : 1, 1);
+    p->todo = malloc((ns->n ? ns->n : 1) * sizeof *p->todo);
+    if (!p->why || !p->todo || ns->n > UINT32_MAX)
+        read_all_from_now(p);
+}
+
+/* Made at the first registry change a later launch sees, from the words as
+ * they are: a node not re-set since holds what was last read, a re-set one
+ * is read at this launch anyway. A profile that sees no change (the common
+ * case) never pays for it. */
+static int index_all(struct vr_profile *p, const struct vr_nodes *ns)
+{
+    int rc = 0;
+    for (size_t i = 0; i < ns->n && rc == 0; i++)
+        rc = index_node(p, &ns->v[i], (uint32_t)i);
+    if (rc == 0)
+        rc = vr_ptrindex_seal(&p->idx);
+    p->indexed = rc == 0;
+    return rc;
+}
+
+static void mark_freed(void *arg, uint32_t node)
+{
+    struct vr_profile *p = arg;
+    if (!p->why[node])
+        p->todo[p->ntodo++] = node;
+    p->why[node] |= READ_FREED;
+}
+
+/* A later launch reads the nodes the program re-set since the last read,
+ * and the nodes whose anchor words the registry changes concern: a node
+ * the program did not re-set may point at a new allocation (a buffer freed
+ * and re-allocated at the same address changes no byte of it). Every node
+ * when too many changes went by to tell. Returns the nodes read. */
+static size_t later_read(struct vr_profile *p, const struct vr_nodes *ns)
+{
+    struct vr_alloc_range r[VR_ALLOC_CHANGES];
+    int nr = vr_alloc_changed_since(p->gen, &p->gen, r);
+    bool was_indexed = p->indexed;
+    if (nr > 0 && !p->indexed && index_all(p, ns) != 0)
+        nr = -ENOMEM;
+    for (int k = 0; k < nr; k++)
+        vr_ptrindex_find(&p->idx, r[k].lo, r[k].hi, mark_freed, p);
+    size_t read = p->ntodo;
+    if (nr < 0) {
         for (size_t i = 0; i < ns->n; i++)
             observe_node(p, &ns->v[i], false);
+        read = ns->n;
+    } else {
+        for (size_t t = 0; t < p->ntodo; t++)
+            observe_node(p, &ns->v[p->todo[t]], false);
     }
+    /* Re-set nodes hold new values: indexed again (an index made at this
+     * launch has them already). */
+    int rc = 0;
+    for (size_t t = 0; t < p->ntodo; t++) {
+        uint32_t i = p->todo[t];
+        if ((p->why[i] & READ_SET) && was_indexed && rc == 0)
+            rc = index_node(p, &ns->v[i], i);
+        p->why[i] = 0;
+    }
+    p->ntodo = 0;
+    if (rc == 0)
+        rc = vr_ptrindex_seal(&p->idx);
+    if (rc != 0 || nr == -ENOMEM)
+        read_all_from_now(p);
+    return read;
+}
+
+void vr_profile_observe(struct vr_profile *p, const struct vr_nodes *ns)
+{
+    size_t read = ns->n;
+    if (p->launches == 0) {
+        /* Before reading: a change published later is seen next time. */
+        p->gen = vr_alloc_generation();
+        first_read(p, ns);
+    } else if (p->all || ns->n != p->nnodes) {
+        for (size_t i = 0; i < ns->n; i++)
+            observe_node(p, &ns->v[i], false);
+    } else {
+        read = later_read(p, ns);
+    }
+    if (p->launches == p->capreads) {
+        size_t cap = p->capreads ? p->capreads * 2 : 4;
+        uint32_t *grown = realloc(p->reads, cap * sizeof *grown);
+        if (grown) {
+            p->reads = grown;
+            p->capreads = cap;
+        }
+    }
+    if (p->launches < p->capreads)
+        p->reads[p->launches] = read > UINT32_MAX ? UINT32_MAX : (uint32_t)read;
     p->launches++;
 }
 
@@ -164,7 +308,7 @@ static void log_decision(const struct vr_profile *p, CUgraphExec exec,
 {
     if (!vr_log_enabled(VR_LEVEL_INFO))
         return;
-    size_t cap = 2048 + ncand * 160;
+    size_t cap = 2048 + ncand * 160 + (size_t)p->launches * 12;
     char *buf = malloc(cap); /* once per exec: not a hot path */
     if (!buf)
         return;
@@ -173,6 +317,11 @@ static void log_decision(const struct vr_profile *p, CUgraphExec exec,
     vr_jw_hex(&w, "exec", (uint64_t)(uintptr_t)exec);
     vr_jw_str(&w, "state", active ? "active" : "disabled");
     vr_jw_u64(&w, "launches", p->launches);
+    /* Nodes read at each profile launch: O(changed nodes) after the first. */
+    vr_jw_array_begin(&w, "profile_reads");
+    for (size_t i = 0; i < p->launches && i < p->capreads; i++)
+        vr_jw_u64(&w, NULL, p->reads[i]);
+    vr_jw_array_end(&w);
     vr_jw_array_begin(&w, "candidates");
     for (size_t i = 0; i < ncand; i++) {
         vr_jw_object_begin(&w, NULL);

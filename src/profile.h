@@ -2,11 +2,16 @@
  *
  * Every scanned argument word is observed at each successful profile launch.
  * A word that held the same value every time and pointed into (or exactly at
- * the end of) the same tracked allocation every time is an *anchor*. Only
- * the nodes the program touched are read again at later launches; an
- * allocation freed and made again at the same address meanwhile is caught
- * at the decision (verdict `freed`). The
- * allocations holding anchors are the candidates; each is selected or
+ * the end of) the same tracked allocation every time is an *anchor*. The
+ * first launch reads every node; a later one reads only the nodes whose
+ * reading could differ from the last: those the program re-set
+ * (vr_profile_touch), and those with an anchor word in a range the
+ * allocation registry reported changed (vr_alloc_changed_since: a buffer
+ * freed, maybe re-allocated at the same address, changes no byte of the
+ * node), found through an index of anchor values (ptrindex.h). When more
+ * changes went by than the registry keeps, every node. So a profile launch
+ * costs O(changed nodes); the log's `profile_reads` says how many it read.
+ * The allocations holding anchors are the candidates; each is selected or
  * rejected with a reason, the selected ones get slots of one reservation,
  * and the decision is logged (`profile_decision`). The profile's arrays are
  * freed with it, right after the decision. Not thread-safe: the owning
@@ -34,7 +39,12 @@ int vr_profile_new(struct vr_profile **out, size_t nwords);
 void vr_profile_free(struct vr_profile *p);
 unsigned vr_profile_launches(const struct vr_profile *p);
 
-/* One successful launch: reads every node's intended words. */
+/* The program changed node `node`'s intended words (index into the exec's
+ * nodes): the next launch reads them again. */
+void vr_profile_touch(struct vr_profile *p, size_t node);
+
+/* One successful launch: reads the intended words of every node the first
+ * time, then of the nodes that may read differently (above). */
 void vr_profile_observe(struct vr_profile *p, const struct vr_nodes *ns);
 
 struct vr_decision {

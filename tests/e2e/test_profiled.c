@@ -3,6 +3,8 @@
  * shim's counters and simcuda's call counts. Buffers are 1 MiB, the default
  * VAREMAP_VMM_MIN_BYTES, so they are VMM-backed unless a case says not. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "checks.h"
 
@@ -384,9 +386,10 @@ Test(profiled, execs_cycles_rebind)
 
 /* Two execs of one graph under the mixed pattern (a buffer re-allocated
  * every step, often at the same address): a node whose bytes did not
- * change may point at a new allocation, so every profiled launch must read
- * every node (reading only the nodes the program re-set crashed here: a
- * kernel read an unmapped slice; gpu-check --sim's graph_procaddr row). */
+ * change may point at a new allocation, so a profiled launch must read the
+ * nodes naming a freed buffer too, not only those the program re-set
+ * (reading only those crashed here: a kernel read an unmapped slice;
+ * gpu-check --sim's graph_procaddr row). */
 Test(profiled, mixed_two_execs)
 {
     static const char *const args[] = { "--pattern", "mixed", "--execs", "2", "--bytes", BIG,
@@ -394,6 +397,89 @@ Test(profiled, mixed_two_execs)
     struct pair p;
     compare(&p, "mixed_execs", "graph_procaddr", args, "profiled", NULL);
     cr_assert_eq(vr_log_count(&p.shim.log, "profile_decision"), 2);
+    pair_free(&p);
+}
+
+/* profile_probe --case WHICH without and with the shim: the same output
+ * bytes and final line. */
+static void probe_pair(struct pair *p, const char *which)
+{
+    struct vr_run *runs[2] = { &p->plain, &p->shim };
+    for (int i = 0; i < 2; i++) {
+        char tag[64], out[80], map[80];
+        snprintf(tag, sizeof tag, "probe_%s_%s", which, i ? "shim" : "plain");
+        snprintf(out, sizeof out, "%s.bin", tag); /* the files the harness reads back */
+        snprintf(map, sizeof map, "%s.map", tag);
+        const char *args[] = { "--case", which, "--out", vr_tmp_path(out), "--map",
+                               vr_tmp_path(map), NULL };
+        run_ok(runs[i], tag, "profile_probe", args, i ? VR_RUN_SHIM : 0, NULL);
+    }
+    same_output(&p->plain, &p->shim, which);
+}
+
+/* The log's nodes read per profile launch (profile_reads): their count. */
+static size_t profile_reads(const char *d, size_t len, uint64_t *v, size_t cap)
+{
+    const char *key = "\"profile_reads\":[";
+    const char *at = strstr(d, key);
+    cr_assert(at && at < d + len, "profile_decision without profile_reads: %.*s", (int)len, d);
+    at += strlen(key);
+    size_t n = 0;
+    while (n < cap && *at >= '0' && *at <= '9') {
+        char *end;
+        v[n++] = strtoull(at, &end, 10);
+        at = *end == ',' ? end + 1 : end;
+    }
+    cr_assert_eq(*at, ']', "profile_reads does not parse: %.*s", (int)len, d);
+    return n;
+}
+
+/* The profile_probe graph: fill(out), fill(a), 32 x axpy(out, a). */
+#define PROBE_NODES 34
+
+/* A buffer freed and made again at the same address between two profile
+ * launches while the program re-sets every node with the same bytes (all
+ * absorbed but the one whose value changes): the next launch reads exactly
+ * the nodes naming the buffer, and the profile sees every position of it
+ * move together, one candidate (reading only re-set nodes: 1 node read, and
+ * the absorbed nodes' positions a candidate of their own). */
+Test(profiled, realloc_same_address_while_profiled)
+{
+    struct pair p;
+    probe_pair(&p, "realloc");
+    uint64_t a[4];
+    cr_assert_eq(vr_map_ptrs(&p.shim.map, "a", NULL, a, 4), 2, "map:\n%s", p.shim.map.p);
+    cr_assert_eq(a[0], a[1], "the shim re-allocated `a` elsewhere: the case tests nothing");
+    size_t len;
+    const char *d = decision(&p.shim, &len);
+    uint64_t reads[8];
+    cr_assert_eq(profile_reads(d, len, reads, 8), 3);
+    cr_assert_eq(reads[0], PROBE_NODES, "%.*s", (int)len, d);
+    cr_assert_eq(reads[1], PROBE_NODES - 1, "%.*s", (int)len, d); /* all but fill(out) */
+    cr_assert_eq(reads[2], 1, "%.*s", (int)len, d);               /* fill(a): a new value */
+    struct vr_cand c[MAXCAND];
+    long nc = candidates(d, len, c), of_a = 0;
+    for (long i = 0; i < nc; i++)
+        of_a += c[i].ptr == a[1];
+    cr_assert_eq(of_a, 1, "`a` is not one candidate: %.*s", (int)len, d);
+    pair_free(&p);
+}
+
+/* Buffers no node names, made and freed between profile launches: no node
+ * is read for them, only the one the program re-set. */
+Test(profiled, unrelated_free_while_profiled)
+{
+    struct pair p;
+    probe_pair(&p, "unrelated");
+    uint64_t u[4];
+    cr_assert_eq(vr_map_ptrs(&p.shim.map, "unrelated", NULL, u, 4), 2);
+    size_t len;
+    const char *d = decision(&p.shim, &len);
+    uint64_t reads[8];
+    cr_assert_eq(profile_reads(d, len, reads, 8), 3);
+    cr_assert_eq(reads[0], PROBE_NODES, "%.*s", (int)len, d);
+    cr_assert_eq(reads[1], 1, "%.*s", (int)len, d);
+    cr_assert_eq(reads[2], 1, "%.*s", (int)len, d);
     pair_free(&p);
 }
 
