@@ -804,47 +804,45 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
 
 /* The absorbed path: the exec this thread used last, the node that followed
  * the last one updated, one compare with what the program last asked for.
- * No global atomic, no allocation, no call but the tail call of `full` when
- * the update is not absorbed (another exec or node order, a busy lock, a
- * change: nothing was done) and the wake of a sleeper. Observe mode never
- * absorbs (acquire_slow keeps its execs out of the first entry). Every exit
- * is a return or a tail call, so no register needs saving: once the node is
- * found, the record holds the exec's and the node's handles, and `full` gets
- * them from there (the same values), which keeps the compare's registers
- * free. */
+ * No global atomic, no allocation, no call but the tail call of the hook's
+ * full path when the update is not absorbed (another exec or node order, a
+ * busy lock, a change: nothing was done) and the wake of a sleeper. Observe
+ * mode never absorbs (acquire_slow keeps its execs out of the first entry).
+ * Every exit is a return or a tail call, so few registers need saving; once
+ * the node is found, the record holds the exec's and the node's handles and
+ * the full path gets them from there (the same values), which keeps the
+ * compare's registers free. */
 #define VR_SP_ENTRY(suffix, entry, ptype)                                           \
     static __attribute__((noinline, cold)) CUresult absorb_wake_##suffix(           \
-        struct vr_exec *e, bool ok, CUgraphExec exec, CUgraphNode node, ptype *params, \
-        CUresult (*full)(CUgraphExec, CUgraphNode, ptype *))                        \
+        struct vr_exec *e, bool ok, CUgraphExec exec, CUgraphNode node, ptype *params) \
     {                                                                               \
         vr_mutex_wake(&e->lock);                                                    \
-        return ok ? CUDA_SUCCESS : full(exec, node, params);                        \
+        return ok ? CUDA_SUCCESS : vr_hook_setparams_##suffix(exec, node, params);  \
     }                                                                               \
-    CUresult vr_exec_absorb_##suffix(CUgraphExec exec, CUgraphNode node, ptype *params, \
-                                     CUresult (*full)(CUgraphExec, CUgraphNode, ptype *)) \
+    CUresult vr_exec_absorb_##suffix(CUgraphExec exec, CUgraphNode node, ptype *params) \
     {                                                                               \
         struct vr_exec *e = last_exec[0].e;                                         \
         if (__builtin_expect(last_exec[0].handle != exec || !vr_mutex_trylock(&e->lock), 0)) \
-            return full(exec, node, params);                                        \
+            return vr_hook_setparams_##suffix(exec, node, params);                  \
         struct vr_node *n = e->serial == last_exec[0].serial ? vr_nodes_next(&e->ns, node) \
                                                              : NULL;                \
         if (__builtin_expect(!n, 0)) {                                              \
             if (vr_mutex_release(&e->lock))                                         \
-                return absorb_wake_##suffix(e, false, exec, node, params, full);    \
-            return full(exec, node, params);                                        \
+                return absorb_wake_##suffix(e, false, exec, node, params);          \
+            return vr_hook_setparams_##suffix(exec, node, params);                  \
         }                                                                           \
         if (__builtin_expect(absorbable(n, entry, params, true), 1)) {              \
             e->c.absorbed++;                                                        \
             if (__builtin_expect(vr_mutex_release(&e->lock), 0))                    \
-                return absorb_wake_##suffix(e, true, NULL, NULL, NULL, NULL);       \
+                return absorb_wake_##suffix(e, true, NULL, NULL, NULL);             \
             return CUDA_SUCCESS;                                                    \
         }                                                                           \
         __asm__("" : "+r"(e)); /* reloads the handles: no register kept for them */ \
         exec = e->handle;                                                           \
         node = e->ns.cur->handle;                                                   \
         if (vr_mutex_release(&e->lock))                                             \
-            return absorb_wake_##suffix(e, false, exec, node, params, full);        \
-        return full(exec, node, params);                                            \
+            return absorb_wake_##suffix(e, false, exec, node, params);              \
+        return vr_hook_setparams_##suffix(exec, node, params);                      \
     }                                                                               \
     int vr_exec_setparams_##suffix(CUgraphExec exec, CUgraphNode node, const void *params) \
     {                                                                               \

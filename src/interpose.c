@@ -249,15 +249,15 @@ __attribute__((constructor)) static void record_pid(void)
 
 /* What a wrapper tries before its full path (hooks.def's `off` column
  * again): a SetParams first tries the absorbed path, which makes no driver
- * call and needs no guard; it tail-calls wrap_<name> when it cannot absorb,
- * so the common case pays no second call and no stack frame. */
-#define VR_UNPAREN(...) __VA_ARGS__
+ * call and needs no guard; it tail-calls the full path (vr_hook_setparams_*,
+ * below) when it cannot absorb, so the common case pays no second call and
+ * no stack frame. */
 #define VR_FAST_FWD(name, args)
 #define VR_FAST_LAUNCH(name, args)
 #define VR_FAST_FULL(name, args)
 #define VR_FAST_SEEN(name, args)                                                \
     if (!in_shim)                                                               \
-        return absorb_##name(VR_UNPAREN args, wrap_##name);
+        return absorb_##name args;
 
 #define absorb_cuGraphExecKernelNodeSetParams vr_exec_absorb_v1
 #define absorb_cuGraphExecKernelNodeSetParams_v2 vr_exec_absorb_v2
@@ -289,6 +289,24 @@ __attribute__((constructor)) static void record_pid(void)
         return wrap_##name args;                                                \
     }
 #include "hooks.def"
+
+/* The full paths the absorbed path falls back to (exec.h). */
+CUresult vr_hook_setparams_v1(CUgraphExec exec, CUgraphNode node,
+                              const CUDA_KERNEL_NODE_PARAMS_v1 *params)
+{
+    return wrap_cuGraphExecKernelNodeSetParams(exec, node, params);
+}
+
+CUresult vr_hook_setparams_v2(CUgraphExec exec, CUgraphNode node,
+                              const CUDA_KERNEL_NODE_PARAMS_v2 *params)
+{
+    return wrap_cuGraphExecKernelNodeSetParams_v2(exec, node, params);
+}
+
+CUresult vr_hook_setparams_node(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams *params)
+{
+    return wrap_cuGraphExecNodeSetParams(exec, node, params);
+}
 
 /* ---- memory ----------------------------------------------------------- */
 
