@@ -826,9 +826,11 @@ static inline __attribute__((always_inline)) bool absorbable(const struct vr_nod
     if (!n || !n->layout || !params)
         return false;
     const CUDA_KERNEL_NODE_PARAMS_v2 *p = vr_call_v2(entry, params);
-    return p && p->func == n->f.func && p->func && !p->extra && p->kernelParams &&
-           vr_dims_equal(&p->gridDimX, n->f.dims) &&
-           (fast ? vr_layout_equal_fast(n->layout, p->kernelParams, n->intended)
+    /* One test for the function, `extra` and the launch shape. */
+    return p && p->func && p->kernelParams &&
+           (((uintptr_t)p->func ^ (uintptr_t)n->f.func) | (uintptr_t)p->extra |
+            vr_dims_diff(&p->gridDimX, n->f.dims)) == 0 &&
+           (fast ? vr_args_same(n->layout, p->kernelParams, n->intended)
                  : vr_layout_equal(n->layout, p->kernelParams, n->intended));
 }
 
@@ -859,40 +861,53 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
 
 /* The absorbed path: the exec this thread used last, the node that followed
  * the last one updated, one compare with what the program last asked for.
- * No global atomic, no call, no allocation. Returns 0 (absorbed, counted) or
- * 1: anything else (another exec or node order, a busy lock, a change), with
- * nothing done. Observe mode never absorbs (acquire_slow keeps its execs out
- * of the first entry). */
-static inline __attribute__((always_inline)) int absorb(CUgraphExec exec, CUgraphNode node,
-                                                        enum vr_sp_entry entry,
-                                                        const void *params)
-{
-    struct vr_exec *e = last_exec[0].e;
-    if (__builtin_expect(last_exec[0].handle != exec || !vr_mutex_trylock(&e->lock), 0))
-        return 1;
-    struct vr_node *n = e->serial == last_exec[0].serial ? vr_nodes_next(&e->ns, node) : NULL;
-    if (__builtin_expect(!n || !absorbable(n, entry, params, true), 0)) {
-        vr_mutex_unlock(&e->lock);
-        return 1;
-    }
-    e->c.absorbed++;
-    vr_mutex_unlock(&e->lock);
-    return 0;
-}
-
-/* One pair of functions per SetParams entry point (exec.h). */
-#define VR_SP_ENTRY(suffix, entry)                                                  \
-    int vr_exec_absorb_##suffix(CUgraphExec exec, CUgraphNode node, const void *params) \
+ * No global atomic, no allocation, no call but the tail call of the hook's
+ * full path when the update is not absorbed (another exec or node order, a
+ * busy lock, a change: nothing was done) and the wake of a sleeper. Observe
+ * mode never absorbs (acquire_slow keeps its execs out of the first entry).
+ * Every exit is a return or a tail call, so few registers need saving; once
+ * the node is found, the record holds the exec's and the node's handles and
+ * the full path gets them from there (the same values), which keeps the
+ * compare's registers free. */
+#define VR_SP_ENTRY(suffix, entry, ptype)                                           \
+    static __attribute__((noinline, cold)) CUresult absorb_wake_##suffix(           \
+        struct vr_exec *e, bool ok, CUgraphExec exec, CUgraphNode node, ptype *params) \
     {                                                                               \
-        return absorb(exec, node, entry, params);                                   \
+        vr_mutex_wake(&e->lock);                                                    \
+        return ok ? CUDA_SUCCESS : vr_hook_setparams_##suffix(exec, node, params);  \
+    }                                                                               \
+    CUresult vr_exec_absorb_##suffix(CUgraphExec exec, CUgraphNode node, ptype *params) \
+    {                                                                               \
+        struct vr_exec *e = last_exec[0].e;                                         \
+        if (__builtin_expect(last_exec[0].handle != exec || !vr_mutex_trylock(&e->lock), 0)) \
+            return vr_hook_setparams_##suffix(exec, node, params);                  \
+        struct vr_node *n = e->serial == last_exec[0].serial ? vr_nodes_next(&e->ns, node) \
+                                                             : NULL;                \
+        if (__builtin_expect(!n, 0)) {                                              \
+            if (vr_mutex_release(&e->lock))                                         \
+                return absorb_wake_##suffix(e, false, exec, node, params);          \
+            return vr_hook_setparams_##suffix(exec, node, params);                  \
+        }                                                                           \
+        if (__builtin_expect(absorbable(n, entry, params, true), 1)) {              \
+            e->c.absorbed++;                                                        \
+            if (__builtin_expect(vr_mutex_release(&e->lock), 0))                    \
+                return absorb_wake_##suffix(e, true, NULL, NULL, NULL);             \
+            return CUDA_SUCCESS;                                                    \
+        }                                                                           \
+        __asm__("" : "+r"(e)); /* reloads the handles: no register kept for them */ \
+        exec = e->handle;                                                           \
+        node = e->ns.cur->handle;                                                   \
+        if (vr_mutex_release(&e->lock))                                             \
+            return absorb_wake_##suffix(e, false, exec, node, params);              \
+        return vr_hook_setparams_##suffix(exec, node, params);                      \
     }                                                                               \
     int vr_exec_setparams_##suffix(CUgraphExec exec, CUgraphNode node, const void *params) \
     {                                                                               \
         return setparams_rest(exec, node, entry, params);                           \
     }
-VR_SP_ENTRY(v1, VR_SP_V1)
-VR_SP_ENTRY(v2, VR_SP_V2)
-VR_SP_ENTRY(node, VR_SP_NODE)
+VR_SP_ENTRY(v1, VR_SP_V1, const CUDA_KERNEL_NODE_PARAMS_v1)
+VR_SP_ENTRY(v2, VR_SP_V2, const CUDA_KERNEL_NODE_PARAMS_v2)
+VR_SP_ENTRY(node, VR_SP_NODE, CUgraphNodeParams)
 #undef VR_SP_ENTRY
 
 /* ---- decision and transition --------------------------------------------- */

@@ -59,12 +59,25 @@ int vr_exec_setparams_v1(CUgraphExec exec, CUgraphNode node, const void *params)
 int vr_exec_setparams_v2(CUgraphExec exec, CUgraphNode node, const void *params);
 int vr_exec_setparams_node(CUgraphExec exec, CUgraphNode node, const void *params);
 
-/* The absorbed path alone, for the exported wrapper to try before anything
- * else: 0 when the update was absorbed (and counted), 1 when it needs
- * vr_exec_setparams (nothing was done). Makes no driver call. */
-int vr_exec_absorb_v1(CUgraphExec exec, CUgraphNode node, const void *params);
-int vr_exec_absorb_v2(CUgraphExec exec, CUgraphNode node, const void *params);
-int vr_exec_absorb_node(CUgraphExec exec, CUgraphNode node, const void *params);
+/* The absorbed path, for the exported wrapper to try before anything else:
+ * CUDA_SUCCESS when the update was absorbed (and counted); otherwise nothing
+ * was done and the result is vr_hook_setparams_*'s for the same arguments,
+ * reached by a tail call. Makes no driver call itself. */
+CUresult vr_exec_absorb_v1(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v1 *params);
+CUresult vr_exec_absorb_v2(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2 *params);
+CUresult vr_exec_absorb_node(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams *params);
+
+/* A SetParams through the hook's complete path: defined by the exported face
+ * (interpose.c), named here so that the absorbed path reaches it by a direct
+ * tail call (a function pointer would take a register the compare needs).
+ * Weak: the unit suites link this module without interpose.c and never call
+ * vr_exec_absorb_*. */
+__attribute__((weak)) CUresult vr_hook_setparams_v1(CUgraphExec exec, CUgraphNode node,
+                                                    const CUDA_KERNEL_NODE_PARAMS_v1 *params);
+__attribute__((weak)) CUresult vr_hook_setparams_v2(CUgraphExec exec, CUgraphNode node,
+                                                    const CUDA_KERNEL_NODE_PARAMS_v2 *params);
+__attribute__((weak)) CUresult vr_hook_setparams_node(CUgraphExec exec, CUgraphNode node,
+                                                      CUgraphNodeParams *params);
 
 static inline int vr_exec_setparams(CUgraphExec exec, CUgraphNode node, enum vr_sp_entry entry,
                                     const void *params)

@@ -265,44 +265,19 @@ __attribute__((constructor)) static void record_pid(void)
 
 /* What a wrapper tries before its full path (hooks.def's `off` column
  * again): a SetParams first tries the absorbed path, which makes no driver
- * call and needs no guard (so the common case pays no second call). */
+ * call and needs no guard; it tail-calls the full path (vr_hook_setparams_*,
+ * below) when it cannot absorb, so the common case pays no second call and
+ * no stack frame. */
 #define VR_FAST_FWD(name, args)
 #define VR_FAST_LAUNCH(name, args)
 #define VR_FAST_FULL(name, args)
 #define VR_FAST_SEEN(name, args)                                                \
     if (!in_shim)                                                               \
-        return fast_##name args;
+        return absorb_##name args;
 
-/* For SEEN entries: the absorbed path, else the full one; a function of its
- * own so that the exported wrapper stays frameless (tail calls only). */
-#define VR_FASTFN_FWD(name, params, args)
-#define VR_FASTFN_LAUNCH(name, params, args)
-#define VR_FASTFN_FULL(name, params, args)
-#define VR_FASTFN_SEEN(name, params, args)                                      \
-    __attribute__((noinline)) static CUresult fast_##name params                \
-    {                                                                           \
-        if (absorb_##name args == 0)                                            \
-            return CUDA_SUCCESS;                                                \
-        return wrap_##name args;                                                \
-    }
-
-static inline int absorb_cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node,
-                                                        const CUDA_KERNEL_NODE_PARAMS_v1 *params)
-{
-    return vr_exec_absorb_v1(exec, node, params);
-}
-
-static inline int absorb_cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node,
-                                                           const CUDA_KERNEL_NODE_PARAMS_v2 *params)
-{
-    return vr_exec_absorb_v2(exec, node, params);
-}
-
-static inline int absorb_cuGraphExecNodeSetParams(CUgraphExec exec, CUgraphNode node,
-                                                  CUgraphNodeParams *params)
-{
-    return vr_exec_absorb_node(exec, node, params);
-}
+#define absorb_cuGraphExecKernelNodeSetParams vr_exec_absorb_v1
+#define absorb_cuGraphExecKernelNodeSetParams_v2 vr_exec_absorb_v2
+#define absorb_cuGraphExecNodeSetParams vr_exec_absorb_node
 
 /* The exported wrapper holds only mode off's path, so it needs no stack
  * frame; everything else is in wrap_<name>, called as a tail call. */
@@ -320,7 +295,6 @@ static inline int absorb_cuGraphExecNodeSetParams(CUgraphExec exec, CUgraphNode 
         in_shim = 0;                                                            \
         return r_;                                                              \
     }                                                                           \
-    VR_FASTFN_##off(name, params, args)                                         \
     VR_EXPORT CUresult CUDAAPI name params                                      \
     {                                                                           \
         if (atomic_load_explicit(&passthrough, memory_order_acquire) &&         \
@@ -331,6 +305,24 @@ static inline int absorb_cuGraphExecNodeSetParams(CUgraphExec exec, CUgraphNode 
         return wrap_##name args;                                                \
     }
 #include "hooks.def"
+
+/* The full paths the absorbed path falls back to (exec.h). */
+CUresult vr_hook_setparams_v1(CUgraphExec exec, CUgraphNode node,
+                              const CUDA_KERNEL_NODE_PARAMS_v1 *params)
+{
+    return wrap_cuGraphExecKernelNodeSetParams(exec, node, params);
+}
+
+CUresult vr_hook_setparams_v2(CUgraphExec exec, CUgraphNode node,
+                              const CUDA_KERNEL_NODE_PARAMS_v2 *params)
+{
+    return wrap_cuGraphExecKernelNodeSetParams_v2(exec, node, params);
+}
+
+CUresult vr_hook_setparams_node(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams *params)
+{
+    return wrap_cuGraphExecNodeSetParams(exec, node, params);
+}
 
 /* ---- memory ----------------------------------------------------------- */
 

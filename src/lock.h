@@ -65,9 +65,16 @@ static inline void vr_mutex_lock(vr_mutex *m)
         vr_mutex_wait(m, c);
 }
 
+/* Drops m; true when a sleeper must be woken (vr_mutex_wake), which a
+ * caller may do on a path of its own (a tail call needs no saved register). */
+static inline bool vr_mutex_release(vr_mutex *m)
+{
+    return atomic_exchange_explicit(&m->state, 0, memory_order_release) == 2;
+}
+
 static inline void vr_mutex_unlock(vr_mutex *m)
 {
-    if (atomic_exchange_explicit(&m->state, 0, memory_order_release) == 2)
+    if (vr_mutex_release(m))
         vr_mutex_wake(m);
 }
 

@@ -234,7 +234,7 @@ int vr_nodes_read(struct vr_nodes *ns, CUgraph graph)
     int rc = kernel_nodes(graph, &all, &count);
     if (rc != 0)
         return rc;
-    if (count >= UINT32_MAX) {
+    if (count >= UINT32_MAX / sizeof *ns->v) { /* vr_node.next is a byte offset */
         free(all);
         return -ENOMEM;
     }

@@ -34,7 +34,8 @@ struct vr_node {
     struct vr_fields f;             /* what the driver holds */
     uint8_t *intended;              /* installed: vr_installed() */
     uint32_t word0;                 /* index of the node's first scanned word */
-    uint32_t next;                  /* the node the program updated after this one, last time */
+    uint32_t next;                  /* the node the program updated after this one, last time:
+                                     * its byte offset in the array (no multiply to find it) */
 };
 
 struct vr_nodes {
@@ -88,7 +89,7 @@ static inline struct vr_node *vr_nodes_find(struct vr_nodes *ns, CUgraphNode h)
             return NULL;
         if (ns->v[x].handle == h) {
             if (ns->cur != &ns->v[x]) /* x may have been guessed (vr_nodes_next) already */
-                ns->cur->next = x;
+                ns->cur->next = x * (uint32_t)sizeof *ns->v;
             ns->cur = &ns->v[x];
             return ns->cur;
         }
@@ -102,7 +103,7 @@ static inline struct vr_node *vr_nodes_find(struct vr_nodes *ns, CUgraphNode h)
  * passes). */
 static inline struct vr_node *vr_nodes_next(struct vr_nodes *ns, CUgraphNode h)
 {
-    struct vr_node *n = &ns->v[ns->cur->next];
+    struct vr_node *n = (struct vr_node *)(void *)((char *)ns->v + ns->cur->next);
     if (n->handle != h)
         return NULL;
     ns->cur = n;
@@ -148,12 +149,49 @@ static inline uint64_t vr_load_u64(const void *p)
     return v;
 }
 
-/* The seven launch-shape words of a params struct (from &gridDimX) equal
- * dims: three 8-byte compares and one 4-byte, no call. */
+/* The seven launch-shape words of a params struct (from &gridDimX) against
+ * dims: zero when equal; three 8-byte compares and one 4-byte, no call, no
+ * branch (the caller folds it into its own test). */
+static inline uint64_t vr_dims_diff(const unsigned *p, const unsigned *dims)
+{
+    return (vr_load_u64(p) ^ vr_load_u64(dims)) | (vr_load_u64(p + 2) ^ vr_load_u64(dims + 2)) |
+           (vr_load_u64(p + 4) ^ vr_load_u64(dims + 4)) | (uint64_t)(p[6] ^ dims[6]);
+}
+
 static inline bool vr_dims_equal(const unsigned *p, const unsigned *dims)
 {
-    return ((vr_load_u64(p) ^ vr_load_u64(dims)) | (vr_load_u64(p + 2) ^ vr_load_u64(dims + 2)) |
-            (vr_load_u64(p + 4) ^ vr_load_u64(dims + 4)) | (uint64_t)(p[6] ^ dims[6])) == 0;
+    return vr_dims_diff(p, dims) == 0;
+}
+
+/* Whether kernelParams equals the bytes at buf under layout l, for the
+ * absorbed path: vr_layout_equal_fast, written for few registers (each
+ * loop counts a byte offset up to zero from the end of its units, so it
+ * keeps no end pointer) so that its caller needs no saved register. False
+ * when l has units under 4 bytes (vr_layout_equal decides those). */
+static inline __attribute__((always_inline)) bool vr_args_same(const struct vr_layout *l,
+                                                               void *const *kp,
+                                                               const uint8_t *buf)
+{
+    if (l->end4 != l->end)
+        return false;
+    const char *end = (const char *)l->end8;
+    for (ptrdiff_t k = (const char *)l->args - end; k; k += (ptrdiff_t)sizeof(struct vr_arg)) {
+        const struct vr_arg *a = (const struct vr_arg *)(const void *)(end + k);
+        const uint8_t *x = kp[a->index];
+        uint64_t v = vr_load_u64(x + a->skew);
+        if (v != vr_load_u64(buf + a->offset))
+            return false;
+    }
+    const char *end4 = (const char *)l->end4;
+    for (ptrdiff_t k = end - end4; k; k += (ptrdiff_t)sizeof(struct vr_arg)) {
+        const struct vr_arg *a = (const struct vr_arg *)(const void *)(end4 + k);
+        uint32_t x, y;
+        memcpy(&x, kp[a->index], 4);
+        memcpy(&y, buf + a->offset, 4);
+        if (x != y)
+            return false;
+    }
+    return true;
 }
 
 /* The program's struct through its own entry point. */

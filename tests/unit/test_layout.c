@@ -4,6 +4,7 @@
 
 #include "driver.h"
 #include "layout.h"
+#include "node.h"
 
 static struct vr_layout *build(const uint32_t *off, const uint32_t *size, uint32_t n)
 {
@@ -109,6 +110,57 @@ Test(layout, equal_sees_every_byte_of_every_argument_and_no_padding)
     st[15] ^= 1;
     cr_assert(!vr_layout_equal_fast(l, args2, buf2));
     cr_assert(!vr_layout_equal(l, args2, buf2));
+    vr_layout_free(l);
+}
+
+/* The absorbed path's compare (node.h): every byte of every 8- and 4-byte
+ * unit, a struct's chunks included; none of the padding; no decision when a
+ * layout has odd-sized units. */
+Test(layout, args_same_sees_every_byte_and_leaves_odd_units)
+{
+    const uint32_t off[] = {0, 8, 12, 16, 48, 56}, size[] = {8, 4, 4, 32, 0, 8};
+    struct vr_layout *l = build(off, size, 6);
+    uint64_t a = 0x1111222233334444u, h = 7;
+    uint32_t b = 5, c = 6;
+    uint8_t st[32], none = 0;
+    for (int i = 0; i < 32; i++)
+        st[i] = (uint8_t)(i + 1);
+    void *args[] = {&a, &b, &c, st, &none, &h};
+    uint8_t buf[64];
+    memset(buf, 0xee, sizeof buf);
+    vr_layout_pack(l, args, buf);
+    cr_assert(vr_args_same(l, args, buf));
+    uint8_t *bytes[] = {(uint8_t *)&a, (uint8_t *)&b, (uint8_t *)&c, st, (uint8_t *)&h};
+    const uint32_t sizes[] = {8, 4, 4, 32, 8};
+    for (int k = 0; k < 5; k++)
+        for (uint32_t i = 0; i < sizes[k]; i++) {
+            bytes[k][i] ^= 0x40;
+            cr_assert(!vr_args_same(l, args, buf), "argument %d byte %u changed unseen", k, i);
+            bytes[k][i] ^= 0x40;
+        }
+    none ^= 1; /* zero-sized: nothing to compare */
+    cr_assert(vr_args_same(l, args, buf));
+    vr_layout_free(l);
+
+    /* No arguments at all; then one 4-byte argument only. */
+    l = build(off, size, 0);
+    cr_assert(vr_args_same(l, NULL, buf));
+    vr_layout_free(l);
+    l = build(off + 1, size + 1, 1);
+    vr_layout_pack(l, args + 1, buf);
+    cr_assert(vr_args_same(l, args + 1, buf));
+    b ^= 0x80000000u;
+    cr_assert(!vr_args_same(l, args + 1, buf));
+    vr_layout_free(l);
+
+    /* A 2-byte argument: left to vr_layout_equal, even when equal. */
+    const uint32_t off3[] = {0, 8}, size3[] = {8, 2};
+    uint16_t s2 = 3;
+    void *args3[] = {&a, &s2};
+    l = build(off3, size3, 2);
+    vr_layout_pack(l, args3, buf);
+    cr_assert(vr_layout_equal(l, args3, buf));
+    cr_assert(!vr_args_same(l, args3, buf));
     vr_layout_free(l);
 }
 
