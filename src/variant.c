@@ -176,7 +176,7 @@ static int cmp_other(const void *a, const void *b)
 static struct other *find_other(struct other *o, size_t n, CUgraphNode h)
 {
     struct other key = {.orig = h};
-    return h ? bsearch(&key, o, n, sizeof *o, cmp_other) : NULL;
+    return h && n ? bsearch(&key, o, n, sizeof *o, cmp_other) : NULL;
 }
 
 struct vr_variants {
@@ -263,7 +263,17 @@ static bool varies(CUgraph graph, struct other **others, size_t *nothers)
         free(o);
         return false;
     }
-    qsort(o, no, sizeof *o, cmp_other);
+    /* Sized for every node while counting; kept only for the others (a
+     * kernel-only graph keeps none: this is per-node memory otherwise). */
+    if (no == 0) {
+        free(o);
+        o = NULL;
+    } else {
+        struct other *fit = realloc(o, no * sizeof *o);
+        if (fit)
+            o = fit;
+        qsort(o, no, sizeof *o, cmp_other);
+    }
     *others = o;
     *nothers = no;
     return true;
