@@ -33,6 +33,10 @@ void vr_exec_configure(const struct vr_config *c)
 
 enum state { ST_PROFILING, ST_ACTIVE, ST_DISABLED, ST_OBSERVED, ST_DEDUP };
 
+/* A decision undone by cuGraphExecUpdate within this many launches did not
+ * pay for its slices (reset_locked). */
+#define VR_BRIEF_DECISION 64
+
 /* Counted under the exec's lock, summed on demand: no shared cache line is
  * written on the hot path. */
 struct counters {
@@ -49,6 +53,8 @@ struct vr_exec {
     CUcontext ctx;         /* current at instantiation */
     CUgraph graph;         /* instantiated from: its nodes name this exec's nodes */
     bool orphan;           /* that graph is destroyed: no node can change */
+    uint64_t reset_at;     /* c.launches at the last cuGraphExecUpdate */
+    unsigned brief;        /* updates in a row that came too soon after the last */
 
     struct vr_nodes ns;
     struct vr_profile *prof;
@@ -524,6 +530,8 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph, unsigned long long flags)
     e->handle = handle;
     e->graph = graph;
     e->orphan = false;
+    e->reset_at = 0;
+    e->brief = 0;
     restart(e);
     if (e->state == ST_PROFILING && cfg.mode == VR_MODE_PROFILED &&
         vr_variants_new(&e->vars, graph, &e->ns, cfg.variants, flags) != 0)
@@ -1367,12 +1375,31 @@ static void reset_locked(struct vr_exec *e, CUgraph graph)
         e->state = ST_DISABLED; /* its nodes still cannot be named */
         return;
     }
+    /* Each update undoes the decision: its slices are made again (a map and
+     * a set-access per buffer, 20 us on an H200) and the nodes re-pointed.
+     * An exec updated every few launches never earns that back, and dedup
+     * absorbs its repeated updates without slices: after two decisions that
+     * lived less than VR_BRIEF_DECISION launches, it stays there. */
+    uint64_t lived = e->c.launches - e->reset_at;
+    e->reset_at = e->c.launches;
+    e->brief = lived < VR_BRIEF_DECISION ? e->brief + 1 : 0;
+    bool churning = e->brief >= 2;
     if (vr_nodes_refresh(&e->ns, graph) != 0 || alloc_scratch(e) != 0) {
         vr_warn("exec %p: cannot pair the update graph's nodes; the exec passes through",
                 (void *)e->handle);
         e->state = ST_OBSERVED;
         for (size_t i = 0; i < e->ns.n; i++)
             vr_node_make_opaque(&e->ns, &e->ns.v[i]);
+        return;
+    }
+    if (churning && e->state != ST_DEDUP) {
+        if (e->state != ST_DISABLED)
+            vr_stat_inc(VR_C_execs_disabled);
+        no_variants(e);
+        e->state = ST_DISABLED;
+        if (e->brief == 2)
+            log_fallback("cuGraphExecUpdate", "updated again within a few launches of each "
+                                              "decision: the exec keeps no slices");
         return;
     }
     restart(e);
