@@ -2415,8 +2415,9 @@ Test(simcuda, heap_accounting)
     long long mi = (long long)(m1.uordblks + m1.hblkhd) - (long long)(m0.uordblks + m0.hblkhd);
     /* mallinfo2 saw the same bytes (chunks freed into glibc's per-thread
      * cache still count as in use there, so only roughly) */
-    cr_assert(mi >= (h1 - h0) / 2 && mi <= (h1 - h0) * 2, "mallinfo2 %lld, simcuda %lld", mi,
-              h1 - h0);
+    if (m1.uordblks + m1.hblkhd != 0) /* a sanitizer's allocator leaves mallinfo2 empty */
+        cr_assert(mi >= (h1 - h0) / 2 && mi <= (h1 - h0) * 2, "mallinfo2 %lld, simcuda %lld", mi,
+                  h1 - h0);
     cr_assert_geq(h2 - h1, HEAP_NODES * 16, "exec of %d nodes: %lld bytes", HEAP_NODES, h2 - h1);
     /* back to where it was, but for what a stream worker may free meanwhile
      * (a finished operation's record) */
