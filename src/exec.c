@@ -37,6 +37,11 @@ enum state { ST_PROFILING, ST_ACTIVE, ST_DISABLED, ST_OBSERVED, ST_DEDUP };
  * pay for its slices (reset_locked). */
 #define VR_BRIEF_DECISION 64
 
+/* Every this many launches an active exec weighs what its slices cost
+ * against what they saved; two losing windows in a row settle it
+ * (weigh_slices). */
+#define VR_WEIGH_EVERY 32
+
 /* Counted under the exec's lock, summed on demand: no shared cache line is
  * written on the hot path. */
 struct counters {
@@ -55,6 +60,9 @@ struct vr_exec {
     bool orphan;           /* that graph is destroyed: no node can change */
     uint64_t reset_at;     /* c.launches at the last cuGraphExecUpdate */
     unsigned brief;        /* updates in a row that came too soon after the last */
+    bool settled;          /* slices cost more than they saved: no new binding */
+    unsigned losing;       /* weighings in a row that found the slices costlier */
+    struct counters weighed; /* the counters at the last weigh_slices */
 
     struct vr_nodes ns;
     struct vr_profile *prof;
@@ -532,6 +540,8 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph, unsigned long long flags)
     e->orphan = false;
     e->reset_at = 0;
     e->brief = 0;
+    e->settled = false;
+    e->losing = 0;
     restart(e);
     if (e->state == ST_PROFILING && cfg.mode == VR_MODE_PROFILED &&
         vr_variants_new(&e->vars, graph, &e->ns, cfg.variants, flags) != 0)
@@ -680,7 +690,8 @@ static uint64_t translate_anchor(struct vr_exec *e, int32_t home, uint64_t w)
     int s = vr_slices_slot_of(e->slices, w, VR_VIEW_TARGET);
     if (!vary && s >= 0 && !vr_slices_slot_pending(e->slices, (size_t)s))
         return vr_slices_translate(e->slices, w, VR_VIEW_STABLE);
-    if (atomic_load_explicit(&degraded, memory_order_relaxed) || (!vary && !exec_idle(e)))
+    if (atomic_load_explicit(&degraded, memory_order_relaxed) || e->settled ||
+        (!vary && !exec_idle(e)))
         return w;
     if (in_home)
         return vr_slices_va(e->slices, (size_t)home) + (w - h->base);
@@ -1234,6 +1245,7 @@ static void decide(struct vr_exec *e)
     e->peers = vr_alloc_peer_generation();
     vr_stat_inc(VR_C_execs_active);
     transition(e);
+    e->weighed = e->c; /* the transition is paid once; what follows is weighed */
     /* Needed by the transition only: 4 bytes per node less from here on. */
     free(e->anchored);
     e->anchored = NULL;
@@ -1298,9 +1310,91 @@ static int launch_active(struct vr_exec *e, CUstream stream, bool per_thread)
     return 0;
 }
 
+/* No slot takes a new buffer from now on: the variants go, pending rebinds
+ * are given up and their nodes re-issued as the program set them. The slots
+ * keep what they hold (a node still pointing there reads the right memory);
+ * a new buffer reaches the driver as the program wrote it, as in dedup. */
+static void stop_rebinding(struct vr_exec *e)
+{
+    if (e->vars) {
+        struct vr_var_ctx cx = var_ctx(e);
+        vr_variants_drop(e->vars, &cx, true);
+    }
+    if (e->state == ST_ACTIVE) {
+        cancel_all(e);
+        if (fix_nodes(e) != 0)
+            log_fallback("degrade", "a node could not be re-issued off a pending slot");
+    }
+    e->retargeted = false;
+}
+
+/* The exec goes on as in dedup: every node that reads a slice is re-issued
+ * as the program set it (once, O(nodes)), then the slices and variants go
+ * once their last launches are done. If a node cannot be re-issued, the
+ * slices stay and only stop taking new buffers. */
+static void settle(struct vr_exec *e)
+{
+    stop_rebinding(e);
+    for (size_t i = 0; i < e->ns.n; i++) {
+        struct vr_node *n = &e->ns.v[i];
+        if (!n->layout || memcmp(vr_installed(&e->ns, n), n->intended, n->layout->bytes) == 0)
+            continue;
+        memcpy(e->xlat, n->intended, n->layout->bytes);
+        CUresult r = vr_node_issue(e->handle, n, e->xlat, e->kp);
+        e->c.transition++;
+        vr_stat_inc(VR_C_transition_updates);
+        if (r != CUDA_SUCCESS) {
+            e->settled = true; /* a node still reads a slice: keep them */
+            return;
+        }
+        memcpy(vr_installed(&e->ns, n), n->intended, n->layout->bytes);
+    }
+    drop_slices(e, true);
+    e->state = ST_DISABLED;
+    vr_stat_inc(VR_C_execs_disabled);
+}
+
+/* Never worse than dedup, judged on what happened: what the slices cost
+ * since the last look (the shim's own updates re-pointing nodes, remaps)
+ * against what they saved (every update absorbed; dedup would absorb some
+ * of these too, so this favours the slices). A pipeline bound by the GPU
+ * keeps the exec and every variant busy: a new buffer can then only be
+ * passed as written and re-pointed later, twice the updates dedup sends
+ * (seen on an H200: fanout 0.66x of dedup). */
+static void weigh_slices(struct vr_exec *e)
+{
+    uint64_t transition = e->c.transition - e->weighed.transition;
+    uint64_t rebinds = e->c.rebinds - e->weighed.rebinds;
+    uint64_t skipped = e->c.skipped + e->c.absorbed - e->weighed.skipped - e->weighed.absorbed;
+    e->weighed = e->c;
+    uint64_t sp = vr_cost_get(VR_COST_SETPARAMS);
+    uint64_t remap = vr_cost_get(VR_COST_MAP) + vr_cost_get(VR_COST_UNMAP) +
+                     vr_cost_get(VR_COST_ACCESS);
+    uint64_t cost = transition * sp + rebinds * remap, saved = skipped * sp;
+    /* Two windows in a row: one busy stretch (a loaded machine, a burst of
+     * new buffers) is no verdict. */
+    e->losing = cost > saved ? e->losing + 1 : 0;
+    if (e->losing < 2)
+        return;
+    settle(e);
+    if (vr_log_enabled(VR_LEVEL_INFO)) {
+        char why[192];
+        snprintf(why, sizeof why,
+                 "slices cost %llu us (%llu updates, %llu remaps) for %llu us saved in the "
+                 "last %d launches: the exec goes on without slices",
+                 (unsigned long long)(cost / 1000), (unsigned long long)transition,
+                 (unsigned long long)rebinds, (unsigned long long)(saved / 1000),
+                 VR_WEIGH_EVERY);
+        log_fallback("rebind", why);
+    }
+}
+
 static int launch_locked(struct vr_exec *e, CUstream stream, bool per_thread)
 {
     e->c.launches++;
+    if (e->state == ST_ACTIVE && !e->settled &&
+        e->c.launches - e->weighed.launches >= VR_WEIGH_EVERY)
+        weigh_slices(e);
     if (e->state == ST_PROFILING && vr_profile_launches(e->prof) >= cfg.profile_launches) {
         if (atomic_load_explicit(&degraded, memory_order_relaxed)) {
             vr_profile_free(e->prof);
@@ -1589,18 +1683,8 @@ void vr_exec_degrade(const char *why)
     for (size_t i = 0; i < n; i++) {
         if (!lock_if_same(&v[i]))
             continue;
-        struct vr_exec *e = v[i].e;
-        if (e->vars) {
-            struct vr_var_ctx cx = var_ctx(e);
-            vr_variants_drop(e->vars, &cx, true);
-        }
-        if (e->state == ST_ACTIVE) {
-            cancel_all(e);
-            if (fix_nodes(e) != 0)
-                log_fallback("degrade", "a node could not be re-issued off a pending slot");
-        }
-        e->retargeted = false;
-        vr_mutex_unlock(&e->lock);
+        stop_rebinding(v[i].e);
+        vr_mutex_unlock(&v[i].e->lock);
     }
     free(v);
 }
