@@ -327,14 +327,29 @@ static bool ctx_finished(CUcontext ctx)
     return r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED;
 }
 
-void vr_exec_drain(bool final)
+/* The whole list, taken out so that no lock is held across a driver call. */
+static struct tomb *take_tombs(void)
 {
-    if (atomic_load_explicit(&ntombs, memory_order_relaxed) == 0)
-        return;
     vr_mutex_lock(&tomb_lock);
     struct tomb *list = tombs;
     tombs = NULL;
     vr_mutex_unlock(&tomb_lock);
+    return list;
+}
+
+/* Drops t's bookkeeping; its reservation, if any, is the driver's now. */
+static void forget_tomb(struct tomb *t)
+{
+    vr_slices_forget(t->slices);
+    free(t);
+    atomic_fetch_sub(&ntombs, 1);
+}
+
+void vr_exec_drain(bool final)
+{
+    if (atomic_load_explicit(&ntombs, memory_order_relaxed) == 0)
+        return;
+    struct tomb *list = take_tombs();
     while (list) {
         struct tomb *t = list;
         list = t->next;
@@ -349,16 +364,13 @@ void vr_exec_drain(bool final)
         if (!t->slices && t->done && vr_real.cuEventDestroy_v2(t->done) == CUDA_SUCCESS)
             t->done = NULL;
         if (!t->slices && !t->done) {
-            free(t);
-            atomic_fetch_sub(&ntombs, 1);
+            forget_tomb(t);
             continue;
         }
         if (final) {
             log_fallback("teardown", t->slices ? "a reservation could not be returned at exit"
                                                : "an event could not be destroyed at exit");
-            vr_slices_forget(t->slices);
-            free(t);
-            atomic_fetch_sub(&ntombs, 1);
+            forget_tomb(t);
             continue;
         }
         vr_mutex_lock(&tomb_lock);
@@ -370,16 +382,11 @@ void vr_exec_drain(bool final)
 
 void vr_exec_abandon(void)
 {
-    vr_mutex_lock(&tomb_lock);
-    struct tomb *list = tombs;
-    tombs = NULL;
-    vr_mutex_unlock(&tomb_lock);
+    struct tomb *list = take_tombs();
     while (list) {
         struct tomb *t = list;
         list = t->next;
-        vr_slices_forget(t->slices);
-        free(t);
-        atomic_fetch_sub(&ntombs, 1);
+        forget_tomb(t);
     }
 }
 

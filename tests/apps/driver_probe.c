@@ -154,14 +154,21 @@ static void setparams_edges(void)
     cuGraphDestroy(g);
 }
 
-static void vmm(CUdevice dev)
+/* Pinned device memory on dev, as the shim asks for it. */
+static CUmemAllocationProp device_prop(CUdevice dev)
 {
-    const char *q = "vmm";
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof prop);
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = dev;
+    return prop;
+}
+
+static void vmm(CUdevice dev)
+{
+    const char *q = "vmm";
+    CUmemAllocationProp prop = device_prop(dev);
     size_t gran = 0;
     SETUP(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     CUmemGenericAllocationHandle h;
@@ -232,11 +239,7 @@ static void at_exit(void)
 
 static void keep_for_exit(CUdevice dev)
 {
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = dev;
+    CUmemAllocationProp prop = device_prop(dev);
     CUmemGenericAllocationHandle h;
     if (cuMemGetAllocationGranularity(&kept_size, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) ||
         cuMemCreate(&h, kept_size, &prop, 0) || cuMemAddressReserve(&kept_va, kept_size, 0, 0, 0) ||
