@@ -7,10 +7,20 @@ static const uint64_t prior[VR_COST_COUNT] = {1000, 1500, 20000, 30000};
 static const char *const names[VR_COST_COUNT] = {"setparams", "map", "unmap", "set_access"};
 static _Atomic uint64_t mean[VR_COST_COUNT];
 
+/* A sample counts for at most this many times the estimate (the prior for
+ * the first): a thread preempted inside the call (milliseconds on a loaded
+ * machine) measured the scheduler, not the driver, and one such sample would
+ * otherwise decide for the next dozens of calls. A driver that is really
+ * slower still gets there: each sample may raise the estimate by 3/8. */
+#define VR_COST_CLAMP 4
+
 void vr_cost_note(enum vr_cost c, uint64_t since_ns)
 {
     uint64_t ns = vr_now_ns() - since_ns;
     uint64_t m = atomic_load_explicit(&mean[c], memory_order_relaxed);
+    uint64_t cap = VR_COST_CLAMP * (m ? m : prior[c]);
+    if (ns > cap)
+        ns = cap;
     /* 1/8 weight: follows a changed driver within a few dozen calls. */
     atomic_store_explicit(&mean[c], m ? m - m / 8 + ns / 8 : ns + 1, memory_order_relaxed);
 }

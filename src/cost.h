@@ -2,7 +2,8 @@
  *
  * Measured with clock_gettime around calls the shim makes anyway (no extra
  * driver call), an exponentially weighted mean per kind, seeded with the
- * priors of conf/cost-model.conf until the first measurement. Relaxed
+ * priors of conf/cost-model.conf until the first measurement; a sample
+ * counts for at most 4 times the estimate (a preempted call is no verdict). Relaxed
  * atomics: an estimate may lag a concurrent measurement; never on the
  * absorbed path.
  */

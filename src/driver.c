@@ -10,6 +10,7 @@
 
 #include "log.h"
 
+_Thread_local int vr_in_shim;
 struct vr_driver vr_real;
 
 /* Published last, with release: whoever acquires it non-NULL sees vr_real

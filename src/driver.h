@@ -28,6 +28,14 @@ struct vr_driver {
 
 extern struct vr_driver vr_real;
 
+/* Non-zero while this thread runs the shim's own work: a driver entry point
+ * reached again from inside it (a driver calling its exported names, a host
+ * callback, the loader) goes straight to the driver. A hook's complete path
+ * sets it on entry; a shorter path that calls the driver without passing
+ * there (the absorbed path forwarding an update) sets it around that call.
+ * Initial-exec TLS (meson: -ftls-model): no call to reach it. */
+extern _Thread_local int vr_in_shim;
+
 struct vr_driver_image {
     void *handle;          /* NULL: libcuda.so.1 could not be loaded */
     uintptr_t lo, hi;      /* libcuda's mapped segments */

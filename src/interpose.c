@@ -30,7 +30,6 @@
 #define VR_EXPORT __attribute__((visibility("default")))
 
 static struct vr_config cfg;
-static _Thread_local int in_shim; /* initial-exec (meson: -ftls-model) */
 static pid_t start_pid;
 static atomic_bool started;
 static bool initialized;
@@ -111,8 +110,8 @@ static void finish(void)
 {
     if (!initialized || getpid() != start_pid)
         return;
-    int saved = in_shim;
-    in_shim = 1;
+    int saved = vr_in_shim;
+    vr_in_shim = 1;
     CUcontext cur;
     if (vr_real.cuCtxGetCurrent && vr_real.cuCtxGetCurrent(&cur) == CUDA_ERROR_DEINITIALIZED) {
         /* The driver's exit handler ran first (it registers one at cuInit,
@@ -151,7 +150,7 @@ static void finish(void)
         ssize_t wr = write(2, line, len);
         (void)wr;
     }
-    in_shim = saved;
+    vr_in_shim = saved;
 }
 
 /* The child of a fork has only the forking thread. */
@@ -168,7 +167,7 @@ static void vr_after_fork_child(void)
  * init_once). */
 static void publish(const struct vr_driver_image *img, bool resolved)
 {
-    in_shim = 1;
+    vr_in_shim = 1;
     start_pid = getpid();
     vr_config_load(&cfg, NULL, start_pid); /* secure_getenv */
     vr_msg_level(cfg.log_level < VR_LEVEL_WARN ? cfg.log_level : VR_LEVEL_WARN);
@@ -190,7 +189,7 @@ static void publish(const struct vr_driver_image *img, bool resolved)
         atexit(finish);
         pthread_atfork(NULL, NULL, vr_after_fork_child);
     }
-    in_shim = 0;
+    vr_in_shim = 0;
 }
 
 /* Called by a hook until the shim is ready; returns when it is.
@@ -219,9 +218,9 @@ static void init_once(void)
 {
     for (;;) {
         struct vr_driver_image img;
-        in_shim = 1; /* a driver constructor run by this dlopen stays out of the hooks */
+        vr_in_shim = 1; /* a driver constructor run by this dlopen stays out of the hooks */
         bool resolved = vr_driver_resolve(&img) == 0;
-        in_shim = 0;
+        vr_in_shim = 0;
         int me = (int)getpid();
         int state = INIT_NONE;
         if (atomic_compare_exchange_strong_explicit(&init_state, &state, me, memory_order_acq_rel,
@@ -272,7 +271,7 @@ __attribute__((constructor)) static void record_pid(void)
 #define VR_FAST_LAUNCH(name, args)
 #define VR_FAST_FULL(name, args)
 #define VR_FAST_SEEN(name, args)                                                \
-    if (!in_shim)                                                               \
+    if (!vr_in_shim)                                                               \
         return absorb_##name args;
 
 #define absorb_cuGraphExecKernelNodeSetParams vr_exec_absorb_v1
@@ -284,21 +283,21 @@ __attribute__((constructor)) static void record_pid(void)
 #define VR_HOOK(name, base, off, params, args)                                  \
     __attribute__((noinline)) static CUresult wrap_##name params                \
     {                                                                           \
-        if (in_shim)                                                            \
+        if (vr_in_shim)                                                            \
             return vr_real.name ? vr_real.name args : CUDA_ERROR_NOT_INITIALIZED; \
         if (atomic_load_explicit(&init_state, memory_order_acquire) != INIT_READY) \
             init_once();                                                        \
         if (!vr_real.name)                                                      \
             return CUDA_ERROR_NOT_INITIALIZED;                                  \
-        in_shim = 1;                                                            \
+        vr_in_shim = 1;                                                            \
         CUresult r_ = vr_on_##name args;                                        \
-        in_shim = 0;                                                            \
+        vr_in_shim = 0;                                                            \
         return r_;                                                              \
     }                                                                           \
     VR_EXPORT CUresult CUDAAPI name params                                      \
     {                                                                           \
         if (atomic_load_explicit(&passthrough, memory_order_acquire) &&         \
-            !in_shim && vr_real.name) {                                         \
+            !vr_in_shim && vr_real.name) {                                         \
             VR_OFF_##off(name, args)                                            \
         }                                                                       \
         VR_FAST_##off(name, args)                                               \

@@ -330,6 +330,28 @@ void vr_layout_pack(const struct vr_layout *l, void *const *kernelParams, uint8_
     }
 }
 
+void vr_layout_pack2(const struct vr_layout *l, void *const *kernelParams, uint8_t *a, uint8_t *b)
+{
+    const struct vr_arg *u = l->args;
+    for (; u != l->end8; u++) {
+        uint64_t v;
+        memcpy(&v, (const uint8_t *)kernelParams[u->index] + u->skew, 8);
+        memcpy(a + u->offset, &v, 8);
+        memcpy(b + u->offset, &v, 8);
+    }
+    for (; u != l->end4; u++) {
+        uint32_t v;
+        memcpy(&v, kernelParams[u->index], 4);
+        memcpy(a + u->offset, &v, 4);
+        memcpy(b + u->offset, &v, 4);
+    }
+    for (; u != l->end; u++) {
+        const uint8_t *src = (const uint8_t *)kernelParams[u->index] + u->skew;
+        memcpy(a + u->offset, src, u->size);
+        memcpy(b + u->offset, src, u->size);
+    }
+}
+
 bool vr_layout_equal_rest(const struct vr_layout *l, void *const *kernelParams,
                           const uint8_t *buf, const struct vr_arg *a)
 {

@@ -67,6 +67,10 @@ void vr_layout_free(struct vr_layout *l);
 /* Copies the arguments kernelParams[i] into buf at their offsets. */
 void vr_layout_pack(const struct vr_layout *l, void *const *kernelParams, uint8_t *buf);
 
+/* vr_layout_pack into two buffers at once, unit by unit (fixed-size moves
+ * for all but the odd-sized rest): both shadows of a forwarded update. */
+void vr_layout_pack2(const struct vr_layout *l, void *const *kernelParams, uint8_t *a, uint8_t *b);
+
 /* The 8- and 4-byte units of kernelParams compared with buf: NULL at the
  * first difference, else the first of the remaining units. Inline and
  * call-free (a call would cost the absorbed path a stack frame). */
