@@ -88,6 +88,7 @@ struct vr_exec {
                             * byte: cleared once every 255 rounds, O(nodes / 255)) */
     uint8_t round;
     uint32_t xnode;        /* the node translate_node is translating */
+    bool xvary;            /* and whether a moved buffer may go to a variant meanwhile */
     unsigned peers;        /* vr_alloc_peer_generation() the slices' access reflects */
 
     struct vr_track t;     /* order and completion of the active launches */
@@ -682,26 +683,29 @@ static bool binding_of(uint64_t word, struct vr_slice_bind *b)
 
 /* The translation of one anchor word for a SetParams: through a stable slot;
  * through a slot about to be remapped only while the exec is idle (the next
- * launch remaps it before running); else as the program wrote it. */
-static uint64_t translate_anchor(struct vr_exec *e, int32_t home, uint64_t w)
+ * launch remaps it before running); else as the program wrote it. `*at_home`:
+ * the result lies in the anchor's home slot (or is w). */
+static uint64_t translate_anchor(struct vr_exec *e, int32_t home, uint64_t w, bool *at_home)
 {
     /* Its own slot first: a position keeps its slot, so a buffer that comes
      * back (pingpong, periodic) changes no installed word. With variants a
      * slot may move while the program's exec is busy: the launch picks a
      * variant that holds the targets. */
-    bool vary = may_vary(e) && !e->stuck;
-    const struct vr_slice_bind *h = vr_slices_target(e->slices, (size_t)home);
-    bool in_home = h->id && w >= h->base && w <= h->base + h->size;
-    if (in_home && (vary || !vr_slices_slot_pending(e->slices, (size_t)home)))
-        return vr_slices_va(e->slices, (size_t)home) + (w - h->base);
+    bool vary = e->xvary;
+    uint64_t t = vr_slices_home(e->slices, (size_t)home, w, vary);
+    *at_home = true;
+    if (t)
+        return t;
     int s = vr_slices_slot_of(e->slices, w, VR_VIEW_TARGET);
-    if (!vary && s >= 0 && !vr_slices_slot_pending(e->slices, (size_t)s))
+    if (!vary && s >= 0 && !vr_slices_slot_pending(e->slices, (size_t)s)) {
+        *at_home = false;
         return vr_slices_translate(e->slices, w, VR_VIEW_STABLE);
+    }
     if (atomic_load_explicit(&degraded, memory_order_relaxed) || e->settled ||
         (!vary && !exec_idle(e)))
         return w;
-    if (in_home)
-        return vr_slices_va(e->slices, (size_t)home) + (w - h->base);
+    if ((t = vr_slices_home(e->slices, (size_t)home, w, true)))
+        return t;
     if (s < 0 || vary) {
         struct vr_slice_bind b;
         if (!binding_of(w, &b) || retarget(e, (size_t)home, &b) != 0)
@@ -709,13 +713,16 @@ static uint64_t translate_anchor(struct vr_exec *e, int32_t home, uint64_t w)
         e->retargeted = true;
         return vr_slices_va(e->slices, (size_t)home) + (w - b.base);
     }
+    *at_home = false;
     return vr_slices_translate(e->slices, w, VR_VIEW_TARGET);
 }
 
 static uint64_t xlat_setparams(void *ctx, int32_t home, uint64_t w)
 {
-    uint64_t t = translate_anchor(ctx, home, w);
-    note_cross(ctx, home, w, t);
+    bool at_home;
+    uint64_t t = translate_anchor(ctx, home, w, &at_home);
+    if (!at_home)
+        note_cross(ctx, home, w, t);
     return t;
 }
 
@@ -733,6 +740,7 @@ static void translate_node(struct vr_exec *e, const struct vr_node *n, const uin
                            uint8_t *dst, bool setparams)
 {
     e->xnode = (uint32_t)(n - e->ns.v);
+    e->xvary = may_vary(e) && !e->stuck;
     vr_xlat_args(n->layout->words, e->anchor_slot + n->word0, n->layout->nwords,
                  n->layout->bytes, src, dst, setparams ? xlat_setparams : xlat_stable, e);
 }
@@ -756,6 +764,10 @@ static void unvary(struct vr_exec *e)
     struct vr_var_ctx cx = var_ctx(e);
     vr_variants_drop(e->vars, &cx, true);
 }
+
+static int update_args(struct vr_exec *e, struct vr_node *n, CUgraphNode node,
+                       enum vr_sp_entry entry, const void *params, const struct vr_fields *f,
+                       bool same);
 
 static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node,
                           enum vr_sp_entry entry, const void *params)
@@ -811,6 +823,18 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
         note_forward(e, n, "observe");
         return vr_err_cu(r);
     }
+    return update_args(e, n, node, entry, params, &c.f, same);
+}
+
+/* The program's arguments, packed in scratch, against the node's shadows:
+ * skipped when they are what it asked for last or (translated) what the
+ * driver holds, else forwarded, translated when active. f: the call's
+ * fields; same: they equal the node's. */
+static int update_args(struct vr_exec *e, struct vr_node *n, CUgraphNode node,
+                       enum vr_sp_entry entry, const void *params, const struct vr_fields *f,
+                       bool same)
+{
+    const struct vr_layout *l = n->layout;
     if (same && memcmp(e->scratch, n->intended, l->bytes) == 0)
         goto skip;
 
@@ -829,14 +853,14 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
      * estimate follows the driver well enough on a sample. */
     bool timed = (e->c.forwarded & 7) == 0;
     uint64_t t0 = timed ? vr_now_ns() : 0;
-    r = vr_forward_args(e->handle, node, entry, params, e->kp);
+    CUresult r = vr_forward_args(e->handle, node, entry, params, e->kp);
     if (r == CUDA_SUCCESS && timed)
         vr_cost_note(VR_COST_SETPARAMS, t0);
     note_forward(e, n, same ? "arguments" : "shape");
     if (r == CUDA_SUCCESS) {
         set_intended(e, n);
         memcpy(vr_installed(&e->ns, n), send, l->bytes);
-        n->f = c.f;
+        n->f = *f;
         vr_variants_touch(e->vars, (size_t)(n - e->ns.v));
     }
     return vr_err_cu(r);
@@ -865,28 +889,28 @@ static inline __attribute__((always_inline)) bool same_call(const struct vr_node
 
 /* The common case: the same call with the same arguments as the program
  * last asked for; then what the driver holds already means the same bytes
- * (the invariant). */
+ * (the invariant). False for a layout with units under 4 bytes (then
+ * direct_args decides). */
 static inline __attribute__((always_inline)) bool absorbable(const struct vr_node *n,
                                                              enum vr_sp_entry entry,
-                                                             const void *params, bool fast)
+                                                             const void *params)
 {
-    if (!n || !same_call(n, entry, params))
-        return false;
-    void *const *kp = vr_call_v2(entry, params)->kernelParams;
-    return fast ? vr_args_same(n->layout, kp, n->intended)
-                : vr_layout_equal(n->layout, kp, n->intended);
+    return same_call(n, entry, params) &&
+           vr_args_same(n->layout, vr_call_v2(entry, params)->kernelParams, n->intended);
+}
+
+/* A same_call update that needs no decoding: its fields stay the node's,
+ * only its arguments are new (observe mode forwards everything as it came). */
+static inline bool direct(const struct vr_exec *e, const struct vr_node *n,
+                          enum vr_sp_entry entry, const void *params)
+{
+    return cfg.mode != VR_MODE_OBSERVE && !e->orphan && e->state != ST_OBSERVED &&
+           same_call(n, entry, params);
 }
 
 /* An exec without slices (dedup, still profiling, settled) holds what the
- * program asked for (installed == intended), so a same_call update needs no
- * translation and no second look: the program's own struct goes to the
- * driver, and both shadows take its arguments. */
-static inline bool plain(const struct vr_exec *e, const struct vr_node *n, enum vr_sp_entry entry,
-                         const void *params)
-{
-    return !e->slices && !e->orphan && e->state != ST_OBSERVED && same_call(n, entry, params);
-}
-
+ * program asked for (installed == intended): the program's own struct goes
+ * to the driver as it is, and both shadows take its arguments. */
 /* `changed`: the caller's compare was exact (no unit under 4 bytes) and
  * found a difference; else this one decides. */
 static int forward_plain(struct vr_exec *e, struct vr_node *n, enum vr_sp_entry entry,
@@ -914,6 +938,17 @@ static int forward_plain(struct vr_exec *e, struct vr_node *n, enum vr_sp_entry 
     return vr_err_cu(r);
 }
 
+/* A direct update. `changed`: the caller's compare was exact and found a
+ * difference. */
+static int direct_args(struct vr_exec *e, struct vr_node *n, enum vr_sp_entry entry,
+                       const void *params, bool changed)
+{
+    if (!e->slices)
+        return forward_plain(e, n, entry, params, changed);
+    vr_layout_pack(n->layout, vr_call_v2(entry, params)->kernelParams, e->scratch);
+    return update_args(e, n, n->handle, entry, params, &n->f, true);
+}
+
 /* Everything but an absorbed update. */
 static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNode node,
                                                     enum vr_sp_entry entry, const void *params)
@@ -931,10 +966,8 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
         /* The driver's own answer for a node of a destroyed graph. */
         rc = vr_err_cu(vr_forward_raw(exec, node, entry, params));
         note_forward(e, n, "graph_destroyed");
-    } else if (cfg.mode != VR_MODE_OBSERVE && n && plain(e, n, entry, params))
-        rc = forward_plain(e, n, entry, params, false);
-    else if (cfg.mode != VR_MODE_OBSERVE && absorbable(n, entry, params, false))
-        e->c.skipped++;
+    } else if (n && direct(e, n, entry, params))
+        rc = direct_args(e, n, entry, params, false);
     else
         rc = setparams_slow(e, n, node, entry, params);
     vr_mutex_unlock(&e->lock);
@@ -945,12 +978,12 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
  * the last one updated, one compare with what the program last asked for.
  * No global atomic, no allocation, no call but the tail call of the hook's
  * full path when the update is not absorbed (another exec or node order, a
- * busy lock, a change: nothing was done) and the wake of a sleeper. Observe
- * mode never absorbs (acquire_slow keeps its execs out of the first entry).
- * Every exit is a return or a tail call, so few registers need saving; once
- * the node is found, the record holds the exec's and the node's handles and
- * the full path gets them from there (the same values), which keeps the
- * compare's registers free. */
+ * busy lock: nothing was done), of changed_* when the arguments changed, and
+ * the wake of a sleeper. Observe mode never absorbs (acquire_slow keeps its
+ * execs out of the first entry). Every exit is a return or a tail call, so
+ * few registers need saving; once the node is found, the record holds the
+ * exec's and the node's handles and the full path gets them from there (the
+ * same values), which keeps the compare's registers free. */
 #define VR_SP_ENTRY(suffix, entry, ptype)                                           \
     static __attribute__((noinline, cold)) CUresult absorb_wake_##suffix(           \
         struct vr_exec *e, bool ok, CUgraphExec exec, CUgraphNode node, ptype *params) \
@@ -958,18 +991,18 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
         vr_mutex_wake(&e->lock);                                                    \
         return ok ? CUDA_SUCCESS : vr_hook_setparams_##suffix(exec, node, params);  \
     }                                                                               \
-    /* A node found, not absorbed: forwarded from here when the exec has no \
-     * slices; else the full path, with the handles from the record. */         \
+    /* A node found, not absorbed: a direct update is finished here; else   \
+     * the full path, with the handles from the record. */                      \
     static __attribute__((noinline)) CUresult changed_##suffix(struct vr_exec *e, \
                                                                 ptype *params) \
     {                                                                               \
         struct vr_node *n = e->ns.cur;                                              \
-        if (plain(e, n, entry, params)) {                                           \
+        if (direct(e, n, entry, params)) {                                          \
             e->c.seen++;                                                            \
             vr_in_shim = 1;                                                         \
             /* vr_args_same is exact without units under 4 bytes */              \
-            int rc = forward_plain(e, n, entry, params,                             \
-                                   n->layout->end4 == n->layout->end);              \
+            int rc = direct_args(e, n, entry, params,                               \
+                                 n->layout->end4 == n->layout->end);                \
             vr_in_shim = 0;                                                         \
             vr_mutex_unlock(&e->lock);                                              \
             return vr_err_to_cu(rc);                                                \
@@ -992,13 +1025,13 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
                 return absorb_wake_##suffix(e, false, exec, node, params);          \
             return vr_hook_setparams_##suffix(exec, node, params);                  \
         }                                                                           \
-        if (__builtin_expect(absorbable(n, entry, params, true), 1)) {              \
+        if (__builtin_expect(absorbable(n, entry, params), 1)) {                    \
             e->c.absorbed++;                                                        \
             if (__builtin_expect(vr_mutex_release(&e->lock), 0))                    \
                 return absorb_wake_##suffix(e, true, NULL, NULL, NULL);             \
             return CUDA_SUCCESS;                                                    \
         }                                                                           \
-        return changed_##suffix(e, params);                                        \
+        return changed_##suffix(e, params);                                         \
     }                                                                               \
     int vr_exec_setparams_##suffix(CUgraphExec exec, CUgraphNode node, const void *params) \
     {                                                                               \

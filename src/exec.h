@@ -60,9 +60,10 @@ int vr_exec_setparams_v2(CUgraphExec exec, CUgraphNode node, const void *params)
 int vr_exec_setparams_node(CUgraphExec exec, CUgraphNode node, const void *params);
 
 /* The absorbed path, for the exported wrapper to try before anything else:
- * CUDA_SUCCESS when the update was absorbed (and counted); otherwise nothing
- * was done and the result is vr_hook_setparams_*'s for the same arguments,
- * reached by a tail call. Makes no driver call itself. */
+ * CUDA_SUCCESS when the update was absorbed (and counted). A changed update
+ * of an exec without slices is forwarded from here (under vr_in_shim), the
+ * result the driver's; otherwise nothing was done and the result is
+ * vr_hook_setparams_*'s for the same arguments, reached by a tail call. */
 CUresult vr_exec_absorb_v1(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v1 *params);
 CUresult vr_exec_absorb_v2(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2 *params);
 CUresult vr_exec_absorb_node(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams *params);

@@ -79,8 +79,12 @@ int vr_layout_build(const uint32_t *offset, const uint32_t *size, uint32_t npara
         if (size[i] >= 8)
             for (uint32_t w = (offset[i] + 7) & ~7u; w + 8 <= offset[i] + size[i]; w += 8)
                 words[n++] = w;
+    uint64_t filled = 0;
+    for (uint32_t i = 0; i < nparams; i++)
+        filled += size[i];
     l->nparams = nparams;
     l->bytes = bytes;
+    l->gaps = filled != bytes;
     l->nwords = nwords;
     l->offset = off;
     l->size = sz;
@@ -318,6 +322,8 @@ int vr_layout_get(CUfunction func, CUkernel kern, const struct vr_layout **out)
 
 void vr_layout_pack(const struct vr_layout *l, void *const *kernelParams, uint8_t *buf)
 {
+    if (l->gaps) /* buf served other layouts: its padding must compare equal */
+        memset(buf, 0, l->bytes);
     /* Most arguments are pointers and scalars: fixed-size copies the compiler
      * turns into single moves, instead of a memcpy call each. */
     for (uint32_t i = 0; i < l->nparams; i++) {

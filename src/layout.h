@@ -33,6 +33,8 @@ struct vr_arg {
 struct vr_layout {
     uint32_t nparams;
     uint32_t bytes;          /* end of the last argument */
+    bool gaps;               /* padding between arguments (zero in every buffer
+                              * the shim packs, so whole buffers compare) */
     uint32_t nwords;
     const uint32_t *offset;  /* per argument */
     const uint32_t *size;    /* per argument */
@@ -64,7 +66,8 @@ int vr_layout_build(const uint32_t *offset, const uint32_t *size, uint32_t npara
                     struct vr_layout **out);
 void vr_layout_free(struct vr_layout *l);
 
-/* Copies the arguments kernelParams[i] into buf at their offsets. */
+/* Copies the arguments kernelParams[i] into buf at their offsets; the
+ * padding between them becomes zero. */
 void vr_layout_pack(const struct vr_layout *l, void *const *kernelParams, uint8_t *buf);
 
 /* vr_layout_pack into two buffers at once, unit by unit (fixed-size moves

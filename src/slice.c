@@ -274,6 +274,15 @@ bool vr_slices_pending(const struct vr_slices *s)
     return s->npending != 0;
 }
 
+uint64_t vr_slices_home(const struct vr_slices *s, size_t slot, uint64_t word, bool pending_ok)
+{
+    const struct slot *sl = &s->slots[slot];
+    if (!sl->target.id || word < sl->target.base || word - sl->target.base > sl->target.size ||
+        (!pending_ok && sl->target.id != sl->cur.id))
+        return 0;
+    return sl->va + (word - sl->target.base);
+}
+
 bool vr_slices_slot_pending(const struct vr_slices *s, size_t slot)
 {
     return s->slots[slot].target.id != s->slots[slot].cur.id;

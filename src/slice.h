@@ -60,6 +60,10 @@ int vr_slices_bind(struct vr_slices *s, size_t slot, const struct vr_slice_bind 
 /* word -> slice address when it lies in [base, base + size] of a binding
  * of the view, else word. */
 uint64_t vr_slices_translate(const struct vr_slices *s, uint64_t word, enum vr_view view);
+/* The slice address of word through slot's own window when word lies in
+ * [base, base + size] of the slot's target and, unless pending_ok, the slot
+ * is not about to be remapped; else 0 (no slice address is 0). */
+uint64_t vr_slices_home(const struct vr_slices *s, size_t slot, uint64_t word, bool pending_ok);
 /* The slot whose binding of the view holds word, or -1. */
 int vr_slices_slot_of(const struct vr_slices *s, uint64_t word, enum vr_view view);
 /* The slot whose window contains the slice address va (end included), or -1. */

@@ -65,6 +65,54 @@ Test(layout, pack_and_point_round_trip)
     vr_layout_free(l);
 }
 
+/* The shim packs every node into one scratch buffer: the 4 bytes between
+ * vr_scale_f32's float and its count must not keep another node's bytes,
+ * or equal arguments would compare different as whole buffers (and be sent
+ * to the driver again). */
+Test(layout, pack_zeroes_the_padding_between_arguments)
+{
+    const uint32_t off[] = {0, 8, 16, 24}, size[] = {8, 8, 4, 8};
+    struct vr_layout *l = build(off, size, 4);
+    cr_assert(l->gaps);
+    uint64_t p = 0x7f0000001000u, q = 0x7f0000002000u, n = 1024;
+    float s = 2.0f;
+    void *args[] = {&p, &q, &s, &n};
+    uint8_t buf[32], zeroed[32] = {0};
+    memset(buf, 0xa5, sizeof buf);
+    vr_layout_pack(l, args, buf);
+    vr_layout_pack(l, args, zeroed);
+    cr_assert_eq(memcmp(buf, zeroed, sizeof buf), 0);
+    cr_assert_eq(buf[20] | buf[21] | buf[22] | buf[23], 0);
+    vr_layout_free(l);
+}
+
+/* pack2 writes the same argument bytes into both buffers as pack, every
+ * unit size included, and leaves the rest alone. */
+Test(layout, pack2_writes_both_buffers_like_pack)
+{
+    const uint32_t off[] = {0, 8, 12, 16, 48, 50}, size[] = {8, 4, 1, 32, 2, 12};
+    struct vr_layout *l = build(off, size, 6);
+    uint8_t a0[8], a1[4], a2[1], a3[32], a4[2], a5[12];
+    for (unsigned i = 0; i < sizeof a3; i++)
+        a3[i] = (uint8_t)(3 * i + 1);
+    memset(a0, 0x11, sizeof a0);
+    memset(a1, 0x22, sizeof a1);
+    memset(a2, 0x33, sizeof a2);
+    memset(a4, 0x44, sizeof a4);
+    for (unsigned i = 0; i < sizeof a5; i++)
+        a5[i] = (uint8_t)(0x50 + i);
+    void *args[] = {a0, a1, a2, a3, a4, a5};
+    uint8_t want[62], x[62], y[62];
+    memset(want, 0, sizeof want);
+    vr_layout_pack(l, args, want);
+    memset(x, 0, sizeof x);
+    memset(y, 0, sizeof y);
+    vr_layout_pack2(l, args, x, y);
+    cr_assert_eq(memcmp(x, want, sizeof want), 0);
+    cr_assert_eq(memcmp(y, want, sizeof want), 0);
+    vr_layout_free(l);
+}
+
 /* Every argument size the absorbed path meets: 8 and 4 bytes, a struct of
  * 32 (four 8-byte units), 12 (a unit and a 4-byte rest), 2 and 1 (rests),
  * and a zero-sized argument. */
