@@ -1346,7 +1346,9 @@ static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt)
         if (xn->disabled)
             continue; /* an empty node until re-enabled */
         if (xn->type != CU_GRAPH_NODE_TYPE_KERNEL) {
-            sim_onode_work(&xn->o, &calls[c++].w); /* fn NULL: not a kernel */
+            /* fn NULL: not a kernel; w is read only then */
+            calls[c] = (struct sim_kcall){.fn = NULL};
+            sim_onode_work(&xn->o, &calls[c++].w);
             continue;
         }
         const struct knode *k = &xn->k;

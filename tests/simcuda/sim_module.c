@@ -734,6 +734,7 @@ static CUresult launch(CUfunction hf, unsigned gx, unsigned gy, unsigned gz, uns
         return CUDA_ERROR_OUT_OF_MEMORY;
     struct sim_kcall *call = (struct sim_kcall *)(op + 1);
     unsigned char *args = (unsigned char *)(call + 1);
+    memset(call, 0, sizeof *call + f->argsize); /* one call: the padding too */
     /* arguments are copied now: the caller may reuse its buffers */
     if ((r = sim_pack_args(f, kp, extra, args)) != CUDA_SUCCESS) {
         sim_op_free(op);
