@@ -190,12 +190,7 @@ static void log_fallback(unsigned bit, const char *what, const char *reason)
 {
     if (atomic_fetch_or(&fallback_logged, bit) & bit)
         return;
-    char buf[512];
-    struct vr_jw w;
-    vr_jw_begin(&w, buf, sizeof buf, "fallback");
-    vr_jw_str(&w, "what", what);
-    vr_jw_str(&w, "reason", reason);
-    vr_log_emit(&w, VR_LEVEL_INFO);
+    vr_log_fallback(what, reason);
 }
 
 /* A cuMemAlloc served natively although it was a candidate. */

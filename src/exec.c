@@ -15,6 +15,7 @@
 #include "profile.h"
 #include "slice.h"
 #include "stats.h"
+#include "tomb.h"
 #include "xlat.h"
 #include "variant.h"
 
@@ -256,141 +257,6 @@ static void recycle(struct vr_exec *e)
     vr_mutex_unlock(&pool_lock);
 }
 
-/* ---- torn-down reservations waiting for their last launch --------------- */
-
-struct tomb {
-    struct vr_slices *slices; /* NULL: only the event is left to destroy */
-    CUevent done;          /* NULL: completion unknown, retired at exit */
-    CUcontext ctx;         /* the exec's, synchronized at exit when completion is unknown */
-    bool unused;           /* no launch ever read the slices */
-    struct tomb *next;
-};
-
-static vr_mutex tomb_lock = VR_MUTEX_INIT;
-static struct tomb *tombs;
-static atomic_size_t ntombs;
-
-static void bury(struct vr_slices *s, CUevent done, CUcontext ctx, bool unused)
-{
-    struct tomb *t = malloc(sizeof *t);
-    if (!t) {
-        vr_warn("out of memory: a reservation of %zu bytes is kept until exit",
-                s ? vr_slices_reserved(s) : 0);
-        return;
-    }
-    t->slices = s;
-    t->done = done;
-    t->ctx = ctx;
-    t->unused = unused;
-    vr_mutex_lock(&tomb_lock);
-    t->next = tombs;
-    tombs = t;
-    vr_mutex_unlock(&tomb_lock);
-    atomic_fetch_add(&ntombs, 1);
-}
-
-static void log_fallback(const char *what, const char *reason)
-{
-    if (!vr_log_enabled(VR_LEVEL_INFO))
-        return;
-    char buf[256];
-    struct vr_jw w;
-    vr_jw_begin(&w, buf, sizeof buf, "fallback");
-    vr_jw_str(&w, "what", what);
-    vr_jw_str(&w, "reason", reason);
-    vr_log_emit(&w, VR_LEVEL_INFO);
-}
-
-/* Destroys an event of the shim's, or leaves it to a later drain when the
- * driver refuses (it is the shim's object: it must not outlive the shim). */
-static void drop_event(CUevent ev)
-{
-    if (ev && vr_real.cuEventDestroy_v2(ev) != CUDA_SUCCESS)
-        bury(NULL, ev, NULL, true);
-}
-
-/* At exit, for a reservation whose last launch was never seen complete:
- * true once the exec's context finished its work, or is gone (and its work
- * with it). Without the context, only the current one can be asked. */
-static bool ctx_finished(CUcontext ctx)
-{
-    CUcontext popped;
-    CUresult r = ctx ? vr_real.cuCtxPushCurrent_v2(ctx) : CUDA_SUCCESS;
-    if (r == CUDA_SUCCESS) {
-        r = vr_real.cuCtxSynchronize();
-        if (ctx)
-            vr_real.cuCtxPopCurrent_v2(&popped);
-        /* With ctx pushed, an invalid current context is ctx, gone (a
-         * released primary context reads so). */
-        return r == CUDA_SUCCESS ||
-               (ctx && (r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED));
-    }
-    return r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED;
-}
-
-/* The whole list, taken out so that no lock is held across a driver call. */
-static struct tomb *take_tombs(void)
-{
-    vr_mutex_lock(&tomb_lock);
-    struct tomb *list = tombs;
-    tombs = NULL;
-    vr_mutex_unlock(&tomb_lock);
-    return list;
-}
-
-/* Drops t's bookkeeping; its reservation, if any, is the driver's now. */
-static void forget_tomb(struct tomb *t)
-{
-    vr_slices_forget(t->slices);
-    free(t);
-    atomic_fetch_sub(&ntombs, 1);
-}
-
-void vr_exec_drain(bool final)
-{
-    if (atomic_load_explicit(&ntombs, memory_order_relaxed) == 0)
-        return;
-    struct tomb *list = take_tombs();
-    while (list) {
-        struct tomb *t = list;
-        list = t->next;
-        if (t->slices) {
-            bool idle = t->unused || (t->done && vr_real.cuEventQuery(t->done) == CUDA_SUCCESS);
-            /* The program is exiting: nothing it does can gate this any more. */
-            if (!idle && final)
-                idle = ctx_finished(t->ctx);
-            if (idle && vr_slices_destroy(t->slices) == 0)
-                t->slices = NULL;
-        }
-        if (!t->slices && t->done && vr_real.cuEventDestroy_v2(t->done) == CUDA_SUCCESS)
-            t->done = NULL;
-        if (!t->slices && !t->done) {
-            forget_tomb(t);
-            continue;
-        }
-        if (final) {
-            log_fallback("teardown", t->slices ? "a reservation could not be returned at exit"
-                                               : "an event could not be destroyed at exit");
-            forget_tomb(t);
-            continue;
-        }
-        vr_mutex_lock(&tomb_lock);
-        t->next = tombs;
-        tombs = t;
-        vr_mutex_unlock(&tomb_lock);
-    }
-}
-
-void vr_exec_abandon(void)
-{
-    struct tomb *list = take_tombs();
-    while (list) {
-        struct tomb *t = list;
-        list = t->next;
-        forget_tomb(t);
-    }
-}
-
 /* ---- events ------------------------------------------------------------- */
 
 static void begin_exec_event(struct vr_jw *w, char *buf, size_t cap, const char *event,
@@ -453,11 +319,11 @@ static void bury_after(void *owner, struct vr_slices *sl, uint64_t last)
     struct vr_exec *e = owner;
     if (vr_track_known(&e->t, last)) {
         if (vr_slices_destroy(sl) != 0)
-            bury(sl, NULL, e->ctx, true);
+            vr_tomb_bury(sl, NULL, e->ctx, true);
         return;
     }
-    CUevent ev = vr_track_event_after(&e->t, drop_event);
-    bury(sl, ev, e->ctx, false);
+    CUevent ev = vr_track_event_after(&e->t, vr_tomb_drop_event);
+    vr_tomb_bury(sl, ev, e->ctx, false);
 }
 
 static struct vr_var_ctx var_ctx(struct vr_exec *e)
@@ -504,7 +370,7 @@ static void free_contents(struct vr_exec *e)
     struct vr_var_ctx cx = var_ctx(e);
     vr_variants_free(e->vars, &cx);
     e->vars = NULL;
-    vr_track_free(&e->t, drop_event);
+    vr_track_free(&e->t, vr_tomb_drop_event);
     vr_profile_free(e->prof);
     e->prof = NULL;
     vr_nodes_free(&e->ns);
@@ -527,7 +393,7 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph, unsigned long long flags)
 {
     if (cfg.mode == VR_MODE_OFF)
         return;
-    vr_exec_drain(false);
+    vr_tomb_drain(false);
     struct vr_exec *e = new_record();
     if (!e)
         return;
@@ -1204,7 +1070,7 @@ static int apply_pending(struct vr_exec *e)
         return fix_nodes(e);
     }
     if (fix_nodes(e) != 0) {
-        log_fallback("rebind", "a node could not be re-issued before a remap; remap cancelled");
+        vr_log_fallback("rebind", "a node could not be re-issued before a remap; remap cancelled");
         cancel_all(e);
         return fix_nodes(e);
     }
@@ -1222,7 +1088,7 @@ static int apply_pending(struct vr_exec *e)
             rc = r;
     }
     if (rc != 0) {
-        log_fallback("rebind", "a slice could not be remapped; its nodes pass through");
+        vr_log_fallback("rebind", "a slice could not be remapped; its nodes pass through");
         return fix_nodes(e);
     }
     return 0;
@@ -1336,7 +1202,7 @@ static void decide(struct vr_exec *e)
         free(d.slot_back);
         /* No node points into the slices yet: nothing can be reading them. */
         if (d.slices && vr_slices_destroy(d.slices) != 0)
-            bury(d.slices, NULL, e->ctx, true);
+            vr_tomb_bury(d.slices, NULL, e->ctx, true);
         e->state = ST_DISABLED;
         vr_stat_inc(VR_C_execs_disabled);
         return;
@@ -1432,7 +1298,7 @@ static void stop_rebinding(struct vr_exec *e)
     if (e->state == ST_ACTIVE) {
         cancel_all(e);
         if (fix_nodes(e) != 0)
-            log_fallback("degrade", "a node could not be re-issued off a pending slot");
+            vr_log_fallback("degrade", "a node could not be re-issued off a pending slot");
     }
     e->retargeted = false;
 }
@@ -1494,7 +1360,7 @@ static void weigh_slices(struct vr_exec *e)
                  (unsigned long long)(cost / 1000), (unsigned long long)transition,
                  (unsigned long long)rebinds, (unsigned long long)(saved / 1000),
                  VR_WEIGH_EVERY);
-        log_fallback("rebind", why);
+        vr_log_fallback("rebind", why);
     }
 }
 
@@ -1535,7 +1401,7 @@ int vr_exec_launch(CUgraphExec exec, CUstream stream, bool per_thread)
     }
     int rc = launch_locked(e, stream, per_thread);
     vr_mutex_unlock(&e->lock);
-    vr_exec_drain(false);
+    vr_tomb_drain(false);
     return rc;
 }
 
@@ -1601,7 +1467,7 @@ static void reset_locked(struct vr_exec *e, CUgraph graph)
         no_variants(e);
         e->state = ST_DISABLED;
         if (e->brief == 2)
-            log_fallback("cuGraphExecUpdate", "updated again within a few launches of each "
+            vr_log_fallback("cuGraphExecUpdate", "updated again within a few launches of each "
                                               "decision: the exec keeps no slices");
         return;
     }
@@ -1672,7 +1538,7 @@ int vr_exec_destroy(CUgraphExec exec)
         vr_mutex_unlock(&e->lock);
         recycle(e);
     }
-    vr_exec_drain(false);
+    vr_tomb_drain(false);
     return vr_err_cu(r);
 }
 
@@ -1699,7 +1565,7 @@ void vr_exec_graph_destroyed(CUgraph graph)
                 no_variants(e);
                 e->state = ST_DISABLED;
                 vr_stat_inc(VR_C_execs_disabled);
-                log_fallback("cuGraphDestroy", "the exec's graph is destroyed before the "
+                vr_log_fallback("cuGraphDestroy", "the exec's graph is destroyed before the "
                                                "decision: its nodes cannot be re-pointed; "
                                                "it passes through");
             }
@@ -1761,7 +1627,7 @@ void vr_exec_forget_alloc(uint64_t id, bool synced)
             /* Unmapped now when nothing can read it, else at a later launch. */
             if (vr_slices_current(e->slices, s)->id == id && exec_idle(e) &&
                 remap(e, s) != 0)
-                log_fallback("free", "a slice of a freed buffer could not be unmapped yet");
+                vr_log_fallback("free", "a slice of a freed buffer could not be unmapped yet");
             if (vr_slices_current(e->slices, s)->id != id)
                 cancel(e, s);
         }
@@ -1786,7 +1652,7 @@ void vr_exec_degrade(const char *why)
 {
     if (atomic_exchange(&degraded, true))
         return;
-    log_fallback("launch_tracking", why);
+    vr_log_fallback("launch_tracking", why);
     struct cached *v;
     size_t n = snapshot(&v);
     for (size_t i = 0; i < n; i++) {
@@ -1824,7 +1690,6 @@ void vr_exec_after_fork(void)
 {
     table_lock = (vr_rwlock)VR_RWLOCK_INIT;
     pool_lock = (vr_mutex)VR_MUTEX_INIT;
-    tomb_lock = (vr_mutex)VR_MUTEX_INIT;
     for (size_t b = 0; b < VR_EXEC_BUCKETS; b++)
         for (struct vr_exec *e = buckets[b]; e; e = e->next)
             e->lock = (vr_mutex)VR_MUTEX_INIT;

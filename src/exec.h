@@ -107,10 +107,6 @@ int vr_exec_destroy(CUgraphExec exec);
  * their updates are forwarded as they come, and one still profiled passes
  * through from now on. */
 void vr_exec_graph_destroyed(CUgraph graph);
-/* At exit after the driver shut down: forgets the slices and events waiting
- * for release without a driver call (vr_alloc_abandon says why). */
-void vr_exec_abandon(void);
-
 /* A VMM-backed allocation is being freed; `synced`: the caller synchronized
  * the current context, so its launches are complete. Unbinds it from every
  * slice now, or once the launches that may read it are done. */
@@ -123,10 +119,6 @@ void vr_exec_degrade(const char *why);
 
 /* Adds the per-exec counters (live and retired execs) to s. */
 void vr_exec_add_stats(struct varemap_stats *s);
-
-/* Retires torn-down reservations whose launches completed; at exit
- * (`final`), waits for those it cannot prove idle. */
-void vr_exec_drain(bool final);
 
 /* In a forked child: every lock of the module starts free. */
 void vr_exec_after_fork(void);

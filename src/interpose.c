@@ -26,6 +26,7 @@
 #include "layout.h"
 #include "log.h"
 #include "stats.h"
+#include "tomb.h"
 
 #define VR_EXPORT __attribute__((visibility("default")))
 
@@ -117,7 +118,7 @@ static void finish(void)
         /* The driver's exit handler ran first (it registers one at cuInit,
          * after ours): its teardown took the device memory with it, and no
          * call would succeed. Nothing is left to release or leaked. */
-        vr_exec_abandon();
+        vr_tomb_abandon();
         vr_alloc_abandon();
         if (vr_log_enabled(VR_LEVEL_DEBUG)) { /* normal, not a fallback */
             char buf[192];
@@ -127,7 +128,7 @@ static void finish(void)
             vr_log_emit(&w, VR_LEVEL_DEBUG);
         }
     } else {
-        vr_exec_drain(true);
+        vr_tomb_drain(true);
         vr_alloc_drain(); /* before the counters are read: parked memory may go now */
     }
     struct varemap_stats s;
@@ -160,6 +161,7 @@ static void vr_after_fork_child(void)
     vr_layout_after_fork();
     vr_alloc_after_fork();
     vr_exec_after_fork();
+    vr_tomb_after_fork();
 }
 
 /* Sets the shim up from a resolved driver. Makes no loader call and takes
@@ -581,12 +583,7 @@ static void handed_out_unrouted(const char *symbol, bool named)
 {
     if (!named) {
         vr_stat_inc(VR_C_unrouted_procs);
-        char buf[256];
-        struct vr_jw w;
-        vr_jw_begin(&w, buf, sizeof buf, "fallback");
-        vr_jw_str(&w, "what", "cuGetProcAddress");
-        vr_jw_str(&w, "reason", symbol);
-        vr_log_emit(&w, VR_LEVEL_INFO);
+        vr_log_fallback("cuGetProcAddress", symbol);
     }
     if (exec_critical(symbol)) {
         char why[160];

@@ -688,6 +688,18 @@ out:
     return rc;
 }
 
+void vr_log_fallback(const char *what, const char *reason)
+{
+    if (!vr_log_enabled(VR_LEVEL_INFO))
+        return;
+    char buf[512];
+    struct vr_jw w;
+    vr_jw_begin(&w, buf, sizeof buf, "fallback");
+    vr_jw_str(&w, "what", what);
+    vr_jw_str(&w, "reason", reason);
+    vr_log_emit(&w, VR_LEVEL_INFO);
+}
+
 /* ---- assertions (assert.h) ---- */
 
 void vr_assert_fail(const char *expr, const char *file, int line)

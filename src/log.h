@@ -94,6 +94,9 @@ long vr_jw_finish(struct vr_jw *w);
  * Returns 0, -ENOSPC (line dropped) or -errno of write. */
 int vr_log_emit(struct vr_jw *w, enum vr_level level);
 
+/* One `fallback` event (level info): what the shim gave up on, and why. */
+void vr_log_fallback(const char *what, const char *reason);
+
 /* Lines dropped because they overflowed their buffer or write failed. */
 uint64_t vr_log_dropped(void);
 

@@ -1,0 +1,41 @@
+/* tomb: reservations torn down while a launch may still read them.
+ *
+ * A slice reservation (slice.h) leaves an exec when its slices are dropped,
+ * but a launch already queued may still read through it: it is kept here,
+ * with an event recorded after the last launch that used it, and destroyed
+ * at a later drain once that event has completed. Never waits, except at
+ * exit (`final`), when a reservation whose completion is unknown is released
+ * after its context finished its work. The shim's own events that the
+ * driver refused to destroy wait here too (they must not outlive the shim).
+ * Thread-safe: one lock for the list, never held across a driver call.
+ */
+#ifndef VR_TOMB_H
+#define VR_TOMB_H
+
+#include <stdbool.h>
+#include <cuda.h>
+
+#include "slice.h"
+
+/* Keeps s (NULL: only `done` is left to destroy) until `done` completes;
+ * done NULL: completion unknown, released at exit. ctx: the exec's,
+ * synchronized at exit when completion is unknown. unused: no launch ever
+ * read the slices (destroyed at the next drain). */
+void vr_tomb_bury(struct vr_slices *s, CUevent done, CUcontext ctx, bool unused);
+
+/* Destroys an event of the shim's, or keeps it for a later drain when the
+ * driver refuses. */
+void vr_tomb_drop_event(CUevent ev);
+
+/* Releases what is known idle; at exit (`final`), everything, logging a
+ * `fallback` for what the driver would not take back. */
+void vr_tomb_drain(bool final);
+
+/* At exit after the driver shut down: forgets everything without a driver
+ * call (vr_alloc_abandon says why). */
+void vr_tomb_abandon(void);
+
+/* In a forked child: the list's lock starts free. */
+void vr_tomb_after_fork(void);
+
+#endif
