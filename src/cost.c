@@ -6,6 +6,7 @@
 static const uint64_t prior[VR_COST_COUNT] = {1000, 1500, 20000, 30000};
 static const char *const names[VR_COST_COUNT] = {"setparams", "map", "unmap", "set_access"};
 static _Atomic uint64_t mean[VR_COST_COUNT];
+static _Atomic unsigned samples[VR_COST_COUNT];
 
 /* A sample counts for at most this many times the estimate (the prior for
  * the first): a thread preempted inside the call (milliseconds on a loaded
@@ -14,15 +15,23 @@ static _Atomic uint64_t mean[VR_COST_COUNT];
  * slower still gets there: each sample may raise the estimate by 3/8. */
 #define VR_COST_CLAMP 4
 
+/* The first samples decide a profile (a few forwarded updates before the
+ * decision): the least of them, since being preempted only ever adds time;
+ * the running mean from then on. */
+#define VR_COST_FIRST 8
+
 void vr_cost_note(enum vr_cost c, uint64_t since_ns)
 {
     uint64_t ns = vr_now_ns() - since_ns;
     uint64_t m = atomic_load_explicit(&mean[c], memory_order_relaxed);
+    unsigned n = atomic_fetch_add_explicit(&samples[c], 1, memory_order_relaxed);
     uint64_t cap = VR_COST_CLAMP * (m ? m : prior[c]);
     if (ns > cap)
         ns = cap;
-    /* 1/8 weight: follows a changed driver within a few dozen calls. */
-    atomic_store_explicit(&mean[c], m ? m - m / 8 + ns / 8 : ns + 1, memory_order_relaxed);
+    if (ns == 0)
+        ns = 1; /* 0 means "not measured" */
+    uint64_t next = !m ? ns : n < VR_COST_FIRST ? (ns < m ? ns : m) : m - m / 8 + ns / 8;
+    atomic_store_explicit(&mean[c], next ? next : 1, memory_order_relaxed);
 }
 
 uint64_t vr_cost_get(enum vr_cost c)

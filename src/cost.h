@@ -1,9 +1,10 @@
 /* cost: the shim's running estimates of what the driver calls it weighs cost.
  *
  * Measured with clock_gettime around calls the shim makes anyway (no extra
- * driver call), an exponentially weighted mean per kind, seeded with the
- * priors of conf/cost-model.conf until the first measurement; a sample
- * counts for at most 4 times the estimate (a preempted call is no verdict). Relaxed
+ * driver call): the least of the first 8 samples per kind, then an
+ * exponentially weighted mean; the priors of conf/cost-model.conf until the
+ * first measurement. A sample counts for at most 4 times the estimate (a
+ * preempted call is no verdict). Relaxed
  * atomics: an estimate may lag a concurrent measurement; never on the
  * absorbed path.
  */
