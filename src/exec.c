@@ -62,6 +62,8 @@ struct vr_exec {
     uint64_t reset_at;     /* c.launches at the last cuGraphExecUpdate */
     unsigned brief;        /* updates in a row that came too soon after the last */
     bool settled;          /* slices cost more than they saved: no new binding */
+    bool pass;             /* no slices and nothing absorbed for two windows: updates go
+                            * straight to the driver, the shadows unkept (weigh_absorbed) */
     unsigned losing;       /* weighings in a row that found the slices costlier */
     struct counters weighed; /* the counters at the last weigh_slices */
 
@@ -826,6 +828,12 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
         return vr_err_cu(vr_forward_raw(exec, node, entry, params));
     }
     e->c.seen++;
+    if (e->pass) {
+        int rc = vr_err_cu(vr_forward_raw(exec, node, entry, params));
+        note_forward(e, NULL, "pass");
+        vr_mutex_unlock(&e->lock);
+        return rc;
+    }
     struct vr_node *n = vr_nodes_find(&e->ns, node);
     int rc = 0;
     if (e->orphan) {
@@ -857,6 +865,19 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
         vr_mutex_wake(&e->lock);                                                    \
         return ok ? CUDA_SUCCESS : vr_hook_setparams_##suffix(exec, node, params);  \
     }                                                                               \
+    /* A passing exec's update: straight to the driver (weigh_absorbed). */    \
+    static __attribute__((noinline)) CUresult pass_##suffix(struct vr_exec *e,    \
+                                                             CUgraphNode node,    \
+                                                             ptype *params)       \
+    {                                                                               \
+        e->c.seen++;                                                                \
+        note_forward(e, NULL, "pass");                                              \
+        vr_in_shim = 1;                                                             \
+        CUresult r = vr_forward_raw(e->handle, node, entry, params);                \
+        vr_in_shim = 0;                                                             \
+        vr_mutex_unlock(&e->lock);                                                  \
+        return r;                                                                   \
+    }                                                                               \
     /* A node found, not absorbed: a direct update is finished here; else   \
      * the full path, with the handles from the record. */                      \
     static __attribute__((noinline)) CUresult changed_##suffix(struct vr_exec *e, \
@@ -884,9 +905,11 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
         struct vr_exec *e = last_exec[0].e;                                         \
         if (__builtin_expect(last_exec[0].handle != exec || !vr_mutex_trylock(&e->lock), 0)) \
             return vr_hook_setparams_##suffix(exec, node, params);                  \
-        struct vr_node *n = e->serial == last_exec[0].serial ? vr_nodes_next(&e->ns, node) \
-                                                             : NULL;                \
+        struct vr_node *n = e->serial == last_exec[0].serial && !e->pass              \
+                                ? vr_nodes_next(&e->ns, node) : NULL;                \
         if (__builtin_expect(!n, 0)) {                                              \
+            if (e->pass && e->serial == last_exec[0].serial)                        \
+                return pass_##suffix(e, node, params);                              \
             if (vr_mutex_release(&e->lock))                                         \
                 return absorb_wake_##suffix(e, false, exec, node, params);          \
             return vr_hook_setparams_##suffix(exec, node, params);                  \
@@ -1326,6 +1349,7 @@ static void settle(struct vr_exec *e)
     }
     drop_slices(e, true);
     e->state = ST_DISABLED;
+    e->losing = 0; /* weigh_absorbed starts afresh */
     vr_stat_inc(VR_C_execs_disabled);
 }
 
@@ -1364,12 +1388,46 @@ static void weigh_slices(struct vr_exec *e)
     }
 }
 
+/* An exec without slices whose every update changes (each node pointed at
+ * a new buffer every step) gains nothing from comparing and shadowing its
+ * updates and pays for both on each: after two windows in which it absorbed
+ * fewer than one update in 8, its updates go straight to the driver, as in
+ * mode off, until cuGraphExecUpdate reads its nodes again. The shadows go
+ * stale from then on, so nothing is absorbed any more (the absorbed path
+ * finds no node of a passing exec). */
+static void weigh_absorbed(struct vr_exec *e)
+{
+    uint64_t seen = e->c.seen + e->c.absorbed - e->weighed.seen - e->weighed.absorbed;
+    uint64_t kept = e->c.skipped + e->c.absorbed - e->weighed.skipped - e->weighed.absorbed;
+    e->weighed = e->c;
+    /* An absorbed update saves one SetParams (230 ns on an H200, 1 us in the
+     * cost model); a forwarded one costs about 220 instructions more than
+     * passing it (scripts/bench-instr: 294 against 72): under one in eight
+     * absorbed, passing costs less on any of them. */
+    e->losing = seen >= VR_WEIGH_EVERY && kept * 8 < seen ? e->losing + 1 : 0;
+    if (e->losing < 2)
+        return;
+    e->pass = true;
+    if (vr_log_enabled(VR_LEVEL_INFO)) {
+        char why[160];
+        snprintf(why, sizeof why,
+                 "%llu of %llu updates absorbed in the last %d launches: the exec's updates "
+                 "pass straight through",
+                 (unsigned long long)kept, (unsigned long long)seen, VR_WEIGH_EVERY);
+        vr_log_fallback("setparams", why);
+    }
+}
+
 static int launch_locked(struct vr_exec *e, CUstream stream, bool per_thread)
 {
     e->c.launches++;
-    if (e->state == ST_ACTIVE && !e->settled &&
-        e->c.launches - e->weighed.launches >= VR_WEIGH_EVERY)
-        weigh_slices(e);
+    if (e->c.launches - e->weighed.launches >= VR_WEIGH_EVERY) {
+        if (e->state == ST_ACTIVE && !e->settled)
+            weigh_slices(e);
+        else if ((e->state == ST_DEDUP || e->state == ST_DISABLED) && !e->pass && !e->vars &&
+                 !e->orphan)
+            weigh_absorbed(e);
+    }
     if (e->state == ST_PROFILING && vr_profile_launches(e->prof) >= cfg.profile_launches) {
         if (atomic_load_explicit(&degraded, memory_order_relaxed)) {
             vr_profile_free(e->prof);
@@ -1453,6 +1511,9 @@ static void reset_locked(struct vr_exec *e, CUgraph graph)
     e->reset_at = e->c.launches;
     e->brief = lived < VR_BRIEF_DECISION ? e->brief + 1 : 0;
     bool churning = e->brief >= 2;
+    e->pass = false; /* the shadows are read again, or the exec passes through anyway */
+    e->losing = 0;
+    e->weighed = e->c;
     if (vr_nodes_refresh(&e->ns, graph) != 0 || alloc_scratch(e) != 0) {
         vr_warn("exec %p: cannot pair the update graph's nodes; the exec passes through",
                 (void *)e->handle);
