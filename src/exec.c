@@ -48,6 +48,8 @@ enum state { ST_PROFILING, ST_ACTIVE, ST_DISABLED, ST_OBSERVED, ST_DEDUP };
 struct counters {
     uint64_t seen, skipped, forwarded, transition, launches, rebinds, rebind_waits;
     uint64_t absorbed; /* on the absorbed path: seen and skipped, one add */
+    uint64_t xabsorbed; /* skipped because the slices made a changed update what the
+                         * driver holds (a moved buffer): what dedup would have sent */
 };
 
 struct vr_exec {
@@ -239,6 +241,7 @@ static void add_counters(struct counters *to, const struct counters *c)
     to->rebinds += c->rebinds;
     to->rebind_waits += c->rebind_waits;
     to->absorbed += c->absorbed;
+    to->xabsorbed += c->xabsorbed;
 }
 
 /* Called with e locked and dead: its counters move to the retired sum and
@@ -713,6 +716,7 @@ static int update_args(struct vr_exec *e, struct vr_node *n, CUgraphNode node,
     }
     if (same && memcmp(send, vr_installed(&e->ns, n), l->bytes) == 0) {
         set_intended(e, n);
+        e->c.xabsorbed += send == e->xlat;
         goto skip;
     }
     vr_layout_point(l, (uint8_t *)send, e->kp);
@@ -1355,35 +1359,39 @@ static void settle(struct vr_exec *e)
 
 /* Never worse than dedup, judged on what happened: what the slices cost
  * since the last look (the shim's own updates re-pointing nodes, remaps)
- * against what they saved (every update absorbed; dedup would absorb some
- * of these too, so this favours the slices). A pipeline bound by the GPU
- * keeps the exec and every variant busy: a new buffer can then only be
- * passed as written and re-pointed later, twice the updates dedup sends
- * (seen on an H200: fanout 0.66x of dedup). */
+ * against what they saved (the updates absorbed only because the slices
+ * made them identical to what the driver holds: dedup absorbs the others
+ * as well). A pipeline bound by the GPU keeps the exec and every variant
+ * busy: a new buffer can then only be passed as written and re-pointed
+ * later, twice the updates dedup sends (seen on an H200: fanout 0.66x of
+ * dedup). Slices that saved nothing while updates still went to the driver
+ * (the moving buffers were not worth a slice) only add the translation to
+ * each of those. */
 static void weigh_slices(struct vr_exec *e)
 {
     uint64_t transition = e->c.transition - e->weighed.transition;
     uint64_t rebinds = e->c.rebinds - e->weighed.rebinds;
-    uint64_t skipped = e->c.skipped + e->c.absorbed - e->weighed.skipped - e->weighed.absorbed;
+    uint64_t kept = e->c.xabsorbed - e->weighed.xabsorbed;
+    uint64_t forwarded = e->c.forwarded - e->weighed.forwarded;
     e->weighed = e->c;
     uint64_t sp = vr_cost_get(VR_COST_SETPARAMS);
     uint64_t remap = vr_cost_get(VR_COST_MAP) + vr_cost_get(VR_COST_UNMAP) +
                      vr_cost_get(VR_COST_ACCESS);
-    uint64_t cost = transition * sp + rebinds * remap, saved = skipped * sp;
+    uint64_t cost = transition * sp + rebinds * remap, saved = kept * sp;
     /* Two windows in a row: one busy stretch (a loaded machine, a burst of
      * new buffers) is no verdict. */
-    e->losing = cost > saved ? e->losing + 1 : 0;
+    e->losing = cost > saved || (kept == 0 && forwarded > 0) ? e->losing + 1 : 0;
     if (e->losing < 2)
         return;
     settle(e);
     if (vr_log_enabled(VR_LEVEL_INFO)) {
-        char why[192];
+        char why[224];
         snprintf(why, sizeof why,
-                 "slices cost %llu us (%llu updates, %llu remaps) for %llu us saved in the "
-                 "last %d launches: the exec goes on without slices",
+                 "slices cost %llu us (%llu updates, %llu remaps) for %llu us saved, %llu "
+                 "updates forwarded, in the last %d launches: the exec goes on without slices",
                  (unsigned long long)(cost / 1000), (unsigned long long)transition,
                  (unsigned long long)rebinds, (unsigned long long)(saved / 1000),
-                 VR_WEIGH_EVERY);
+                 (unsigned long long)forwarded, VR_WEIGH_EVERY);
         vr_log_fallback("rebind", why);
     }
 }
