@@ -1432,8 +1432,8 @@ static int launch_locked(struct vr_exec *e, CUstream stream, bool per_thread)
     if (e->c.launches - e->weighed.launches >= VR_WEIGH_EVERY) {
         if (e->state == ST_ACTIVE && !e->settled)
             weigh_slices(e);
-        else if ((e->state == ST_DEDUP || e->state == ST_DISABLED) && !e->pass && !e->vars &&
-                 !e->orphan)
+        else if ((e->state == ST_DEDUP || e->state == ST_DISABLED) && !e->pass &&
+                 !vr_variants_usable(e->vars) && !e->orphan) /* no variant to update */
             weigh_absorbed(e);
     }
     if (e->state == ST_PROFILING && vr_profile_launches(e->prof) >= cfg.profile_launches) {
