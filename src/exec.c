@@ -1611,39 +1611,6 @@ int vr_exec_destroy(CUgraphExec exec)
     return vr_err_cu(r);
 }
 
-static size_t snapshot(struct cached **out);
-
-void vr_exec_graph_destroyed(CUgraph graph)
-{
-    if (cfg.mode == VR_MODE_OFF || !graph)
-        return;
-    struct cached *v;
-    size_t n = snapshot(&v);
-    for (size_t i = 0; i < n; i++) {
-        if (!lock_if_same(&v[i]))
-            continue;
-        struct vr_exec *e = v[i].e;
-        if (e->graph == graph) {
-            e->graph = NULL; /* the handle may name a new graph later */
-            e->orphan = true;
-            e->serial++; /* out of every thread's absorbed path */
-            if (e->state == ST_PROFILING) {
-                /* Going active needs its nodes re-pointed at the slices. */
-                vr_profile_free(e->prof);
-                e->prof = NULL;
-                no_variants(e);
-                e->state = ST_DISABLED;
-                vr_stat_inc(VR_C_execs_disabled);
-                vr_log_fallback("cuGraphDestroy", "the exec's graph is destroyed before the "
-                                               "decision: its nodes cannot be re-pointed; "
-                                               "it passes through");
-            }
-        }
-        vr_mutex_unlock(&e->lock);
-    }
-    free(v);
-}
-
 /* The live records and their serials, copied out under the table lock so no
  * exec's lock is taken while holding it. */
 static size_t snapshot(struct cached **out)
@@ -1663,50 +1630,97 @@ static size_t snapshot(struct cached **out)
     return v ? k : 0;
 }
 
-void vr_exec_forget_alloc(uint64_t id, bool synced)
+/* fn on every live exec, each under its own lock (taken after the table's
+ * is dropped, and skipped when the record stopped being that exec). */
+static void each_exec(void (*fn)(struct vr_exec *e, void *arg), void *arg)
 {
-    CUcontext cur = NULL;
-    if (synced)
-        vr_real.cuCtxGetCurrent(&cur);
     struct cached *v;
     size_t n = snapshot(&v);
     for (size_t i = 0; i < n; i++) {
         if (!lock_if_same(&v[i]))
             continue;
-        struct vr_exec *e = v[i].e;
-        bool holds = vr_variants_holds(e->vars, id);
-        for (size_t s = 0; e->slices && s < vr_slices_count(e->slices) && !holds; s++)
-            holds = vr_slices_current(e->slices, s)->id == id ||
-                    vr_slices_target(e->slices, s)->id == id;
-        /* The free synchronized this exec's context. Only an exec that reads
-         * the buffer is told: another thread may have launched another exec
-         * since, which the synchronization did not cover. */
-        if (holds && synced && cur && cur == e->ctx)
-            vr_track_synced(&e->t);
-        /* Several slots may hold one buffer (anchors are positions). */
-        for (size_t s = 0; e->slices && s < vr_slices_count(e->slices); s++) {
-            if (vr_slices_current(e->slices, s)->id != id &&
-                vr_slices_target(e->slices, s)->id != id)
-                continue;
-            if (vr_slices_target(e->slices, s)->id == id) {
-                struct vr_slice_bind none = {0};
-                retarget(e, s, &none);
-                e->retargeted = true;
-            }
-            /* Unmapped now when nothing can read it, else at a later launch. */
-            if (vr_slices_current(e->slices, s)->id == id && exec_idle(e) &&
-                remap(e, s) != 0)
-                vr_log_fallback("free", "a slice of a freed buffer could not be unmapped yet");
-            if (vr_slices_current(e->slices, s)->id != id)
-                cancel(e, s);
-        }
-        if (e->slices) {
-            struct vr_var_ctx cx = var_ctx(e);
-            vr_variants_forget_alloc(e->vars, &e->t, &cx, id);
-        }
-        vr_mutex_unlock(&e->lock);
+        fn(v[i].e, arg);
+        vr_mutex_unlock(&v[i].e->lock);
     }
     free(v);
+}
+
+static void orphan_if_of(struct vr_exec *e, void *graph)
+{
+    if (e->graph != graph)
+        return;
+    e->graph = NULL; /* the handle may name a new graph later */
+    e->orphan = true;
+    e->serial++; /* out of every thread's absorbed path */
+    if (e->state == ST_PROFILING) {
+        /* Going active needs its nodes re-pointed at the slices. */
+        vr_profile_free(e->prof);
+        e->prof = NULL;
+        no_variants(e);
+        e->state = ST_DISABLED;
+        vr_stat_inc(VR_C_execs_disabled);
+        vr_log_fallback("cuGraphDestroy", "the exec's graph is destroyed before the "
+                                       "decision: its nodes cannot be re-pointed; "
+                                       "it passes through");
+    }
+}
+
+void vr_exec_graph_destroyed(CUgraph graph)
+{
+    if (cfg.mode == VR_MODE_OFF || !graph)
+        return;
+    each_exec(orphan_if_of, graph);
+}
+
+/* A freed allocation, as vr_exec_forget_alloc tells each exec of it. */
+struct freed {
+    uint64_t id;
+    bool synced;
+    CUcontext cur; /* current when the caller synchronized */
+};
+
+static void forget_in(struct vr_exec *e, void *arg)
+{
+    const struct freed *f = arg;
+    uint64_t id = f->id;
+    bool holds = vr_variants_holds(e->vars, id);
+    for (size_t s = 0; e->slices && s < vr_slices_count(e->slices) && !holds; s++)
+        holds = vr_slices_current(e->slices, s)->id == id ||
+                vr_slices_target(e->slices, s)->id == id;
+    /* The free synchronized this exec's context. Only an exec that reads
+     * the buffer is told: another thread may have launched another exec
+     * since, which the synchronization did not cover. */
+    if (holds && f->synced && f->cur && f->cur == e->ctx)
+        vr_track_synced(&e->t);
+    /* Several slots may hold one buffer (anchors are positions). */
+    for (size_t s = 0; e->slices && s < vr_slices_count(e->slices); s++) {
+        if (vr_slices_current(e->slices, s)->id != id &&
+            vr_slices_target(e->slices, s)->id != id)
+            continue;
+        if (vr_slices_target(e->slices, s)->id == id) {
+            struct vr_slice_bind none = {0};
+            retarget(e, s, &none);
+            e->retargeted = true;
+        }
+        /* Unmapped now when nothing can read it, else at a later launch. */
+        if (vr_slices_current(e->slices, s)->id == id && exec_idle(e) &&
+            remap(e, s) != 0)
+            vr_log_fallback("free", "a slice of a freed buffer could not be unmapped yet");
+        if (vr_slices_current(e->slices, s)->id != id)
+            cancel(e, s);
+    }
+    if (e->slices) {
+        struct vr_var_ctx cx = var_ctx(e);
+        vr_variants_forget_alloc(e->vars, &e->t, &cx, id);
+    }
+}
+
+void vr_exec_forget_alloc(uint64_t id, bool synced)
+{
+    struct freed f = {id, synced, NULL};
+    if (synced)
+        vr_real.cuCtxGetCurrent(&f.cur);
+    each_exec(forget_in, &f);
 }
 
 /* From now on the program's exec may be launched behind the shim's back: a
@@ -1717,20 +1731,23 @@ void vr_exec_forget_alloc(uint64_t id, bool synced)
  * (dedup from here on; degraded keeps later SetParams off pending slots).
  * A variant launch still running cannot be ordered before an unseen
  * launch of the program's exec: programs resolve entry points up front. */
+static void stop_rebinding_of(struct vr_exec *e, void *unused)
+{
+    (void)unused;
+    stop_rebinding(e);
+}
+
 void vr_exec_degrade(const char *why)
 {
     if (atomic_exchange(&degraded, true))
         return;
     vr_log_fallback("launch_tracking", why);
-    struct cached *v;
-    size_t n = snapshot(&v);
-    for (size_t i = 0; i < n; i++) {
-        if (!lock_if_same(&v[i]))
-            continue;
-        stop_rebinding(v[i].e);
-        vr_mutex_unlock(&v[i].e->lock);
-    }
-    free(v);
+    each_exec(stop_rebinding_of, NULL);
+}
+
+static void add_counters_of(struct vr_exec *e, void *sum)
+{
+    add_counters(sum, &e->c);
 }
 
 void vr_exec_add_stats(struct varemap_stats *s)
@@ -1739,15 +1756,7 @@ void vr_exec_add_stats(struct varemap_stats *s)
     vr_mutex_lock(&pool_lock);
     sum = retired;
     vr_mutex_unlock(&pool_lock);
-    struct cached *v;
-    size_t n = snapshot(&v);
-    for (size_t i = 0; i < n; i++) {
-        if (!lock_if_same(&v[i]))
-            continue;
-        add_counters(&sum, &v[i].e->c);
-        vr_mutex_unlock(&v[i].e->lock);
-    }
-    free(v);
+    each_exec(add_counters_of, &sum);
     s->setparams_seen += sum.seen + sum.absorbed;
     s->setparams_skipped += sum.skipped + sum.absorbed;
     s->setparams_forwarded += sum.forwarded;
