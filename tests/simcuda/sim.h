@@ -353,10 +353,24 @@ struct sim_ptx_entry {
 /* Is [p, p+n) inside one native allocation or contiguous accessible VMM
  * mappings? (copies and memsets are validated like the driver's). */
 bool sim_mem_valid(uintptr_t p, size_t n, bool write);
+/* A stream worker's memory of the pages its kernels' argument words were
+ * found allowed to touch (sim_mem_check_kernel), each valid while no
+ * allocation, mapping or access flag changes. Zero-initialized; one worker's. */
+enum { SIM_SEEN_SLOTS = 512 };
+struct sim_seen_page {
+    uint64_t gen;   /* the memory tables' generation it was found in */
+    uintptr_t page; /* page number + 1 */
+    int owner;      /* a native allocation's device, or SIM_SEEN_MAPPED */
+};
+struct sim_seen {
+    int dev; /* ctx->dev + 1 the slots are for */
+    struct sim_seen_page slot[SIM_SEEN_SLOTS];
+};
 /* Before a kernel runs in ctx: every 8-byte-aligned argument word that lies
  * in an allocation or mapping must be accessible from ctx's device, or the
  * process aborts with a message (a GPU fault kills the context). */
-void sim_mem_check_kernel(struct sim_ctx *ctx, const struct sim_kcall *call);
+void sim_mem_check_kernel(struct sim_ctx *ctx, const struct sim_kcall *call,
+                          struct sim_seen *seen);
 /* Live memory objects: mappings, physical handles whose memory is not yet
  * returned, reservations, native allocations. */
 void sim_mem_live(long *mappings, long *handles, long *reservations, long *allocations);

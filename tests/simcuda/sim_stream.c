@@ -118,7 +118,7 @@ void sim_work_run(const struct sim_work *w)
     }
 }
 
-static void run_op(struct sim_op *op)
+static void run_op(struct sim_op *op, struct sim_seen *seen)
 {
     switch (op->kind) {
     case SIM_OP_KERNELS:
@@ -129,7 +129,7 @@ static void run_op(struct sim_op *op)
             }
             if (sim_knob.kernel_delay_us)
                 sleep_us(sim_knob.kernel_delay_us);
-            sim_mem_check_kernel(op->u.k.ctx, &op->u.k.calls[i]);
+            sim_mem_check_kernel(op->u.k.ctx, &op->u.k.calls[i], seen);
             op->u.k.calls[i].fn(op->u.k.calls[i].args);
         }
         break;
@@ -215,6 +215,7 @@ void sim_stream_wait(struct sim_stream *s, uint64_t seq)
 static void *worker_main(void *arg)
 {
     struct sim_stream *s = arg;
+    struct sim_seen seen = { 0 };
     for (;;) {
         pthread_mutex_lock(&s->mu);
         while (!s->head && !s->destroyed)
@@ -225,7 +226,7 @@ static void *worker_main(void *arg)
             break;
         for (size_t i = 0; i < op->ndeps; i++)
             sim_stream_wait(op->deps[i].s, op->deps[i].seq);
-        run_op(op);
+        run_op(op, &seen);
         pthread_mutex_lock(&s->mu);
         s->head = op->next;
         if (!s->head)

@@ -1636,6 +1636,16 @@ static void child_bad_access(int which)
         CK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
         break;
     }
+    case 5: { /* device 0's access made read-only after a kernel of the same stream used it;
+               * device 1 keeps read/write, so the host protection alone would not fault */
+        CUdeviceptr va = map_on(0, 3u, &g);
+        launch_fill(NULL, va, 1.0f, 16);
+        CK(cuCtxSynchronize());
+        CUmemAccessDesc ro = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READ};
+        CK(cuMemSetAccess(va, g, &ro, 1));
+        launch_fill(NULL, va, 2.0f, 16);
+        break;
+    }
     default: { /* [begin, end): end may be the start of a mapping it may not use */
         CUmemAllocationProp prop = prop_on(0);
         CK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
@@ -1698,7 +1708,7 @@ static int child_status(int which, char *err, size_t errlen)
 Test(simcuda, kernel_without_access_aborts)
 {
     char err[1024];
-    for (int which = 0; which <= 5; which++) {
+    for (int which = 0; which <= 6; which++) {
         int st = child_status(which, err, sizeof err);
         cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "case %d: status %#x, stderr: %s",
                   which, st, err);
