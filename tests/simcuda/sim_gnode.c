@@ -66,10 +66,7 @@ CUresult sim_onode_memcpy(struct sim_onode *o, const CUDA_MEMCPY3D *p, CUcontext
         return r;
     if (s < d + p->WidthInBytes && d < s + p->WidthInBytes)
         return CUDA_ERROR_INVALID_VALUE; /* overlapping ranges */
-    memset(o, 0, sizeof *o);
-    o->type = CU_GRAPH_NODE_TYPE_MEMCPY;
-    o->ctx = c;
-    o->cp = *p;
+    *o = (struct sim_onode){ .type = CU_GRAPH_NODE_TYPE_MEMCPY, .ctx = c, .cp = *p };
     return CUDA_SUCCESS;
 }
 
@@ -91,10 +88,7 @@ CUresult sim_onode_memset(struct sim_onode *o, const CUDA_MEMSET_NODE_PARAMS *p,
     size_t span = (p->height - 1) * (p->height > 1 ? p->pitch : 0) + row;
     if (!sim_mem_valid((uintptr_t)p->dst, span, true))
         return CUDA_ERROR_INVALID_VALUE;
-    memset(o, 0, sizeof *o);
-    o->type = CU_GRAPH_NODE_TYPE_MEMSET;
-    o->ctx = c;
-    o->ms = *p;
+    *o = (struct sim_onode){ .type = CU_GRAPH_NODE_TYPE_MEMSET, .ctx = c, .ms = *p };
     /* Only the bytes of one element are meaningful. */
     if (es < 4)
         o->ms.value &= es == 1 ? 0xffu : 0xffffu;
@@ -105,9 +99,7 @@ CUresult sim_onode_host(struct sim_onode *o, const CUDA_HOST_NODE_PARAMS *p)
 {
     if (!p || !p->fn)
         return CUDA_ERROR_INVALID_VALUE;
-    memset(o, 0, sizeof *o);
-    o->type = CU_GRAPH_NODE_TYPE_HOST;
-    o->host = *p;
+    *o = (struct sim_onode){ .type = CU_GRAPH_NODE_TYPE_HOST, .host = *p };
     return CUDA_SUCCESS;
 }
 
@@ -116,9 +108,7 @@ CUresult sim_onode_event(struct sim_onode *o, CUgraphNodeType type, CUevent e)
     struct sim_event *ev = sim_event_ref(e);
     if (!ev)
         return CUDA_ERROR_INVALID_VALUE;
-    memset(o, 0, sizeof *o);
-    o->type = type;
-    o->ev = ev;
+    *o = (struct sim_onode){ .type = type, .ev = ev };
     return CUDA_SUCCESS;
 }
 
