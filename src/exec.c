@@ -43,6 +43,14 @@ enum state { ST_PROFILING, ST_ACTIVE, ST_DISABLED, ST_OBSERVED, ST_DEDUP };
  * (weigh_slices). */
 #define VR_WEIGH_EVERY 32
 
+/* A passing exec compares again after this many launches (reprobe), and
+ * after twice as many each time it found its updates still changing, up to
+ * VR_REPROBE_MAX: a program whose buffers settle after a while absorbs
+ * again, one whose buffers never do pays two windows of compares now and
+ * then. */
+#define VR_REPROBE_FIRST 256
+#define VR_REPROBE_MAX 65536
+
 /* Counted under the exec's lock, summed on demand: no shared cache line is
  * written on the hot path. */
 struct counters {
@@ -66,6 +74,9 @@ struct vr_exec {
     bool settled;          /* slices cost more than they saved: no new binding */
     bool pass;             /* no slices and nothing absorbed for two windows: updates go
                             * straight to the driver, the shadows unkept (weigh_absorbed) */
+    uint64_t pass_since;   /* c.launches when it began to pass */
+    uint32_t reprobe_after; /* launches of passing before the next reprobe; 0: none yet
+                            * since the exec last absorbed */
     unsigned losing;       /* weighings in a row that found the slices costlier */
     struct counters weighed; /* the counters at the last weigh_slices */
 
@@ -1400,9 +1411,9 @@ static void weigh_slices(struct vr_exec *e)
  * a new buffer every step) gains nothing from comparing and shadowing its
  * updates and pays for both on each: after two windows in which it absorbed
  * fewer than one update in 8, its updates go straight to the driver, as in
- * mode off, until cuGraphExecUpdate reads its nodes again. The shadows go
- * stale from then on, so nothing is absorbed any more (the absorbed path
- * finds no node of a passing exec). */
+ * mode off, until it compares again (reprobe) or cuGraphExecUpdate reads its
+ * nodes again. The shadows go stale meanwhile, so nothing is absorbed (the
+ * absorbed path finds no node of a passing exec). */
 static void weigh_absorbed(struct vr_exec *e)
 {
     uint64_t seen = e->c.seen + e->c.absorbed - e->weighed.seen - e->weighed.absorbed;
@@ -1413,9 +1424,15 @@ static void weigh_absorbed(struct vr_exec *e)
      * passing it (scripts/bench-instr: 294 against 72): under one in eight
      * absorbed, passing costs less on any of them. */
     e->losing = seen >= VR_WEIGH_EVERY && kept * 8 < seen ? e->losing + 1 : 0;
+    if (!e->losing)
+        e->reprobe_after = 0; /* absorbing: a later pass backs off from the start */
     if (e->losing < 2)
         return;
     e->pass = true;
+    e->pass_since = e->c.launches;
+    e->reprobe_after = !e->reprobe_after ? VR_REPROBE_FIRST
+                       : e->reprobe_after < VR_REPROBE_MAX ? 2 * e->reprobe_after
+                                                           : VR_REPROBE_MAX;
     if (vr_log_enabled(VR_LEVEL_INFO)) {
         char why[160];
         snprintf(why, sizeof why,
@@ -1426,12 +1443,27 @@ static void weigh_absorbed(struct vr_exec *e)
     }
 }
 
+/* A passing exec's shadows are stale, and the driver has no query for an
+ * exec node's arguments: its nodes are forgotten, so that each one's next
+ * update goes to the driver whole and is recorded again, and the windows
+ * weigh the updates from there (weigh_absorbed). */
+static void reprobe(struct vr_exec *e)
+{
+    vr_nodes_forget(&e->ns);
+    e->pass = false;
+    e->losing = 0;
+    e->weighed = e->c;
+    log_exec_event("exec_reprobe", e);
+}
+
 static int launch_locked(struct vr_exec *e, CUstream stream, bool per_thread)
 {
     e->c.launches++;
     if (e->c.launches - e->weighed.launches >= VR_WEIGH_EVERY) {
         if (e->state == ST_ACTIVE && !e->settled)
             weigh_slices(e);
+        else if (e->pass && e->c.launches - e->pass_since >= e->reprobe_after)
+            reprobe(e);
         else if ((e->state == ST_DEDUP || e->state == ST_DISABLED) && !e->pass &&
                  !vr_variants_usable(e->vars) && !e->orphan) /* no variant to update */
             weigh_absorbed(e);
@@ -1520,6 +1552,7 @@ static void reset_locked(struct vr_exec *e, CUgraph graph)
     e->brief = lived < VR_BRIEF_DECISION ? e->brief + 1 : 0;
     bool churning = e->brief >= 2;
     e->pass = false; /* the shadows are read again, or the exec passes through anyway */
+    e->reprobe_after = 0;
     e->losing = 0;
     e->weighed = e->c;
     if (vr_nodes_refresh(&e->ns, graph) != 0 || alloc_scratch(e) != 0) {

@@ -93,6 +93,12 @@ void vr_node_make_opaque(struct vr_nodes *ns, struct vr_node *n)
     ns->nopaque++;
 }
 
+void vr_nodes_forget(struct vr_nodes *ns)
+{
+    for (size_t i = 0; i < ns->n; i++)
+        ns->v[i].f.dims[0] = 0; /* the driver refuses gridDimX 0: never a program's */
+}
+
 void vr_nodes_free(struct vr_nodes *ns)
 {
     free(ns->v);

@@ -71,6 +71,12 @@ int vr_nodes_refresh(struct vr_nodes *ns, CUgraph graph);
 
 void vr_nodes_free(struct vr_nodes *ns);
 
+/* Every node's shadows may be stale (updates went to the driver unrecorded):
+ * each node's launch shape is made one no call has (grid x 0), so its next
+ * update fails every compare and goes to the driver whole, which records
+ * it again. Nothing may issue a node from its record before that update. */
+void vr_nodes_forget(struct vr_nodes *ns);
+
 static inline size_t vr_node_hash(CUgraphNode h, size_t mask)
 {
     uintptr_t k = (uintptr_t)h;

@@ -20,6 +20,9 @@
  *   churn     by a new allocation (cuMemAlloc) made this step; the previous
  *             step's B are freed (cuMemFree) after the launch, so two
  *             generations are alive at once
+ * --still-from S stops fanout's and periodic's replacements at step S (each
+ * fan buffer keeps the member it had): buffers that move for a while, then
+ * settle.
  * The first B nodes add X (or the carried state) into their pool member;
  * under churn they write it, so a fresh allocation needs no initialization.
  * Every step: pattern work (alloc/free), refill X, SetParams on all N nodes,
@@ -122,6 +125,7 @@ struct opts {
     enum api api;
     enum order order;
     unsigned nodes, buffers, steps, warmup, k, sync_every, fan, pool, period;
+    unsigned still_from; /* fanout, periodic: no buffer moves from this step on (0: never) */
     unsigned long long seed;
     size_t bytes, elems;
     const char *ptx;
@@ -198,11 +202,12 @@ static _Noreturn void usage(void)
             "  [--nodes N] [--buffers Bs] [--fan B] [--pool M] [--period P] [--seed S]\n"
             "  [--steps S] [--warmup W] [--k K] [--bytes N] [--elems N]\n"
             "  [--kernel mix|scale|struct] [--api v2|v1|node] [--sync-every K] [--ptx PATH]\n"
-            "  [--order forward|reverse|shuffle]\n"
+            "  [--order forward|reverse|shuffle] [--still-from S]\n"
             "defaults: stable, 1000 nodes, 16 buffers, fan 8, pool 4, period 3, seed 1,\n"
             "  200 steps, warmup 10, k 10, bytes 1M, elems 256, kernel mix, api v2,\n"
             "  sync-every 0 (only after the last step), order forward (shuffle: a new\n"
-            "  random order of the SetParams calls every step)\n",
+            "  random order of the SetParams calls every step), still-from 0 (fanout\n"
+            "  and periodic move their buffers at every step; S: at steps before S only)\n",
             prog);
     exit(2);
 }
@@ -275,6 +280,8 @@ static void parse(int argc, char **argv, struct opts *o)
             o->warmup = (unsigned)parse_num(v, 100000000);
         else if (!strcmp(a, "--k"))
             o->k = (unsigned)parse_num(v, 100000000);
+        else if (!strcmp(a, "--still-from"))
+            o->still_from = (unsigned)parse_num(v, 100000000);
         else if (!strcmp(a, "--sync-every"))
             o->sync_every = (unsigned)parse_num(v, 100000000);
         else if (!strcmp(a, "--bytes"))
@@ -334,6 +341,8 @@ static uint64_t next_rand(uint64_t *state)
  * sequence. fanout: any other member, at random; periodic: step mod P. */
 static void choose(unsigned step, unsigned *member, uint64_t *rng)
 {
+    if (G.o.still_from && step >= G.o.still_from)
+        return; /* the buffers settle: each keeps its last member */
     for (unsigned b = 0; b < G.o.fan; b++) {
         if (G.o.pattern == P_FANOUT)
             member[b] = (member[b] + 1 + (unsigned)(next_rand(rng) % (G.o.pool - 1))) % G.o.pool;
