@@ -50,6 +50,11 @@ enum state { ST_PROFILING, ST_ACTIVE, ST_DISABLED, ST_OBSERVED, ST_DEDUP };
  * then. */
 #define VR_REPROBE_FIRST 256
 #define VR_REPROBE_MAX 65536
+/* A reprobe is judged on one window this short: its first launch's updates
+ * all go to the driver, and settled buffers are absorbed from the second
+ * (7 in 8), moving ones not at all. A long window would cost an exec whose
+ * buffers never settle a window of compares at each reprobe. */
+#define VR_REPROBE_WINDOW 8
 
 /* Counted under the exec's lock, summed on demand: no shared cache line is
  * written on the hot path. */
@@ -77,6 +82,8 @@ struct vr_exec {
     uint64_t pass_since;   /* c.launches when it began to pass */
     uint32_t reprobe_after; /* launches of passing before the next reprobe; 0: none yet
                             * since the exec last absorbed */
+    bool probing;          /* reprobed: the window is VR_REPROBE_WINDOW launches, and one
+                            * losing window sends it back to passing */
     unsigned losing;       /* weighings in a row that found the slices costlier */
     struct counters weighed; /* the counters at the last weigh_slices */
 
@@ -1423,10 +1430,12 @@ static void weigh_absorbed(struct vr_exec *e)
      * cost model); a forwarded one costs about 220 instructions more than
      * passing it (scripts/bench-instr: 294 against 72): under one in eight
      * absorbed, passing costs less on any of them. */
+    bool probing = e->probing;
+    e->probing = false;
     e->losing = seen >= VR_WEIGH_EVERY && kept * 8 < seen ? e->losing + 1 : 0;
     if (!e->losing)
         e->reprobe_after = 0; /* absorbing: a later pass backs off from the start */
-    if (e->losing < 2)
+    if (e->losing < (probing ? 1 : 2))
         return;
     e->pass = true;
     e->pass_since = e->c.launches;
@@ -1438,7 +1447,8 @@ static void weigh_absorbed(struct vr_exec *e)
         snprintf(why, sizeof why,
                  "%llu of %llu updates absorbed in the last %d launches: the exec's updates "
                  "pass straight through",
-                 (unsigned long long)kept, (unsigned long long)seen, VR_WEIGH_EVERY);
+                 (unsigned long long)kept, (unsigned long long)seen,
+                 probing ? VR_REPROBE_WINDOW : VR_WEIGH_EVERY);
         vr_log_fallback("setparams", why);
     }
 }
@@ -1451,6 +1461,7 @@ static void reprobe(struct vr_exec *e)
 {
     vr_nodes_forget(&e->ns);
     e->pass = false;
+    e->probing = true;
     e->losing = 0;
     e->weighed = e->c;
     log_exec_event("exec_reprobe", e);
@@ -1459,7 +1470,7 @@ static void reprobe(struct vr_exec *e)
 static int launch_locked(struct vr_exec *e, CUstream stream, bool per_thread)
 {
     e->c.launches++;
-    if (e->c.launches - e->weighed.launches >= VR_WEIGH_EVERY) {
+    if (e->c.launches - e->weighed.launches >= (e->probing ? VR_REPROBE_WINDOW : VR_WEIGH_EVERY)) {
         if (e->state == ST_ACTIVE && !e->settled)
             weigh_slices(e);
         else if (e->pass && e->c.launches - e->pass_since >= e->reprobe_after)
@@ -1553,6 +1564,7 @@ static void reset_locked(struct vr_exec *e, CUgraph graph)
     bool churning = e->brief >= 2;
     e->pass = false; /* the shadows are read again, or the exec passes through anyway */
     e->reprobe_after = 0;
+    e->probing = false;
     e->losing = 0;
     e->weighed = e->c;
     if (vr_nodes_refresh(&e->ns, graph) != 0 || alloc_scratch(e) != 0) {
