@@ -365,24 +365,28 @@ static CUdeviceptr resolve(int role, unsigned step)
     }
 }
 
-/* The fan patterns' plan: node i references fan buffer i % B and working
- * buffer w. The first B nodes update their fan buffer from X or the carried
- * state: a pool member accumulates (F += src/2), so a step that used the
- * wrong member changes every later result; churn's fresh allocations are
- * written (F = src/2) before anything reads them. The mix
- * cycles S = F + S', F = S/4, S += F/2 (for each of the B), S = F/2 + t:
- * the last overwrites what the accumulation added, so every value stays
- * bounded. */
+/* The fan patterns' plan: node i references fan buffer i % B. The first B
+ * nodes update their fan buffer from X or the carried state: a pool member
+ * accumulates (F += src/2) and nothing else writes it, so its contents are
+ * the sum over the steps it was used in, exactly (no rounding at these
+ * sizes), and a step that updated the wrong member shows in the checksum
+ * to the end. churn's fresh allocations are written (F = src/2) before
+ * anything reads them. Every later node reads its fan buffer into a
+ * working buffer of its own in its round (W[(b + r) mod Bs]), so no node's
+ * read is lost to another's write in the same round: the mix cycles
+ * S = F + S', S = F/4, S += F/2, S = F/2 + t. Values grow with the steps
+ * (a member used k times holds about 1.25 k), never faster.
+ * (Before, every round wrote one shared W and rounds wrote F back from it:
+ * all members converged to one value within a few dozen steps, and a wrong
+ * member after that changed no output byte.) */
 static void plan_fan(void)
 {
     const unsigned n = G.o.nodes, nb = G.o.buffers, nf = G.o.fan;
     for (unsigned i = 0; i < n; i++) {
         struct node *nd = &G.nodes[i];
         int f = R_FAN - (int)(i % nf);
-        /* rounds of B nodes after the first; one working buffer per four
-         * rounds, so what a round leaves in F reaches the next */
-        unsigned r = i / nf - 1;
-        int w = (int)((r / 4) % nb), w2 = (int)((r / 4 + 1) % nb);
+        unsigned r = i / nf - 1; /* rounds of B nodes after the first */
+        int w = (int)((i % nf + r) % nb), w2 = (int)((i % nf + r + 1) % nb);
         float t = 0.25f * (float)(i % 4);
         if (i < nf) {
             *nd = (struct node){ .k = G.o.pattern == P_CHURN ? K_SCALE : K_AXPY, .out = f,
@@ -392,7 +396,7 @@ static void plan_fan(void)
         if (G.o.kmix == KM_MIX) {
             switch (r % 4) {
             case 0: *nd = (struct node){ .k = K_ADD, .out = w, .a = f, .b = w2 }; break;
-            case 1: *nd = (struct node){ .k = K_SCALE, .out = f, .a = w, .b = R_NONE, .s = 0.25f };
+            case 1: *nd = (struct node){ .k = K_SCALE, .out = w, .a = f, .b = R_NONE, .s = 0.25f };
                 break;
             case 2: *nd = (struct node){ .k = K_AXPY, .out = w, .a = f, .b = R_NONE, .s = 0.5f };
                 break;
@@ -403,9 +407,7 @@ static void plan_fan(void)
             }
         } else {
             enum kern k = G.o.kmix == KM_SCALE ? K_SCALE : K_AFFINE;
-            bool to_fan = r % 2;
-            *nd = (struct node){ .k = k, .out = to_fan ? f : w, .a = to_fan ? w : f, .b = R_NONE,
-                                 .s = 0.5f, .t = t };
+            *nd = (struct node){ .k = k, .out = w, .a = f, .b = R_NONE, .s = 0.5f, .t = t };
         }
     }
 }
