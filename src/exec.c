@@ -46,7 +46,7 @@ enum state { ST_PROFILING, ST_ACTIVE, ST_DISABLED, ST_OBSERVED, ST_DEDUP };
 /* A passing exec compares again after this many launches (reprobe), and
  * after twice as many each time it found its updates still changing, up to
  * VR_REPROBE_MAX: a program whose buffers settle after a while absorbs
- * again, one whose buffers never do pays two windows of compares now and
+ * again, one whose buffers never do pays a short window of compares now and
  * then. */
 #define VR_REPROBE_FIRST 256
 #define VR_REPROBE_MAX 65536
@@ -658,6 +658,20 @@ static int update_args(struct vr_exec *e, struct vr_node *n, CUgraphNode node,
                        enum vr_sp_entry entry, const void *params, const struct vr_fields *f,
                        bool same);
 
+/* One forwarded update in eight is timed: two clock reads are a sizeable
+ * share of a fast driver's SetParams (230 ns on an H200), and the estimate
+ * follows the driver well enough on a sample. sample_start's 0: not timed. */
+static inline uint64_t sample_start(const struct vr_exec *e)
+{
+    return (e->c.forwarded & 7) == 0 ? vr_now_ns() : 0;
+}
+
+static inline void sample_end(uint64_t t0, CUresult r)
+{
+    if (t0 && r == CUDA_SUCCESS)
+        vr_cost_note(VR_COST_SETPARAMS, t0);
+}
+
 static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node,
                           enum vr_sp_entry entry, const void *params)
 {
@@ -738,14 +752,9 @@ static int update_args(struct vr_exec *e, struct vr_node *n, CUgraphNode node,
         goto skip;
     }
     vr_layout_point(l, (uint8_t *)send, e->kp);
-    /* One forwarded update in eight is timed: two clock reads are a sizeable
-     * share of a fast driver's SetParams (230 ns on an H200), and the
-     * estimate follows the driver well enough on a sample. */
-    bool timed = (e->c.forwarded & 7) == 0;
-    uint64_t t0 = timed ? vr_now_ns() : 0;
+    uint64_t t0 = sample_start(e);
     CUresult r = vr_forward_args(e->handle, node, entry, params, e->kp);
-    if (r == CUDA_SUCCESS && timed)
-        vr_cost_note(VR_COST_SETPARAMS, t0);
+    sample_end(t0, r);
     note_forward(e, n, same ? "arguments" : "shape");
     if (r == CUDA_SUCCESS) {
         set_intended(e, n);
@@ -800,9 +809,9 @@ static inline bool direct(const struct vr_exec *e, const struct vr_node *n,
 
 /* An exec without slices (dedup, still profiling, settled) holds what the
  * program asked for (installed == intended): the program's own struct goes
- * to the driver as it is, and both shadows take its arguments. */
-/* `changed`: the caller's compare was exact (no unit under 4 bytes) and
- * found a difference; else this one decides. */
+ * to the driver as it is, and both shadows take its arguments. `changed`:
+ * the caller's compare was exact (no unit under 4 bytes) and found a
+ * difference; else this one decides. */
 static int forward_plain(struct vr_exec *e, struct vr_node *n, enum vr_sp_entry entry,
                          const void *params, bool changed)
 {
@@ -812,12 +821,10 @@ static int forward_plain(struct vr_exec *e, struct vr_node *n, enum vr_sp_entry 
         e->c.skipped++;
         return 0;
     }
-    bool timed = (e->c.forwarded & 7) == 0; /* as in setparams_slow */
-    uint64_t t0 = timed ? vr_now_ns() : 0;
+    uint64_t t0 = sample_start(e);
     CUresult r = vr_forward_raw(e->handle, n->handle, entry, params);
+    sample_end(t0, r);
     if (r == CUDA_SUCCESS) {
-        if (timed)
-            vr_cost_note(VR_COST_SETPARAMS, t0);
         vr_layout_pack2(l, kp, n->intended, vr_installed(&e->ns, n));
         size_t i = (size_t)(n - e->ns.v);
         if (e->prof)
@@ -839,6 +846,14 @@ static int direct_args(struct vr_exec *e, struct vr_node *n, enum vr_sp_entry en
     return update_args(e, n, n->handle, entry, params, &n->f, true);
 }
 
+/* A passing exec's update (weigh_absorbed): straight to the driver. */
+static inline CUresult pass_update(struct vr_exec *e, CUgraphNode node, enum vr_sp_entry entry,
+                                   const void *params)
+{
+    note_forward(e, NULL, "pass");
+    return vr_forward_raw(e->handle, node, entry, params);
+}
+
 /* Everything but an absorbed update. */
 static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNode node,
                                                     enum vr_sp_entry entry, const void *params)
@@ -851,8 +866,7 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
     }
     e->c.seen++;
     if (e->pass) {
-        int rc = vr_err_cu(vr_forward_raw(exec, node, entry, params));
-        note_forward(e, NULL, "pass");
+        int rc = vr_err_cu(pass_update(e, node, entry, params));
         vr_mutex_unlock(&e->lock);
         return rc;
     }
@@ -887,15 +901,14 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
         vr_mutex_wake(&e->lock);                                                    \
         return ok ? CUDA_SUCCESS : vr_hook_setparams_##suffix(exec, node, params);  \
     }                                                                               \
-    /* A passing exec's update: straight to the driver (weigh_absorbed). */    \
+    /* A passing exec's update, under the guard the full path would set. */    \
     static __attribute__((noinline)) CUresult pass_##suffix(struct vr_exec *e,    \
                                                              CUgraphNode node,    \
                                                              ptype *params)       \
     {                                                                               \
         e->c.seen++;                                                                \
-        note_forward(e, NULL, "pass");                                              \
         vr_in_shim = 1;                                                             \
-        CUresult r = vr_forward_raw(e->handle, node, entry, params);                \
+        CUresult r = pass_update(e, node, entry, params);                           \
         vr_in_shim = 0;                                                             \
         vr_mutex_unlock(&e->lock);                                                  \
         return r;                                                                   \

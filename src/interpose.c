@@ -273,7 +273,7 @@ __attribute__((constructor)) static void record_pid(void)
 #define VR_FAST_LAUNCH(name, args)
 #define VR_FAST_FULL(name, args)
 #define VR_FAST_SEEN(name, args)                                                \
-    if (!vr_in_shim)                                                               \
+    if (!vr_in_shim)                                                            \
         return absorb_##name args;
 
 #define absorb_cuGraphExecKernelNodeSetParams vr_exec_absorb_v1
@@ -285,21 +285,21 @@ __attribute__((constructor)) static void record_pid(void)
 #define VR_HOOK(name, base, off, params, args)                                  \
     __attribute__((noinline)) static CUresult wrap_##name params                \
     {                                                                           \
-        if (vr_in_shim)                                                            \
+        if (vr_in_shim)                                                         \
             return vr_real.name ? vr_real.name args : CUDA_ERROR_NOT_INITIALIZED; \
         if (atomic_load_explicit(&init_state, memory_order_acquire) != INIT_READY) \
             init_once();                                                        \
         if (!vr_real.name)                                                      \
             return CUDA_ERROR_NOT_INITIALIZED;                                  \
-        vr_in_shim = 1;                                                            \
+        vr_in_shim = 1;                                                         \
         CUresult r_ = vr_on_##name args;                                        \
-        vr_in_shim = 0;                                                            \
+        vr_in_shim = 0;                                                         \
         return r_;                                                              \
     }                                                                           \
     VR_EXPORT CUresult CUDAAPI name params                                      \
     {                                                                           \
         if (atomic_load_explicit(&passthrough, memory_order_acquire) &&         \
-            !vr_in_shim && vr_real.name) {                                         \
+            !vr_in_shim && vr_real.name) {                                      \
             VR_OFF_##off(name, args)                                            \
         }                                                                       \
         VR_FAST_##off(name, args)                                               \
