@@ -114,8 +114,12 @@ struct vr_exec {
     bool xvary;            /* and whether a moved buffer may go to a variant meanwhile */
     unsigned peers;        /* vr_alloc_peer_generation() the slices' access reflects */
 
-    struct vr_track t;     /* order and completion of the active launches */
-    uint64_t v0_last;      /* the program's exec's last active launch (t's numbering) */
+    struct vr_track t;     /* order and completion of every launch (track.h) */
+    uint64_t v0_last;      /* the program's exec's last launch (t's numbering) */
+    /* While set, reservations leaving are gathered here and buried under
+     * one event (drop_slices): a teardown from a thread that cannot record
+     * into the last launch's stream has only the track's own event. */
+    struct burial *burial;
     struct vr_variants *vars; /* NULL: never varied */
     bool retargeted;       /* a slot's target moved since the last launch */
     unsigned stuck;        /* launches left during which SetParams do not retarget
@@ -337,6 +341,11 @@ static int alloc_scratch(struct vr_exec *e)
 
 /* A reservation leaves: destroyed now when launches up to `last` are known
  * complete, else buried with an event after the last launch; never waits. */
+struct burial {
+    struct vr_slices *s[2 * VR_VARIANTS_MAX + 1];
+    size_t n;
+};
+
 static void bury_after(void *owner, struct vr_slices *sl, uint64_t last)
 {
     struct vr_exec *e = owner;
@@ -345,8 +354,11 @@ static void bury_after(void *owner, struct vr_slices *sl, uint64_t last)
             vr_tomb_bury(sl, NULL, e->ctx, true);
         return;
     }
-    CUevent ev = vr_track_event_after(&e->t, vr_tomb_drop_event);
-    vr_tomb_bury(sl, ev, e->ctx, false);
+    if (e->burial && e->burial->n < sizeof e->burial->s / sizeof *e->burial->s) {
+        e->burial->s[e->burial->n++] = sl;
+        return;
+    }
+    vr_tomb_bury(sl, vr_track_event_after(&e->t), e->ctx, false);
 }
 
 static struct vr_var_ctx var_ctx(struct vr_exec *e)
@@ -362,6 +374,8 @@ static void drop_slices(struct vr_exec *e, bool freeze)
 {
     if (e->state == ST_ACTIVE)
         vr_stat_add(VR_C_execs_active, -1);
+    struct burial burial = {.n = 0};
+    e->burial = &burial;
     struct vr_var_ctx cx = var_ctx(e);
     vr_variants_drop(e->vars, &cx, freeze);
     free(e->anchor_slot);
@@ -385,6 +399,9 @@ static void drop_slices(struct vr_exec *e, bool freeze)
     if (e->slices)
         bury_after(e, e->slices, e->v0_last);
     e->slices = NULL;
+    e->burial = NULL;
+    if (burial.n)
+        vr_tomb_bury_many(burial.s, burial.n, vr_track_event_after(&e->t), e->ctx, false);
 }
 
 static void free_contents(struct vr_exec *e)
@@ -393,7 +410,7 @@ static void free_contents(struct vr_exec *e)
     struct vr_var_ctx cx = var_ctx(e);
     vr_variants_free(e->vars, &cx);
     e->vars = NULL;
-    vr_track_free(&e->t, vr_tomb_drop_event);
+    vr_track_free(&e->t);
     vr_profile_free(e->prof);
     e->prof = NULL;
     vr_nodes_free(&e->ns);
@@ -432,6 +449,7 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph, unsigned long long flags)
         return;
     }
     vr_real.cuCtxGetCurrent(&e->ctx);
+    vr_track_init(&e->t, e->ctx);
     e->handle = handle;
     e->graph = graph;
     e->orphan = false;
@@ -1287,6 +1305,29 @@ static void decide(struct vr_exec *e)
 
 /* ---- launch ------------------------------------------------------------ */
 
+/* Every launch of a known exec, in every state: ordered behind the last
+ * one (a variant's, perhaps, which the driver does not order), then
+ * tracked. The ordering's failure is the shim's own and never the
+ * program's: it only ever leaves a host wait, counted. */
+static int launch_ordered(struct vr_exec *e, CUgraphExec h, uint64_t var, CUstream stream,
+                          bool per_thread, enum vr_track_mode mode)
+{
+    int rc = vr_track_order(&e->t, var, stream, per_thread);
+    if (rc > 0)
+        e->c.rebind_waits++;
+    else if (rc < 0)
+        vr_log_fallback("launch", "a launch could not be ordered behind the exec's last "
+                                  "one (the context failed to synchronize)");
+    CUresult r = per_thread ? vr_real.cuGraphLaunch_ptsz(h, stream)
+                            : vr_real.cuGraphLaunch(h, stream);
+    if (r != CUDA_SUCCESS)
+        return vr_err_cu(r);
+    vr_track_launched(&e->t, var, stream, per_thread, mode);
+    if (!var)
+        e->v0_last = e->t.seq;
+    return 0;
+}
+
 /* Active: the program's exec, or a variant holding the slots' targets. The
  * variant is made ready (remapped, its nodes brought up to date) before
  * anything is launched; the program's exec applies its own pending remaps. */
@@ -1300,13 +1341,30 @@ static int launch_active(struct vr_exec *e, CUstream stream, bool per_thread)
     }
     int var = 0;
     bool vmm = false;
+    /* A freed buffer's slot may have been unmapped at once (the exec was
+     * idle), leaving nothing pending, while nodes still point into it (a
+     * new buffer at the same address makes the program's next update
+     * identical, so it is absorbed): no node launches pointing at an
+     * unmapped slot. */
+    if (e->ndirty && !vr_slices_pending(e->slices)) {
+        int rc = fix_nodes(e);
+        if (rc != 0)
+            return rc; /* the graph would read an unmapped slot */
+    }
     if (vr_slices_pending(e->slices)) {
         if (e->retargeted && may_vary(e) && fix_nodes(e) != 0)
             unvary(e);
         e->retargeted = false;
         struct vr_var_ctx cx = var_ctx(e);
-        if (!atomic_load_explicit(&degraded, memory_order_relaxed))
+        /* A variant is another exec to the driver: only where its launch can
+         * be ordered behind the last one without a host wait, and made in
+         * the exec's context, whatever the calling thread's. */
+        if (!atomic_load_explicit(&degraded, memory_order_relaxed) &&
+            vr_track_orderable(&e->t, stream, per_thread)) {
+            bool entered = vr_ctx_enter(e->ctx);
             var = vr_variants_pick(e->vars, &e->t, &cx, e->v0_last, &vmm);
+            vr_ctx_leave(entered);
+        }
         if (var == 0) {
             vmm = true;
             /* Nothing could run the targets (the program's exec and every
@@ -1328,19 +1386,10 @@ static int launch_active(struct vr_exec *e, CUstream stream, bool per_thread)
     }
     CUgraphExec h = var ? vr_variants_handle(e->vars, var) : e->handle;
     uint64_t id = var ? vr_variants_id(e->vars, var) : 0;
-    int rc = vr_track_order(&e->t, id, stream, per_thread);
-    if (rc != 0)
-        return rc;
-    CUresult r = per_thread ? vr_real.cuGraphLaunch_ptsz(h, stream)
-                            : vr_real.cuGraphLaunch(h, stream);
-    if (r != CUDA_SUCCESS)
-        return vr_err_cu(r);
-    vr_track_launched(&e->t, id, stream, per_thread, vmm);
-    if (var)
+    int rc = launch_ordered(e, h, id, stream, per_thread, vmm ? VR_TRACK_HOT : VR_TRACK_NORMAL);
+    if (rc == 0 && var)
         vr_variants_launched(e->vars, var, e->t.seq);
-    else
-        e->v0_last = e->t.seq;
-    return 0;
+    return rc;
 }
 
 /* No slot takes a new buffer from now on: the variants go, pending rebinds
@@ -1503,10 +1552,11 @@ static int launch_locked(struct vr_exec *e, CUstream stream, bool per_thread)
     }
     if (e->state == ST_ACTIVE)
         return launch_active(e, stream, per_thread);
-    CUresult r = per_thread ? vr_real.cuGraphLaunch_ptsz(e->handle, stream)
-                            : vr_real.cuGraphLaunch(e->handle, stream);
-    if (r != CUDA_SUCCESS)
-        return vr_err_cu(r);
+    /* No slice, no variant: nothing will ask about this launch but the
+     * order of a later variant's, which it gets from a new event then. */
+    int rc = launch_ordered(e, e->handle, 0, stream, per_thread, VR_TRACK_QUIET);
+    if (rc != 0)
+        return rc;
     if (e->state == ST_PROFILING)
         vr_profile_observe(e->prof, &e->ns);
     return 0;
@@ -1542,7 +1592,10 @@ int vr_exec_upload(CUgraphExec exec, CUstream stream, bool per_thread)
     if (!e)
         return vr_err_cu(upload(exec, stream, per_thread));
     int rc = vr_track_order(&e->t, 0, stream, per_thread);
-    if (rc == 0) {
+    if (rc > 0)
+        e->c.rebind_waits++;
+    rc = 0; /* the shim's own ordering never fails the program's call */
+    {
         CUresult r = upload(e->handle, stream, per_thread);
         rc = vr_err_cu(r);
         if (r == CUDA_SUCCESS)
@@ -1721,6 +1774,19 @@ static void orphan_if_of(struct vr_exec *e, void *graph)
                                        "decision: its nodes cannot be re-pointed; "
                                        "it passes through");
     }
+}
+
+static void stream_destroyed_in(struct vr_exec *e, void *stream)
+{
+    vr_track_stream_destroyed(&e->t, stream);
+}
+
+void vr_exec_stream_destroyed(CUstream stream)
+{
+    if (cfg.mode == VR_MODE_OFF || !stream || stream == CU_STREAM_LEGACY ||
+        stream == CU_STREAM_PER_THREAD)
+        return;
+    each_exec(stream_destroyed_in, stream);
 }
 
 void vr_exec_graph_destroyed(CUgraph graph)

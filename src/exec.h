@@ -102,6 +102,8 @@ int vr_exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo 
 void vr_exec_updated(CUgraphExec exec, CUgraph graph);
 
 int vr_exec_destroy(CUgraphExec exec);
+/* The program is about to destroy `stream` (track.h). */
+void vr_exec_stream_destroyed(CUstream stream);
 /* After a successful cuGraphDestroy(graph): the execs instantiated from it
  * can no longer have a node changed (the driver refuses their nodes), so
  * their updates are forwarded as they come, and one still profiled passes

@@ -536,6 +536,12 @@ static CUresult vr_on_cuGraphExecDestroy(CUgraphExec exec)
     return vr_err_to_cu(vr_exec_destroy(exec));
 }
 
+static CUresult vr_on_cuStreamDestroy_v2(CUstream stream)
+{
+    vr_exec_stream_destroyed(stream);
+    return vr_real.cuStreamDestroy_v2(stream);
+}
+
 /* The nodes of a destroyed graph name nothing any more, also in the execs
  * instantiated from it (driver-answers.txt): their updates go to the driver,
  * which refuses them, and the shim can no longer re-point them. */

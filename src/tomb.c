@@ -2,32 +2,38 @@
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "assert.h"
 #include "driver.h"
 #include "lock.h"
 #include "log.h"
 
 struct tomb {
-    struct vr_slices *slices; /* NULL: only the event is left to destroy */
     CUevent done;          /* NULL: completion unknown, retired at exit */
     CUcontext ctx;         /* the exec's, synchronized at exit when completion is unknown */
     bool unused;           /* no launch ever read the slices */
     struct tomb *next;
+    size_t n;              /* reservations left; 0: only the event is left to destroy */
+    struct vr_slices *slices[];
 };
 
 static vr_mutex tomb_lock = VR_MUTEX_INIT;
 static struct tomb *tombs;
 static atomic_size_t ntombs;
 
-void vr_tomb_bury(struct vr_slices *s, CUevent done, CUcontext ctx, bool unused)
+void vr_tomb_bury_many(struct vr_slices *const *s, size_t n, CUevent done, CUcontext ctx,
+                       bool unused)
 {
-    struct tomb *t = malloc(sizeof *t);
+    struct tomb *t = malloc(sizeof *t + n * sizeof *s);
     if (!t) {
-        vr_warn("out of memory: a reservation of %zu bytes is kept until exit",
-                s ? vr_slices_reserved(s) : 0);
+        vr_warn("out of memory: %zu reservations are kept until exit", n);
         return;
     }
-    t->slices = s;
+    for (size_t i = 0; i < n; i++)
+        VR_ASSERT(s[i]);
+    memcpy(t->slices, s, n * sizeof *s);
+    t->n = n;
     t->done = done;
     t->ctx = ctx;
     t->unused = unused;
@@ -36,6 +42,11 @@ void vr_tomb_bury(struct vr_slices *s, CUevent done, CUcontext ctx, bool unused)
     tombs = t;
     vr_mutex_unlock(&tomb_lock);
     atomic_fetch_add(&ntombs, 1);
+}
+
+void vr_tomb_bury(struct vr_slices *s, CUevent done, CUcontext ctx, bool unused)
+{
+    vr_tomb_bury_many(&s, s ? 1 : 0, done, ctx, unused);
 }
 
 void vr_tomb_drop_event(CUevent ev)
@@ -76,7 +87,8 @@ static struct tomb *take_tombs(void)
 /* Drops t's bookkeeping; its reservation, if any, is the driver's now. */
 static void forget_tomb(struct tomb *t)
 {
-    vr_slices_forget(t->slices);
+    for (size_t i = 0; i < t->n; i++)
+        vr_slices_forget(t->slices[i]);
     free(t);
     atomic_fetch_sub(&ntombs, 1);
 }
@@ -89,22 +101,25 @@ void vr_tomb_drain(bool final)
     while (list) {
         struct tomb *t = list;
         list = t->next;
-        if (t->slices) {
+        if (t->n) {
             bool idle = t->unused || (t->done && vr_real.cuEventQuery(t->done) == CUDA_SUCCESS);
             /* The program is exiting: nothing it does can gate this any more. */
             if (!idle && final)
                 idle = ctx_finished(t->ctx);
-            if (idle && vr_slices_destroy(t->slices) == 0)
-                t->slices = NULL;
+            size_t left = 0;
+            for (size_t i = 0; i < t->n; i++)
+                if (!idle || vr_slices_destroy(t->slices[i]) != 0)
+                    t->slices[left++] = t->slices[i];
+            t->n = left;
         }
-        if (!t->slices && t->done && vr_real.cuEventDestroy_v2(t->done) == CUDA_SUCCESS)
+        if (!t->n && t->done && vr_real.cuEventDestroy_v2(t->done) == CUDA_SUCCESS)
             t->done = NULL;
-        if (!t->slices && !t->done) {
+        if (!t->n && !t->done) {
             forget_tomb(t);
             continue;
         }
         if (final) {
-            vr_log_fallback("teardown", t->slices ? "a reservation could not be returned at exit"
+            vr_log_fallback("teardown", t->n ? "a reservation could not be returned at exit"
                                                : "an event could not be destroyed at exit");
             forget_tomb(t);
             continue;

@@ -13,6 +13,7 @@
 #define VR_TOMB_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <cuda.h>
 
 #include "slice.h"
@@ -22,6 +23,10 @@
  * synchronized at exit when completion is unknown. unused: no launch ever
  * read the slices (destroyed at the next drain). */
 void vr_tomb_bury(struct vr_slices *s, CUevent done, CUcontext ctx, bool unused);
+/* The same for n reservations that one event stands for (an exec's and its
+ * variants', torn down together). */
+void vr_tomb_bury_many(struct vr_slices *const *s, size_t n, CUevent done, CUcontext ctx,
+                       bool unused);
 
 /* Destroys an event of the shim's, or keeps it for a later drain when the
  * driver refuses. */

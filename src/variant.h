@@ -24,16 +24,7 @@
  * node passed through raw, an update of the whole exec) freezes the set:
  * its variants go and none is made again.
  *
- * Ordering: launches of one exec are ordered by the driver, even across
- * streams. Launches of different variants are ordered here: a launch whose
- * variant or stream differs from the previous launch's waits (in the
- * stream, cuStreamWaitEvent) for an event after that launch; in the same
- * stream nothing is needed. Completion: every launch gets a sequence number;
- * an event is recorded after a launch every VR_TRACK_EVERY launches, after
- * every launch up to VR_TRACK_EVERY launches after one the shim made VMM
- * calls (or passed nodes through) for, and when someone must know; an event
- * that completed says every launch up to its own is complete (the chain
- * above). Never waits on the host.
+ * Ordering and completion of all the exec's launches: track.h.
  *
  * Not thread-safe: the owning exec's lock serializes every call.
  */
@@ -47,44 +38,10 @@
 
 #include "node.h"
 #include "slice.h"
+#include "track.h"
 #include "xlat.h"
 
 #define VR_VARIANTS_MAX 16
-#define VR_TRACK_EVENTS 8
-#define VR_TRACK_EVERY 16
-
-/* ---- completion and order of an exec's launches ---------------------- */
-
-struct vr_track {
-    CUevent ev[VR_TRACK_EVENTS];
-    uint64_t at[VR_TRACK_EVENTS]; /* launch the event was recorded after; 0: free */
-    uint64_t seq;                 /* successful launches */
-    uint64_t done;                /* every launch <= done is complete */
-    uint64_t recorded;            /* newest launch an event was recorded after */
-    uint64_t hot;                 /* every launch up to this one gets an event */
-    uint64_t asked_seq, asked_upto; /* a query said "not yet" then: not asked again */
-    CUstream stream;              /* the last launch's */
-    bool ptsz;
-    uint64_t var;                 /* its variant's id (0: the program's exec) */
-};
-
-/* True when launches up to `upto` are known complete; queries at most one
- * event, records one after the last launch when none covers `upto` yet. */
-bool vr_track_complete(struct vr_track *t, uint64_t upto);
-/* The same without recording: only an event already recorded is asked. */
-bool vr_track_known(struct vr_track *t, uint64_t upto);
-/* The context was synchronized: every launch made so far is complete. */
-void vr_track_synced(struct vr_track *t);
-/* Before launching variant id `var` in (stream, ptsz): orders it after the
- * previous launch. Returns 0 or the driver's error. */
-int vr_track_order(struct vr_track *t, uint64_t var, CUstream stream, bool ptsz);
-/* After a successful launch; `record`: the caller wants an event after it. */
-void vr_track_launched(struct vr_track *t, uint64_t var, CUstream stream, bool ptsz, bool record);
-/* A new event recorded after the last launch, for a caller that keeps it
- * (NULL when it cannot be made). Events are the shim's: `drop` destroys
- * one, or keeps it for a later try when the driver refuses. */
-CUevent vr_track_event_after(struct vr_track *t, void (*drop)(CUevent));
-void vr_track_free(struct vr_track *t, void (*drop)(CUevent));
 
 /* ---- the variants ----------------------------------------------------- */
 
