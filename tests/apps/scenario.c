@@ -161,6 +161,11 @@ struct opts {
     unsigned execs;
     unsigned cycles;
     bool threads;
+    /* launches alternate between two streams: two created ones
+     * (--two-streams), or two threads' per-thread default streams
+     * (--ptds-threads); fills and copies go to the legacy stream, which
+     * orders them with both */
+    bool two_streams, ptds;
     bool tolerate;
     bool trace;
     unsigned update_at; /* 0: never */
@@ -211,12 +216,14 @@ static struct {
      * synchronizes between a replacement and the next launch */
     CUdeviceptr retired[256];
     unsigned nretired;
-    /* the launcher thread of --stream-threads */
-    pthread_t thr;
+    /* the launcher thread of --stream-threads, the two of --ptds-threads */
+    pthread_t thr[2];
+    unsigned nthr, ready;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool job, quit;
     unsigned job_step;
+    CUstream ls[2]; /* --two-streams */
 } R;
 
 static const char *errname(CUresult rc)
@@ -254,7 +261,8 @@ static _Noreturn void usage(void)
             "usage: %s [--pattern stable|struct|rebind|realloc|pingpong|mixed|swap] [--steps N]\n"
             "  [--k N] [--bytes N] [--out FILE] [--map FILE] [--ptx PATH] [--capture]\n"
             "  [--execs N] [--cycles N] [--stream-threads] [--tolerate-launch-failure]\n"
-            "  [--trace-decision] [--update-at STEP] [--regrid N] [--instantiate-with-params]\n",
+            "  [--trace-decision] [--update-at STEP] [--regrid N] [--instantiate-with-params]\n"
+            "  [--two-streams | --ptds-threads]\n",
             R.prog);
     exit(2);
 }
@@ -321,6 +329,10 @@ static void parse(int argc, char **argv, struct opts *o)
                 o->capture = true;
             else if (!strcmp(a, "--stream-threads"))
                 o->threads = true;
+            else if (!strcmp(a, "--two-streams"))
+                o->two_streams = true;
+            else if (!strcmp(a, "--ptds-threads"))
+                o->ptds = true;
             else if (!strcmp(a, "--tolerate-launch-failure"))
                 o->tolerate = true;
             else if (!strcmp(a, "--trace-decision"))
@@ -336,7 +348,8 @@ static void parse(int argc, char **argv, struct opts *o)
     /* Whole floats only: a trailing partial word would be left unwritten by
      * the f32 kernels and make the byte comparison meaningless. */
     if (o->steps == 0 || o->k == 0 || o->execs == 0 || o->cycles >= o->steps ||
-        o->bytes < 1024 || o->bytes % 4)
+        o->bytes < 1024 || o->bytes % 4 ||
+        ((o->two_streams || o->ptds) && (o->capture || o->threads)))
         usage();
 }
 
@@ -659,7 +672,8 @@ static void launch_step(unsigned step)
         set_params(ex, &R.nodes[i], (unsigned)(i % 3));
     }
     R.launches++;
-    CUresult rc = R.d->GraphLaunch(ex, R.stream);
+    CUstream s = R.o.ptds ? CU_STREAM_PER_THREAD : R.o.two_streams ? R.ls[step % 2] : R.stream;
+    CUresult rc = R.d->GraphLaunch(ex, s);
     if (rc != CUDA_SUCCESS && R.o.tolerate)
         fprintf(stderr, "%s: launch %llu failed: %s\n", R.prog, R.launches, errname(rc));
     else
@@ -669,11 +683,15 @@ static void launch_step(unsigned step)
 
 static void *launcher(void *arg)
 {
-    (void)arg;
+    unsigned me = (unsigned)(uintptr_t)arg;
     CK(CtxSetCurrent, R.ctx);
     pthread_mutex_lock(&R.mu);
+    /* Started before the first step: a failing step's exit finds no thread
+     * still starting (the error lines stay the same run after run). */
+    R.ready++;
+    pthread_cond_broadcast(&R.cv);
     for (;;) {
-        while (!R.job && !R.quit)
+        while (!(R.job && R.job_step % R.nthr == me) && !R.quit)
             pthread_cond_wait(&R.cv, &R.mu);
         if (R.quit)
             break;
@@ -691,7 +709,7 @@ static void *launcher(void *arg)
  * (not for the GPU work), so the run stays deterministic. */
 static void launch(unsigned step)
 {
-    if (!R.o.threads) {
+    if (!R.nthr) {
         launch_step(step);
         return;
     }
@@ -770,7 +788,13 @@ static void setup(void)
     free(ptx);
     for (unsigned k = 0; k < NKERN; k++)
         CK(ModuleGetFunction, &R.fn[k], R.mod, kern_names[k]);
-    CK(StreamCreate, &R.stream, CU_STREAM_DEFAULT);
+    if (R.o.two_streams || R.o.ptds) {
+        R.stream = NULL;
+        for (int i = 0; R.o.two_streams && i < 2; i++)
+            CK(StreamCreate, &R.ls[i], CU_STREAM_DEFAULT);
+    } else {
+        CK(StreamCreate, &R.stream, CU_STREAM_DEFAULT);
+    }
 
     for (size_t i = 0; i < NNODE; i++)
         node_init(&R.nodes[i], &graph_spec[i]);
@@ -792,22 +816,29 @@ static void setup(void)
         build_by_nodes();
     instantiate();
 
-    if (R.o.threads) {
+    R.nthr = R.o.ptds ? 2 : R.o.threads ? 1 : 0;
+    if (R.nthr) {
         pthread_mutex_init(&R.mu, NULL);
         pthread_cond_init(&R.cv, NULL);
-        if (pthread_create(&R.thr, NULL, launcher, NULL) != 0)
-            die("cannot start the launcher thread");
+        for (uintptr_t i = 0; i < R.nthr; i++)
+            if (pthread_create(&R.thr[i], NULL, launcher, (void *)i) != 0)
+                die("cannot start the launcher thread");
+        pthread_mutex_lock(&R.mu);
+        while (R.ready < R.nthr)
+            pthread_cond_wait(&R.cv, &R.mu);
+        pthread_mutex_unlock(&R.mu);
     }
 }
 
 static void teardown(void)
 {
-    if (R.o.threads) {
+    if (R.nthr) {
         pthread_mutex_lock(&R.mu);
         R.quit = true;
         pthread_cond_broadcast(&R.cv);
         pthread_mutex_unlock(&R.mu);
-        pthread_join(R.thr, NULL);
+        for (unsigned i = 0; i < R.nthr; i++)
+            pthread_join(R.thr[i], NULL);
         pthread_cond_destroy(&R.cv);
         pthread_mutex_destroy(&R.mu);
     }
@@ -817,7 +848,11 @@ static void teardown(void)
         CK(MemFree_v2, R.buf[b]);
     while (R.nretired)
         CK(MemFree_v2, R.retired[--R.nretired]);
-    CK(StreamDestroy_v2, R.stream);
+    if (R.stream)
+        CK(StreamDestroy_v2, R.stream);
+    for (int i = 0; i < 2; i++)
+        if (R.ls[i])
+            CK(StreamDestroy_v2, R.ls[i]);
     CK(ModuleUnload, R.mod);
     CK(DevicePrimaryCtxRelease_v2, R.dev);
 }

@@ -2,8 +2,9 @@
  * to fail at three moments (its first call; from the profile's decision on,
  * which covers the transition and everything after it; every call), under
  * four workloads (stable buffers, rebinds, reallocation, buffers freed while
- * a launch that reads them is in flight) and a fifth that updates the exec
- * (cuGraphExecUpdate) after the transition. Each cell runs the scenario
+ * a launch that reads them is in flight), a fifth that updates the exec
+ * (cuGraphExecUpdate) after the transition, and two served by variants
+ * (pingpong in two streams, and in two threads' per-thread streams). Each cell runs the scenario
  * without the shim and with it, under the same fault (SIMCUDA_FAIL).
  *
  * A cell holds when the run with the shim
@@ -111,20 +112,29 @@ struct pattern {
     const char *args[8];
     const char *env; /* or NULL */
     bool rebinds;    /* a slice is rebound in the clean run */
+    bool variants;   /* a variant is made in the clean run */
 };
 
 /* X is replaced every 4th step: stable over the profile (selected), then
  * rebound twice. mixed: pingpong, those rebinds, a reallocation every step,
  * by-value structs; with slow kernels every free finds a launch in flight. */
 static const struct pattern patterns[] = {
-    { "stable", { "--pattern", "stable", NULL }, NULL, false },
-    { "rebind", { "--pattern", "rebind", "--k", "4", NULL }, NULL, true },
-    { "realloc", { "--pattern", "realloc", NULL }, NULL, false },
+    { "stable", { "--pattern", "stable", NULL }, NULL, false, false },
+    { "rebind", { "--pattern", "rebind", "--k", "4", NULL }, NULL, true, false },
+    { "realloc", { "--pattern", "realloc", NULL }, NULL, false, false },
     { "free_in_flight", { "--pattern", "mixed", "--k", "4", NULL }, "SIMCUDA_KERNEL_DELAY_US=40",
-      true },
+      true, false },
     /* beyond the four: cuGraphExecUpdate after the transition (the shim
      * reads the update graph and profiles again) */
-    { "update", { "--pattern", "rebind", "--k", "4", "--update-at", "6", NULL }, NULL, true },
+    { "update", { "--pattern", "rebind", "--k", "4", "--update-at", "6", NULL }, NULL, true,
+      false },
+    /* with variants (issue 15): pingpong launched alternately in two
+     * streams, and by two threads into their per-thread default streams;
+     * the variants' launches are ordered behind the program's exec's */
+    { "pingpong_streams", { "--pattern", "pingpong", "--two-streams", NULL },
+      "SIMCUDA_KERNEL_DELAY_US=40", false, true },
+    { "pingpong_ptds", { "--pattern", "pingpong", "--ptds-threads", NULL },
+      "SIMCUDA_KERNEL_DELAY_US=40", false, true },
 };
 #define NPATTERNS (sizeof patterns / sizeof patterns[0])
 
@@ -342,6 +352,10 @@ Test(faults, matrix_covers_the_shim)
         if (patterns[p].rebinds)
             cr_assert_gt(vr_log_count(&shim.log, "slice_rebind"), 0, "%s: no slice was rebound",
                          patterns[p].name);
+        if (patterns[p].variants)
+            cr_assert_gt(vr_sim_calls(&shim.stats, "cuGraphInstantiateWithFlags"),
+                         vr_sim_calls(&plain.stats, "cuGraphInstantiateWithFlags"),
+                         "%s: no variant was made", patterns[p].name);
         vr_run_free(&plain);
         vr_run_free(&shim);
     }
