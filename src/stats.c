@@ -3,6 +3,7 @@
 #include "exec.h"
 
 #include <errno.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdatomic.h>
 
@@ -53,10 +54,14 @@ void vr_stats_json(struct vr_jw *w, const struct varemap_stats *s)
 #undef VR_X
 }
 
-__attribute__((visibility("default"))) int varemap_get_stats(struct varemap_stats *out)
+__attribute__((visibility("default"))) int varemap_get_stats(struct varemap_stats *out,
+                                                             size_t size)
 {
-    if (!out)
+    if (!out || size < sizeof(uint64_t))
         return -EINVAL;
-    vr_stats_snapshot(out);
+    struct varemap_stats all;
+    vr_stats_snapshot(&all);
+    size_t n = size < sizeof all ? size - size % sizeof(uint64_t) : sizeof all;
+    memcpy(out, &all, n);
     return 0;
 }

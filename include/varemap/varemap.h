@@ -6,20 +6,23 @@
  * monotonic except execs_active (execs currently in the active state),
  * slices_bound (slices currently bound), vmm_bytes and padding_bytes
  * (bytes currently backed by varemap's own VMM allocations), vmm_leaked_bytes
- * variants and vmm_cache_bytes. Fields are only ever appended, and VAREMAP_STATS_VERSION
- * changes with them: the shim writes the whole struct, so a program must be
- * built with a header at least as new as the shim it runs under.
+ * variants and vmm_cache_bytes. Fields are only ever appended, and
+ * VAREMAP_STATS_VERSION changes with them. The caller passes the size of
+ * its struct: the shim writes no byte past it, so a program built against
+ * an older header gets the fields it knows and a newer one finds the
+ * fields the shim lacks untouched.
  */
 #ifndef VAREMAP_VAREMAP_H
 #define VAREMAP_VAREMAP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define VAREMAP_STATS_VERSION 3
+#define VAREMAP_STATS_VERSION 4
 
 struct varemap_stats {
     uint64_t setparams_seen;      /* SetParams calls that reached the shim */
@@ -31,7 +34,9 @@ struct varemap_stats {
     uint64_t execs_disabled;      /* execs whose profile selected nothing */
     uint64_t slices_bound;        /* slices now bound to an allocation */
     uint64_t rebinds;             /* slices remapped to another allocation */
-    uint64_t rebind_waits;        /* rebinds/unbinds that had to wait for a launch */
+    uint64_t rebind_waits;        /* host waits the shim made for a launch: the last resort
+                                     of ordering an exec's launches when no event could be
+                                     had (should stay 0) */
     uint64_t vmm_bytes;           /* bytes now served by varemap's VMM backing */
     uint64_t padding_bytes;       /* granularity padding in vmm_bytes */
     uint64_t vmm_fallbacks;       /* cuMemAlloc calls that fell back to native */
@@ -47,9 +52,11 @@ struct varemap_stats {
     uint64_t vmm_cache_bytes;     /* freed VMM memory now kept for reuse (not the program's) */
 };
 
-/* Copies the current counters into *out. Returns 0, or -22 (EINVAL) when out
- * is NULL. Safe to call from any thread at any time. */
-int varemap_get_stats(struct varemap_stats *out);
+/* Copies the current counters into out, at most `size` bytes (pass
+ * sizeof *out) and whole counters only. Returns 0, or -22 (EINVAL) when
+ * out is NULL or size is under one counter. Safe to call from any thread
+ * at any time. Since version 4 (before it the call took no size). */
+int varemap_get_stats(struct varemap_stats *out, size_t size);
 
 #ifdef __cplusplus
 }

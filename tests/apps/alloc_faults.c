@@ -97,9 +97,9 @@ static int stats(struct varemap_stats *st)
     void *fn = dlsym(RTLD_DEFAULT, "varemap_get_stats");
     if (!fn)
         return -1;
-    int (*get)(struct varemap_stats *);
+    int (*get)(struct varemap_stats *, size_t);
     memcpy(&get, &fn, sizeof fn);
-    return get(st);
+    return get(st, sizeof *st);
 }
 
 /* ---- noctx ---- */

@@ -34,9 +34,9 @@ int main(void)
     void *fn = dlsym(RTLD_DEFAULT, "varemap_get_stats");
     if (fn) {
         struct varemap_stats st;
-        int (*get)(struct varemap_stats *);
+        int (*get)(struct varemap_stats *, size_t);
         memcpy(&get, &fn, sizeof fn);
-        if (get(&st) == 0)
+        if (get(&st, sizeof st) == 0)
             fprintf(stderr, "vmm_bytes_live=%llu padding_bytes_live=%llu\n",
                     (unsigned long long)st.vmm_bytes, (unsigned long long)st.padding_bytes);
     }

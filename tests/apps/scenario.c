@@ -209,7 +209,7 @@ static struct {
     unsigned long long launches, setparams;
     FILE *map;
     struct bytes res;
-    int (*stats)(struct varemap_stats *out);
+    int (*stats)(struct varemap_stats *out, size_t size);
     bool decided;
     bool half; /* this step launches half the blocks (--regrid) */
     /* --pattern swap: replaced X buffers, freed only at the end, so nothing
@@ -654,7 +654,7 @@ static void set_params(CUgraphExec ex, struct node *n, unsigned which)
 static void trace_decision(void)
 {
     struct varemap_stats st;
-    if (!R.o.trace || R.decided || !R.stats || R.stats(&st) != 0)
+    if (!R.o.trace || R.decided || !R.stats || R.stats(&st, sizeof st) != 0)
         return;
     if (st.execs_active + st.execs_disabled > 0) {
         R.decided = true;

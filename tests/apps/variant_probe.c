@@ -85,13 +85,13 @@ static launch_fn launch = cuGraphLaunch;
  * differ from a run without it). */
 static void say_variants(const char *when)
 {
-    int (*get)(struct varemap_stats *);
+    int (*get)(struct varemap_stats *, size_t);
     void *sym = dlsym(RTLD_DEFAULT, "varemap_get_stats");
     struct varemap_stats vs;
     if (!sym)
         return;
     memcpy(&get, &sym, sizeof sym);
-    if (get(&vs) == 0)
+    if (get(&vs, sizeof vs) == 0)
         fprintf(stderr, "variants_%s=%llu\n", when, (unsigned long long)vs.variants);
 }
 

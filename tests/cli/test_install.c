@@ -109,7 +109,7 @@ Test(cli_install, installs_the_full_set_and_the_command_runs_a_scenario)
     /* A program compiles against the installed header. */
     const char *c = vr_tmp_path("uses_header.c");
     cli_write(c, "#include <varemap/varemap.h>\n"
-                 "int main(void) { struct varemap_stats s; return varemap_get_stats(&s) != 0 &&\n"
+                 "int main(void) { struct varemap_stats s; return varemap_get_stats(&s, sizeof s) != 0 &&\n"
                  "    VAREMAP_STATS_VERSION == 1; }\n");
     char inc[PATH_MAX * 2];
     snprintf(inc, sizeof inc, "-I%s", installed("VR_INCLUDEDIR", ""));

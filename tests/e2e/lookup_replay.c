@@ -221,11 +221,11 @@ int main(int argc, char **argv)
     setup();
     for (int i = first; i < argc; i++)
         replay(argv[i]);
-    int (*get)(struct varemap_stats *);
+    int (*get)(struct varemap_stats *, size_t);
     void *g = dlsym(RTLD_DEFAULT, "varemap_get_stats");
     memcpy(&get, &g, sizeof g);
     struct varemap_stats s = { 0 };
-    if (get(&s) != 0)
+    if (get(&s, sizeof s) != 0)
         fail("varemap_get_stats failed");
     if (s.unrouted_procs)
         fail("unrouted_procs = %llu", (unsigned long long)s.unrouted_procs);

@@ -99,3 +99,15 @@ Test(exports, no_libcuda_needed)
     cr_assert_eq(vr_count_lines_with(&p.out, cuda), 0, "the shim links libcuda:\n%s", p.out.p);
     vr_proc_free(&p);
 }
+
+/* The stats ABI: a caller's struct smaller than the shim's (a program built
+ * against an older header) is never written past its size. */
+Test(exports, stats_never_written_past_the_callers_size)
+{
+    struct vr_run r;
+    cr_assert_eq(vr_run_app("stats_abi", "stats_abi", NULL, VR_RUN_SHIM | VR_RUN_NOLOG, NULL, &r),
+                 0);
+    cr_assert_eq(r.proc.status, 0, "%s", r.proc.err.p);
+    cr_assert_str_eq(r.proc.out.p, "ok\n");
+    vr_run_free(&r);
+}

@@ -90,9 +90,9 @@ static inline bool rt_shim_stats(struct varemap_stats *s)
 {
     *s = varemap_stats{};
     void *sym = dlsym(RTLD_DEFAULT, "varemap_get_stats");
-    int (*get)(struct varemap_stats *) = nullptr;
+    int (*get)(struct varemap_stats *, size_t) = nullptr;
     std::memcpy(&get, &sym, sizeof sym);
-    return get && get(s) == 0;
+    return get && get(s, sizeof *s) == 0;
 }
 
 static inline void rt_report(const char *prog, const char *pattern, unsigned long steps,

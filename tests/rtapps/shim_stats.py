@@ -14,8 +14,8 @@ def shim_stats():
     except (AttributeError, OSError):
         return None
     buf = (ctypes.c_uint64 * 64)()  # room for counters added later
-    fn.argtypes = [ctypes.c_void_p]
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     fn.restype = ctypes.c_int
-    if fn(ctypes.byref(buf)) != 0:
+    if fn(ctypes.byref(buf), ctypes.sizeof(buf)) != 0:
         return None
     return dict(zip(NAMES, (int(v) for v in buf)))

@@ -150,7 +150,7 @@ static struct {
     struct node *nodes;
     unsigned *order; /* the order of this step's SetParams calls */
     unsigned grid, block;
-    int (*stats)(struct varemap_stats *);
+    int (*stats)(struct varemap_stats *, size_t);
     long long (*driver_heap)(void); /* simcuda only */
     /* calls this program made during the timed steps */
     unsigned long long c_setparams, c_launch, c_memset, c_alloc, c_free, c_sync;
@@ -764,7 +764,7 @@ int main(int argc, char **argv)
         bool timed = step >= o->warmup;
         if (step == o->warmup) {
             if (G.stats)
-                G.stats(&s0);
+                G.stats(&s0, sizeof s0);
             cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
             pcpu0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
         }
@@ -844,7 +844,7 @@ int main(int argc, char **argv)
     CK(cuStreamSynchronize(G.stream));
     uint64_t t_all = now_ns() - t_start;
     if (G.stats)
-        G.stats(&s1);
+        G.stats(&s1, sizeof s1);
     long long heap = heap_in_use();
     long long driver_heap = G.driver_heap ? G.driver_heap() : -1;
     /* What the SetParams loop costs the program itself (building each node's
@@ -879,7 +879,7 @@ int main(int argc, char **argv)
 
     struct varemap_stats fin = { 0 };
     if (G.stats)
-        G.stats(&fin);
+        G.stats(&fin, sizeof fin);
 
     const unsigned timed = o->steps - o->warmup;
     const double per = (double)timed;

@@ -31,9 +31,9 @@ def shim_stats():
     except (AttributeError, OSError):
         return None
     buf = (ctypes.c_uint64 * len(names))()
-    fn.argtypes = [ctypes.c_void_p]
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     fn.restype = ctypes.c_int
-    if fn(ctypes.byref(buf)) != 0:
+    if fn(ctypes.byref(buf), ctypes.sizeof(buf)) != 0:
         return None
     return dict(zip(names, (int(v) for v in buf)))
 
