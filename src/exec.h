@@ -19,7 +19,8 @@
  * table lock is never held while an exec's mutex is taken: records are
  * type-stable (recycled, never freed before exit) and carry a serial, so a
  * record found under the table lock is locked after releasing it and checked.
- * No lock is held across a wait on the GPU (there is none) or a loader call.
+ * No lock is held across a loader call; the one wait on the GPU is the
+ * launch ordering's last resort (track.h), made under the exec's lock.
  * Each function returns 0 or a negative code (err.h).
  */
 #ifndef VR_EXEC_H

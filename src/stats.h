@@ -1,4 +1,4 @@
-/* stats: the process-wide counters of DESIGN.md, relaxed atomics.
+/* stats: the process-wide counters of the contract (../shared/DESIGN.md; docs/design.md), relaxed atomics.
  *
  * VR_COUNTERS is the one list: it names the fields of struct varemap_stats,
  * the enum used to bump them and the keys of the `summary` event.
