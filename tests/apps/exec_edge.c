@@ -43,19 +43,12 @@ static CUfunction fn(const char *name)
 
 static CUdeviceptr buffer(float value)
 {
-    CUdeviceptr p;
-    CK(cuMemAlloc_v2(&p, BYTES));
-    union { float f; unsigned u; } v = {value};
-    CK(cuMemsetD32_v2(p, v.u, N));
-    CK(cuCtxSynchronize()); /* memsets are asynchronous; the graph runs on another stream */
-    return p;
+    return vr_buffer_f32(N, value);
 }
 
 static float read1(CUdeviceptr p, size_t i)
 {
-    float v;
-    CK(cuMemcpyDtoH_v2(&v, p + i * 4, 4));
-    return v;
+    return vr_read_f32(p, i);
 }
 
 static CUgraphNode add(CUgraph g, CUfunction f, void **kp, CUgraphNode *dep)
@@ -196,13 +189,6 @@ static int run_range(void)
 
 static atomic_int released;
 
-static void CUDA_CB gate(void *arg)
-{
-    (void)arg;
-    while (!atomic_load(&released))
-        usleep(100);
-}
-
 /* Profiles out = 2 * a, then queues a launch behind a gate the program opens
  * only after its next calls: a rebind to b (or a destroy, or an update). */
 static int run_gate(int what)
@@ -223,7 +209,7 @@ static int run_gate(int what)
         CK(cuGraphLaunch(ex, stream));
         CK(cuStreamSynchronize(stream));
     }
-    CK(cuLaunchHostFunc(stream, gate, NULL));
+    CK(cuLaunchHostFunc(stream, vr_gate, &released));
     CK(cuGraphLaunch(ex, stream));
     float want = 2.0f;
     if (what == 0) {

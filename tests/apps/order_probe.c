@@ -65,28 +65,14 @@ static CUstream st[2];
 static atomic_int released;
 static bool use_ptsz;
 
-static void CUDA_CB gate(void *arg)
-{
-    (void)arg;
-    while (!atomic_load(&released))
-        usleep(100);
-}
-
 static CUdeviceptr buffer(float value)
 {
-    CUdeviceptr p;
-    CK(cuMemAlloc_v2(&p, BYTES));
-    union { float f; unsigned u; } v = {value};
-    CK(cuMemsetD32_v2(p, v.u, N));
-    CK(cuCtxSynchronize());
-    return p;
+    return vr_buffer_f32(N, value);
 }
 
 static float read1(CUdeviceptr p, size_t i)
 {
-    float f;
-    CK(cuMemcpyDtoH_v2(&f, p + i * 4, 4));
-    return f;
+    return vr_read_f32(p, i);
 }
 
 /* The program's state and its host replay. */
@@ -249,8 +235,8 @@ static void *worker(void *arg)
             break;
         }
         if ((int)step == gated_at)
-            CK(use_ptsz ? cuLaunchHostFunc_ptsz(my_stream(), gate, NULL)
-                        : cuLaunchHostFunc(my_stream(), gate, NULL));
+            CK(use_ptsz ? cuLaunchHostFunc_ptsz(my_stream(), vr_gate, &released)
+                        : cuLaunchHostFunc(my_stream(), vr_gate, &released));
         run_step((unsigned)me, my_stream());
         if ((int)step <= WARM)
             CK(use_ptsz ? cuStreamSynchronize_ptsz(my_stream())
@@ -322,7 +308,7 @@ static void pingpong_warm(void)
 static int update(bool v1)
 {
     pingpong_warm();
-    CK(cuLaunchHostFunc(st[step % 2], gate, NULL));
+    CK(cuLaunchHostFunc(st[step % 2], vr_gate, &released));
     run_step(step % 2, st[step % 2]);
     if (v1) {
         CUgraphNode err = NULL;
@@ -349,7 +335,7 @@ static int dead_stream(void)
      * stop, and only the program's order is left to keep. */
     pingpong_warm();
     pingpong_warm();
-    CK(cuLaunchHostFunc(st[1], gate, NULL));
+    CK(cuLaunchHostFunc(st[1], vr_gate, &released));
     run_step(1, st[1]);
     CK(cuStreamDestroy_v2(st[1])); /* its work still runs (cuda.h) */
     CK(cuStreamCreate(&st[1], CU_STREAM_NON_BLOCKING));
@@ -370,7 +356,7 @@ static int dead_stream(void)
 static void ctx_steps(void)
 {
     atomic_store(&released, 0);
-    CK(cuLaunchHostFunc(st[step % 2], gate, NULL));
+    CK(cuLaunchHostFunc(st[step % 2], vr_gate, &released));
     for (int i = 0; i < 6; i++)
         run_step(step % 3, st[step % 2]);
     usleep(50 * 1000);

@@ -64,16 +64,14 @@
 #define WARM 12
 
 static const char *case_name = "";
+#define VR_PROG "variant_probe"
+#define VR_PROG_DETAIL case_name
+#include "vr_check.h"
 
-static void die(const char *what, CUresult r)
+static _Noreturn void die(const char *what, CUresult r)
 {
-    const char *name = "?";
-    cuGetErrorName(r, &name);
-    fprintf(stderr, "variant_probe %s: %s: %s (%d)\n", case_name, what, name, (int)r);
-    exit(1);
+    vr_check_fail(what, __FILE__, __LINE__, r);
 }
-
-#define CK(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) die(#call, r_); } while (0)
 
 static CUmodule mod;
 static CUstream st[2];
@@ -95,28 +93,14 @@ static void say_variants(const char *when)
         fprintf(stderr, "variants_%s=%llu\n", when, (unsigned long long)vs.variants);
 }
 
-static void CUDA_CB gate(void *arg)
-{
-    (void)arg;
-    while (!atomic_load(&released))
-        usleep(100);
-}
-
 static CUdeviceptr buffer(float value)
 {
-    CUdeviceptr p;
-    CK(cuMemAlloc_v2(&p, BYTES));
-    union { float f; unsigned u; } v = {value};
-    CK(cuMemsetD32_v2(p, v.u, N));
-    CK(cuCtxSynchronize());
-    return p;
+    return vr_buffer_f32(N, value);
 }
 
 static float read1(CUdeviceptr p, size_t i)
 {
-    float f;
-    CK(cuMemcpyDtoH_v2(&f, p + i * 4, 4));
-    return f;
+    return vr_read_f32(p, i);
 }
 
 struct node {
@@ -379,7 +363,7 @@ int main(int argc, char **argv)
         CK(cuCtxSynchronize());
     }
     if (order) {
-        CK(cuLaunchHostFunc(st[step % 2], gate, NULL));
+        CK(cuLaunchHostFunc(st[step % 2], vr_gate, &released));
         for (int i = 0; i < 4; i++)
             STEP();
         atomic_store(&released, 1);
@@ -390,7 +374,7 @@ int main(int argc, char **argv)
         CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
         for (int i = 0; i < 2; i++) {
             atomic_store(&released, 0);
-            CK(cuLaunchHostFunc(st[step % 2], gate, NULL));
+            CK(cuLaunchHostFunc(st[step % 2], vr_gate, &released));
             STEP();
             CK(cuGraphUpload(ex, u));
             CK(cuEventRecord(ev, u));

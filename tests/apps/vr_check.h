@@ -9,6 +9,10 @@
  *   vr_ctx_current(n, &ctx)  device n's primary context, retained and made
  *                       current (and stored in ctx unless NULL); returns the device
  *   vr_ptx_or_die(p)    the PTX text at path p (NULL or "": none given), or exit 1
+ *   vr_buffer_f32(n, v) a new buffer of n floats, each v, ready when it returns
+ *   vr_read_f32(p, i)   float i of buffer p
+ *   vr_gate             a host function (cuLaunchHostFunc) that holds its stream
+ *                       until the atomic_int its argument points to is set
  *
  * Header-only, like ptx_text.h.
  */
@@ -16,10 +20,12 @@
 #define VR_CHECK_H
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda.h>
 
@@ -78,6 +84,29 @@ static inline char *vr_ptx_or_die(const char *path)
         exit(1);
     }
     return text;
+}
+
+static inline CUdeviceptr vr_buffer_f32(size_t n, float value)
+{
+    CUdeviceptr p;
+    CK(cuMemAlloc_v2(&p, n * sizeof(float)));
+    union { float f; unsigned u; } v = {value};
+    CK(cuMemsetD32_v2(p, v.u, n));
+    CK(cuCtxSynchronize()); /* memsets are asynchronous; graphs run on other streams */
+    return p;
+}
+
+static inline float vr_read_f32(CUdeviceptr p, size_t i)
+{
+    float f;
+    CK(cuMemcpyDtoH_v2(&f, p + i * sizeof f, sizeof f));
+    return f;
+}
+
+static inline void CUDA_CB vr_gate(void *released)
+{
+    while (!atomic_load((atomic_int *)released))
+        usleep(100);
 }
 
 #endif
