@@ -31,6 +31,13 @@
 #ifndef VR_BUILD_SHIM
 #define VR_BUILD_SHIM ""
 #endif
+#ifndef VR_SIM_SUBDIR
+#define VR_SIM_SUBDIR "varemap/sim"
+#endif
+#ifndef VR_BUILD_SIM
+#define VR_BUILD_SIM ""
+#endif
+#define SIM_DRIVER "libcuda.so.1"
 
 /* ---- finding the shim --------------------------------------------------- */
 
@@ -56,11 +63,13 @@ static int accept_path(const char *path, char *out, size_t cap)
     return 0;
 }
 
-/* <prefix>/<libdir>/libvaremap_shim.so, the prefix being where this
- * program's <bindir> lies. */
-static int installed_shim(char *out, size_t cap, char *cand, size_t candcap)
+/* <prefix>/<libdir>/<rel>, the prefix being where this program's <bindir>
+ * lies: what `meson install` put beside the command. */
+static int installed_path(const char *rel, char *cand, size_t candcap)
 {
     char exe[PATH_MAX];
+    if (candcap)
+        cand[0] = '\0';
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0)
         return -1;
@@ -77,9 +86,16 @@ static int installed_shim(char *out, size_t cap, char *cand, size_t candcap)
     else
         snprintf(prefix, sizeof prefix, "%s/..", exe); /* bindir moved: assume one level */
     if (VR_LIBDIR[0] == '/')
-        snprintf(cand, candcap, "%s/%s", VR_LIBDIR, VR_SHIM_NAME);
+        snprintf(cand, candcap, "%s/%s", VR_LIBDIR, rel);
     else
-        snprintf(cand, candcap, "%s/%s/%s", prefix, VR_LIBDIR, VR_SHIM_NAME);
+        snprintf(cand, candcap, "%s/%s/%s", prefix, VR_LIBDIR, rel);
+    return 0;
+}
+
+static int installed_shim(char *out, size_t cap, char *cand, size_t candcap)
+{
+    if (installed_path(VR_SHIM_NAME, cand, candcap) != 0)
+        return -1;
     return accept_path(cand, out, cap);
 }
 
@@ -108,6 +124,59 @@ int run_find_shim(const char *explicit_path, char *out, size_t cap, char *why, s
         if (accept_path(VR_BUILD_SHIM, out, cap) == 0)
             return 0;
         note(why, whycap, " nor at %s", VR_BUILD_SHIM);
+    }
+    return -1;
+}
+
+/* A directory list (':'-separated) is the simulated driver's when one of
+ * its directories holds libcuda.so.1; simcudart beside it is optional, as
+ * a build without zstd has none. Writes the list with absolute paths. */
+static int accept_sim(const char *dirs, char *out, size_t cap)
+{
+    char list[PATH_MAX * 2];
+    snprintf(list, sizeof list, "%s", dirs);
+    size_t len = 0;
+    bool driver = false;
+    out[0] = '\0';
+    for (char *save = NULL, *d = strtok_r(list, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        char abs[PATH_MAX], lib[PATH_MAX + 16];
+        if (!realpath(d, abs))
+            continue;
+        snprintf(lib, sizeof lib, "%s/%s", abs, SIM_DRIVER);
+        driver |= is_file(lib);
+        int w = snprintf(out + len, cap - len, "%s%s", len ? ":" : "", abs);
+        if (w < 0 || (size_t)w >= cap - len)
+            return -1;
+        len += (size_t)w;
+    }
+    return driver ? 0 : -1;
+}
+
+int run_find_sim(const char *explicit_dir, char *out, size_t cap, char *why, size_t whycap)
+{
+    if (whycap)
+        why[0] = '\0';
+    if (explicit_dir) {
+        if (accept_sim(explicit_dir, out, cap) == 0)
+            return 0;
+        note(why, whycap, "no " SIM_DRIVER " in --sim-dir %s", explicit_dir);
+        return -1;
+    }
+    const char *env = getenv("VAREMAP_SIM_DIR");
+    if (env && *env) {
+        if (accept_sim(env, out, cap) == 0)
+            return 0;
+        note(why, whycap, "no " SIM_DRIVER " in VAREMAP_SIM_DIR=%s", env);
+        return -1;
+    }
+    char cand[PATH_MAX + 64];
+    if (installed_path(VR_SIM_SUBDIR, cand, sizeof cand) == 0 && accept_sim(cand, out, cap) == 0)
+        return 0;
+    note(why, whycap, "no " SIM_DRIVER " in %s", cand[0] ? cand : "the install tree");
+    if (VR_BUILD_SIM[0]) {
+        if (accept_sim(VR_BUILD_SIM, out, cap) == 0)
+            return 0;
+        note(why, whycap, " nor in %s", VR_BUILD_SIM);
     }
     return -1;
 }
@@ -269,7 +338,8 @@ static void forward(int sig)
 static const int forwarded[] = { SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGCONT };
 static const int ignored[] = { SIGINT, SIGQUIT };
 
-static int start_child(char **argv, pid_t *pid, int *exec_err)
+/* fds[i] >= 0 replaces the child's descriptor i (stdin, stdout, stderr). */
+static int start_child(char **argv, const int fds_in[3], pid_t *pid, int *exec_err)
 {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0)
@@ -284,6 +354,9 @@ static int start_child(char **argv, pid_t *pid, int *exec_err)
     }
     if (p == 0) {
         close(fds[0]);
+        for (int i = 0; i < 3; i++)
+            if (fds_in[i] >= 0 && dup2(fds_in[i], i) < 0)
+                _exit(RUN_EXIT_FAILED);
         execvp(argv[0], argv);
         int e = errno;
         ssize_t w = write(fds[1], &e, sizeof e);
@@ -313,88 +386,18 @@ static int wait_child(pid_t pid, int *status)
     }
 }
 
-/* ---- the run ------------------------------------------------------------ */
-
-static int set(const char *name, const char *value)
+/* Runs argv to its end and returns its status as varemap reports it:
+ * the exit status, 128+N for signal N (*sig = N), or the command's own
+ * codes when it could not start (*exec_err then says why). */
+static int run_child(char **argv, const int fds[3], int *sig, int *exec_err)
 {
-    if (setenv(name, value, 1) != 0) {
-        fprintf(stderr, "varemap: cannot set %s: %s\n", name, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-int run_program(const struct run_opts *o)
-{
-    char shim[PATH_MAX], why[PATH_MAX * 2 + 64];
-    if (run_find_shim(o->shim, shim, sizeof shim, why, sizeof why) != 0) {
-        fprintf(stderr, "varemap: cannot find %s (%s); pass --shim PATH or set VAREMAP_SHIM\n",
-                VR_SHIM_NAME, why);
-        return RUN_EXIT_FAILED;
-    }
-    const char *old = getenv("LD_PRELOAD");
-    size_t plen = strlen(shim) + (old ? strlen(old) : 0) + 2;
-    char *preload = malloc(plen);
-    if (!preload) {
-        fputs("varemap: out of memory\n", stderr);
-        return RUN_EXIT_FAILED;
-    }
-    snprintf(preload, plen, "%s%s%s", shim, old && *old ? ":" : "", old && *old ? old : "");
-    int bad = set("LD_PRELOAD", preload);
-    free(preload);
-    if (o->mode)
-        bad |= set("VAREMAP_MODE", o->mode);
-    if (o->profile_launches)
-        bad |= set("VAREMAP_PROFILE_LAUNCHES", o->profile_launches);
-    if (o->stats)
-        bad |= set("VAREMAP_STATS", "1");
-    if (o->log)
-        bad |= set("VAREMAP_LOG", o->log);
-    if (bad)
-        return RUN_EXIT_FAILED;
-
-    /* Which log the summary reads: the user's (only what this run appends),
-     * else a private one removed afterwards. */
-    char user_log[PATH_MAX * 2] = "", private_dir[PATH_MAX] = "", pattern[PATH_MAX * 4] = "";
-    struct snapshot before = { 0 };
-    if (!o->quiet) {
-        const char *env = getenv("VAREMAP_LOG");
-        const char *conf = getenv("VAREMAP_CONFIG");
-        if (env && *env)
-            snprintf(user_log, sizeof user_log, "%s", env);
-        else if (conf && *conf)
-            config_log(conf, user_log, sizeof user_log);
-        if (user_log[0]) {
-            log_glob(user_log, pattern, sizeof pattern);
-            snap_take(&before, pattern);
-        } else {
-            const char *tmp = getenv("TMPDIR");
-            snprintf(private_dir, sizeof private_dir, "%s/varemap.XXXXXX",
-                     tmp && *tmp ? tmp : "/tmp");
-            if (!mkdtemp(private_dir)) {
-                fprintf(stderr, "varemap: warning: cannot create a temporary directory for the "
-                                "log (%s): no summary\n", strerror(errno));
-                private_dir[0] = '\0';
-            } else {
-                char log[PATH_MAX + 32];
-                snprintf(log, sizeof log, "%s/log-%%p.jsonl", private_dir);
-                if (set("VAREMAP_LOG", log) != 0) {
-                    remove_dir(private_dir);
-                    return RUN_EXIT_FAILED;
-                }
-                snprintf(pattern, sizeof pattern, "%s/log-*.jsonl", private_dir);
-            }
-        }
-    }
-
     pid_t pid = -1;
-    int exec_err = 0;
-    int rc = start_child(o->argv, &pid, &exec_err);
+    *sig = 0;
+    *exec_err = 0;
+    int rc = start_child(argv, fds, &pid, exec_err);
     if (rc != 0) {
-        fprintf(stderr, "varemap: cannot start %s: %s\n", o->argv[0], strerror(-rc));
-        if (private_dir[0])
-            remove_dir(private_dir);
-        snap_free(&before);
+        fprintf(stderr, "varemap: cannot start %s: %s\n", argv[0], strerror(-rc));
+        *exec_err = -rc;
         return RUN_EXIT_FAILED;
     }
 
@@ -409,41 +412,419 @@ int run_program(const struct run_opts *o)
 
     int status = 0;
     rc = wait_child(pid, &status);
-    int code;
+    child_pid = 0;
     if (rc != 0) {
-        fprintf(stderr, "varemap: waiting for %s: %s\n", o->argv[0], strerror(-rc));
-        code = RUN_EXIT_FAILED;
-    } else if (exec_err) {
-        fprintf(stderr, "varemap: cannot run %s: %s\n", o->argv[0], strerror(exec_err));
-        code = exec_err == ENOENT ? RUN_EXIT_NOT_FOUND : RUN_EXIT_CANNOT_EXEC;
-    } else if (WIFSIGNALED(status)) {
-        code = 128 + WTERMSIG(status);
-        if (!o->quiet)
-            fprintf(stderr, "varemap: %s was killed by signal %d (%s)\n", o->argv[0],
-                    WTERMSIG(status), strsignal(WTERMSIG(status)));
-    } else {
-        code = WEXITSTATUS(status);
+        fprintf(stderr, "varemap: waiting for %s: %s\n", argv[0], strerror(-rc));
+        return RUN_EXIT_FAILED;
+    }
+    if (*exec_err) {
+        fprintf(stderr, "varemap: cannot run %s: %s\n", argv[0], strerror(*exec_err));
+        return *exec_err == ENOENT ? RUN_EXIT_NOT_FOUND : RUN_EXIT_CANNOT_EXEC;
+    }
+    if (WIFSIGNALED(status)) {
+        *sig = WTERMSIG(status);
+        return 128 + *sig;
+    }
+    return WEXITSTATUS(status);
+}
+
+/* ---- the run ------------------------------------------------------------ */
+
+static int set(const char *name, const char *value)
+{
+    if (setenv(name, value, 1) != 0) {
+        fprintf(stderr, "varemap: cannot set %s: %s\n", name, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Prepends `dir` to the list variable `name` (LD_PRELOAD, LD_LIBRARY_PATH). */
+static int prepend(const char *name, const char *dir)
+{
+    const char *old = getenv(name);
+    size_t plen = strlen(dir) + (old ? strlen(old) : 0) + 2;
+    char *v = malloc(plen);
+    if (!v) {
+        fputs("varemap: out of memory\n", stderr);
+        return -1;
+    }
+    snprintf(v, plen, "%s%s%s", dir, old && *old ? ":" : "", old && *old ? old : "");
+    int bad = set(name, v);
+    free(v);
+    return bad;
+}
+
+static int shim_env(const struct run_opts *o, const char *shim)
+{
+    int bad = prepend("LD_PRELOAD", shim);
+    if (o->mode)
+        bad |= set("VAREMAP_MODE", o->mode);
+    if (o->profile_launches)
+        bad |= set("VAREMAP_PROFILE_LAUNCHES", o->profile_launches);
+    if (o->stats)
+        bad |= set("VAREMAP_STATS", "1");
+    if (o->log)
+        bad |= set("VAREMAP_LOG", o->log);
+    return bad;
+}
+
+static int find_shim(const struct run_opts *o, char *shim, size_t cap)
+{
+    char why[PATH_MAX * 2 + 64];
+    if (run_find_shim(o->shim, shim, cap, why, sizeof why) == 0)
+        return 0;
+    fprintf(stderr, "varemap: cannot find %s (%s); pass --shim PATH or set VAREMAP_SHIM\n",
+            VR_SHIM_NAME, why);
+    return -1;
+}
+
+/* Which log the summary reads: the user's (only what this run appends),
+ * else a private one removed afterwards. */
+struct summary_log {
+    char user_log[PATH_MAX * 2], private_dir[PATH_MAX], pattern[PATH_MAX * 4];
+    struct snapshot before;
+};
+
+static int summary_begin(struct summary_log *l)
+{
+    memset(l, 0, sizeof *l);
+    const char *env = getenv("VAREMAP_LOG");
+    const char *conf = getenv("VAREMAP_CONFIG");
+    if (env && *env)
+        snprintf(l->user_log, sizeof l->user_log, "%s", env);
+    else if (conf && *conf)
+        config_log(conf, l->user_log, sizeof l->user_log);
+    if (l->user_log[0]) {
+        log_glob(l->user_log, l->pattern, sizeof l->pattern);
+        snap_take(&l->before, l->pattern);
+        return 0;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(l->private_dir, sizeof l->private_dir, "%s/varemap.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(l->private_dir)) {
+        fprintf(stderr, "varemap: warning: cannot create a temporary directory for the "
+                        "log (%s): no summary\n", strerror(errno));
+        l->private_dir[0] = '\0';
+        return 0;
+    }
+    char log[PATH_MAX + 32];
+    snprintf(log, sizeof log, "%s/log-%%p.jsonl", l->private_dir);
+    if (set("VAREMAP_LOG", log) != 0) {
+        remove_dir(l->private_dir);
+        l->private_dir[0] = '\0';
+        return -1;
+    }
+    snprintf(l->pattern, sizeof l->pattern, "%s/log-*.jsonl", l->private_dir);
+    return 0;
+}
+
+/* The decision log's summary (report_brief) of what the run appended. */
+static void summary_print(const struct summary_log *l, FILE *f, const char *program)
+{
+    if (!l->pattern[0])
+        return;
+    struct dl_model m = { 0 };
+    read_logs(&m, l->pattern, &l->before);
+    dl_finish(&m);
+    report_bad(f, &m, "varemap");
+    const char *level = getenv("VAREMAP_LOG_LEVEL");
+    bool quiet_level = level && (!strcasecmp(level, "error") || !strcasecmp(level, "warn"));
+    if (m.events == 0)
+        fprintf(f, "varemap: no decision log was written: %s made no CUDA driver call "
+                   "the shim saw%s\n",
+                program, quiet_level ? " (or VAREMAP_LOG_LEVEL is below info)" : "");
+    else
+        report_brief(f, &m,
+                     l->user_log[0] ? "varemap report LOG lists them all"
+                                    : "keep the log with --log PATH, then varemap report PATH");
+    dl_free(&m);
+}
+
+static void summary_end(struct summary_log *l)
+{
+    if (l->private_dir[0])
+        remove_dir(l->private_dir);
+    snap_free(&l->before);
+}
+
+int run_program(const struct run_opts *o)
+{
+    char shim[PATH_MAX];
+    if (find_shim(o, shim, sizeof shim) != 0 || shim_env(o, shim) != 0)
+        return RUN_EXIT_FAILED;
+    struct summary_log l = { 0 };
+    if (!o->quiet && summary_begin(&l) != 0)
+        return RUN_EXIT_FAILED;
+
+    static const int inherit[3] = { -1, -1, -1 };
+    int sig, exec_err;
+    int code = run_child(o->argv, inherit, &sig, &exec_err);
+    if (sig && !o->quiet)
+        fprintf(stderr, "varemap: %s was killed by signal %d (%s)\n", o->argv[0], sig,
+                strsignal(sig));
+    if (!o->quiet && !exec_err)
+        summary_print(&l, stderr, o->argv[0]);
+    summary_end(&l);
+    return code;
+}
+
+/* ---- --sim: the same program on simcuda without and with the shim -------- */
+
+/* Copies src to dst (created or truncated); rename would not cross from the
+ * program's directory to TMPDIR's file system. */
+static int copy_file(const char *src, const char *dst)
+{
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return -errno;
+    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (out < 0) {
+        int e = errno;
+        close(in);
+        return -e;
+    }
+    char buf[65536];
+    int rc = 0;
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rc = n < 0 ? -errno : 0;
+            break;
+        }
+        for (ssize_t off = 0; off < n;) {
+            ssize_t w = write(out, buf + off, (size_t)(n - off));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0) {
+                rc = -errno;
+                break;
+            }
+            off += w;
+        }
+        if (rc)
+            break;
+    }
+    close(in);
+    if (close(out) != 0 && rc == 0)
+        rc = -errno;
+    return rc;
+}
+
+/* The first byte offset where a and b differ (the shorter one's length when
+ * one is a prefix of the other), or -1 when they are equal; *len_a and
+ * *len_b get the sizes. -2 when one cannot be read. */
+static long long first_difference(const char *a, const char *b, long long *len_a, long long *len_b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    long long at = -1, off = 0;
+    if (!fa || !fb) {
+        if (fa)
+            fclose(fa);
+        if (fb)
+            fclose(fb);
+        return -2;
+    }
+    for (;;) {
+        int ca = getc(fa), cb = getc(fb);
+        if (ca != cb && at < 0)
+            at = off;
+        if (ca == EOF || cb == EOF || at >= 0)
+            break;
+        off++;
+    }
+    struct stat sa, sb;
+    *len_a = fstat(fileno(fa), &sa) == 0 ? (long long)sa.st_size : -1;
+    *len_b = fstat(fileno(fb), &sb) == 0 ? (long long)sb.st_size : -1;
+    fclose(fa);
+    fclose(fb);
+    return at;
+}
+
+struct sim_run {
+    int code, sig;
+};
+
+static void describe_status(char *buf, size_t cap, const struct sim_run *r)
+{
+    if (r->sig)
+        snprintf(buf, cap, "killed by signal %d (%s)", r->sig, strsignal(r->sig));
+    else
+        snprintf(buf, cap, "exit status %d", r->code);
+}
+
+/* One run with stdin from /dev/null and stdout/stderr into the scratch
+ * directory, so both runs read the same input and the program's output
+ * never mixes with the command's. */
+static int sim_child(const struct run_opts *o, const char *dir, int n, struct sim_run *r)
+{
+    char out[PATH_MAX + 32], err[PATH_MAX + 32];
+    snprintf(out, sizeof out, "%s/stdout-%d", dir, n);
+    snprintf(err, sizeof err, "%s/stderr-%d", dir, n);
+    int fds[3] = { open("/dev/null", O_RDONLY | O_CLOEXEC),
+                   open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600),
+                   open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) };
+    int exec_err = -1;
+    r->code = RUN_EXIT_FAILED;
+    if (fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0)
+        r->code = run_child(o->argv, fds, &r->sig, &exec_err);
+    else
+        fprintf(stderr, "varemap: --sim: cannot create files in %s: %s\n", dir, strerror(errno));
+    for (int i = 0; i < 3; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    return exec_err ? -1 : 0;
+}
+
+static bool exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Compares run 1 (saved in dir) with run 2 (in place); writes the verdict
+ * line into `line` and returns true when everything agrees. */
+static bool sim_compare(const struct run_opts *o, const char *dir, const struct sim_run r[2],
+                        char *line, size_t cap)
+{
+    char s1[128], s2[128];
+    describe_status(s1, sizeof s1, &r[0]);
+    describe_status(s2, sizeof s2, &r[1]);
+    if (r[0].code != r[1].code) {
+        snprintf(line, cap, "varemap: differs: %s without the shim, %s with it", s1, s2);
+        return false;
+    }
+    for (size_t k = 0; k <= o->noutputs; k++) {
+        char a[PATH_MAX + 32], b[PATH_MAX + 32], what[PATH_MAX + 16];
+        if (k == 0) {
+            snprintf(a, sizeof a, "%s/stdout-1", dir);
+            snprintf(b, sizeof b, "%s/stdout-2", dir);
+            snprintf(what, sizeof what, "stdout");
+        } else {
+            snprintf(a, sizeof a, "%s/output-%zu", dir, k);
+            snprintf(b, sizeof b, "%s", o->outputs[k - 1]);
+            snprintf(what, sizeof what, "--output %s", o->outputs[k - 1]);
+        }
+        bool ha = exists(a), hb = exists(b);
+        if (!ha && !hb) {
+            printf("varemap: warning: neither run wrote %s\n", o->outputs[k - 1]);
+            continue;
+        }
+        if (ha != hb) {
+            snprintf(line, cap, "varemap: differs: %s: written only by the run %s the shim", what,
+                     ha ? "without" : "with");
+            return false;
+        }
+        long long la = 0, lb = 0, at = first_difference(a, b, &la, &lb);
+        if (at == -2) {
+            snprintf(line, cap, "varemap: differs: %s: cannot be read back", what);
+            return false;
+        }
+        if (at >= 0) {
+            snprintf(line, cap, "varemap: differs: %s: first difference at byte %lld "
+                                "(%lld bytes without the shim, %lld with it)", what, at, la, lb);
+            return false;
+        }
+    }
+    snprintf(line, cap, "varemap: identical: %s, stdout and %zu --output file%s agree without "
+                        "and with the shim", s1, o->noutputs, o->noutputs == 1 ? "" : "s");
+    return true;
+}
+
+int run_sim(const struct run_opts *o)
+{
+    char shim[PATH_MAX], sim[PATH_MAX * 2], why[PATH_MAX * 3];
+    if (find_shim(o, shim, sizeof shim) != 0)
+        return RUN_EXIT_FAILED;
+    if (run_find_sim(o->sim_dir, sim, sizeof sim, why, sizeof why) != 0) {
+        fprintf(stderr, "varemap: --sim: cannot find the simulated driver (%s); pass --sim-dir DIR "
+                        "or set VAREMAP_SIM_DIR\n", why);
+        return RUN_EXIT_FAILED;
+    }
+    const char *tmp = getenv("TMPDIR");
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/varemap-sim.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "varemap: --sim: cannot create a temporary directory: %s\n", strerror(errno));
+        return RUN_EXIT_FAILED;
+    }
+    printf("varemap: --sim: simulated driver from %s\n", sim);
+    if (prepend("LD_LIBRARY_PATH", sim) != 0) {
+        remove_dir(dir);
+        return RUN_EXIT_FAILED;
     }
 
-    if (!o->quiet && !exec_err && pattern[0]) {
-        struct dl_model m = { 0 };
-        read_logs(&m, pattern, &before);
-        dl_finish(&m);
-        report_bad(stderr, &m, "varemap");
-        const char *level = getenv("VAREMAP_LOG_LEVEL");
-        bool quiet_level = level && (!strcasecmp(level, "error") || !strcasecmp(level, "warn"));
-        if (m.events == 0)
-            fprintf(stderr, "varemap: no decision log was written: %s made no CUDA driver call "
-                            "the shim saw%s\n",
-                    o->argv[0], quiet_level ? " (or VAREMAP_LOG_LEVEL is below info)" : "");
-        else
-            report_brief(stderr, &m,
-                         user_log[0] ? "varemap report LOG lists them all"
-                                     : "keep the log with --log PATH, then varemap report PATH");
-        dl_free(&m);
+    /* Both runs start from the files as they were: what existed is saved
+     * first and put back after the first run; the first run's outputs are
+     * kept in the scratch directory, the second run's stay in place. */
+    int code = RUN_EXIT_FAILED;
+    bool keep = false;
+    struct sim_run r[2] = { { 0, 0 }, { 0, 0 } };
+    struct summary_log l = { 0 };
+    bool *had = calloc(o->noutputs + 1, sizeof *had);
+    if (!had)
+        goto out;
+    for (size_t k = 0; k < o->noutputs; k++) {
+        char saved[PATH_MAX + 32];
+        snprintf(saved, sizeof saved, "%s/before-%zu", dir, k + 1);
+        had[k] = exists(o->outputs[k]);
+        int rc = had[k] ? copy_file(o->outputs[k], saved) : 0;
+        if (rc != 0) {
+            fprintf(stderr, "varemap: --sim: cannot save %s: %s\n", o->outputs[k], strerror(-rc));
+            goto out;
+        }
     }
-    if (private_dir[0])
-        remove_dir(private_dir);
-    snap_free(&before);
+    if (sim_child(o, dir, 1, &r[0]) != 0) {
+        code = r[0].code;
+        goto out;
+    }
+    for (size_t k = 0; k < o->noutputs; k++) {
+        char kept[PATH_MAX + 32], saved[PATH_MAX + 32];
+        snprintf(kept, sizeof kept, "%s/output-%zu", dir, k + 1);
+        snprintf(saved, sizeof saved, "%s/before-%zu", dir, k + 1);
+        int rc = exists(o->outputs[k]) ? copy_file(o->outputs[k], kept) : 0;
+        if (rc == 0 && !had[k] && exists(o->outputs[k]) && unlink(o->outputs[k]) != 0)
+            rc = -errno;
+        if (rc == 0 && had[k])
+            rc = copy_file(saved, o->outputs[k]);
+        if (rc != 0) {
+            fprintf(stderr, "varemap: --sim: cannot set %s aside: %s\n", o->outputs[k],
+                    strerror(-rc));
+            goto out;
+        }
+    }
+
+    struct run_opts with = *o;
+    if (!with.mode)
+        with.mode = "profiled"; /* the default, whatever the environment says */
+    if (shim_env(&with, shim) != 0 || (!o->quiet && summary_begin(&l) != 0))
+        goto out;
+    if (sim_child(o, dir, 2, &r[1]) != 0) {
+        code = r[1].code;
+        goto out;
+    }
+    char s1[128], s2[128];
+    describe_status(s1, sizeof s1, &r[0]);
+    describe_status(s2, sizeof s2, &r[1]);
+    printf("varemap: without the shim: %s\n", s1);
+    printf("varemap: with the shim (mode %s): %s\n", with.mode, s2);
+    if (!o->quiet)
+        summary_print(&l, stdout, o->argv[0]);
+    char line[PATH_MAX * 2];
+    bool same = sim_compare(o, dir, r, line, sizeof line);
+    keep = !same;
+    if (!same)
+        printf("varemap: both runs' stdout and stderr, and the first run's --output files, are "
+               "kept in %s\n", dir);
+    printf("%s\n", line);
+    code = same ? 0 : 1;
+out:
+    fflush(stdout);
+    summary_end(&l);
+    free(had);
+    if (!keep)
+        remove_dir(dir);
     return code;
 }

@@ -5,6 +5,9 @@
  * becomes 128+N). Unless quiet, reads the decision log of every process the
  * run left (a private temporary log with %p when the user named none) and
  * prints a short summary per exec on stderr.
+ *
+ * With --sim, a dry run without a GPU: the program twice on the simulated
+ * driver, without and with the shim, and whether the two runs agree.
  */
 #ifndef VR_TOOL_RUN_H
 #define VR_TOOL_RUN_H
@@ -27,6 +30,11 @@ struct run_opts {
     const char *shim;
     bool stats, quiet;
     char **argv;                   /* PROGRAM ARGS..., NULL-terminated */
+    /* --sim */
+    bool sim;
+    const char *sim_dir;
+    const char **outputs;          /* --output FILE, in the order given */
+    size_t noutputs;
 };
 
 /* The library to preload: --shim, else VAREMAP_SHIM, else the one installed
@@ -34,7 +42,20 @@ struct run_opts {
  * returns 0, or returns -1 with what was tried in `why`. */
 int run_find_shim(const char *explicit_path, char *out, size_t cap, char *why, size_t whycap);
 
+/* The directories to put on LD_LIBRARY_PATH for simcuda's libcuda.so.1
+ * (and simcudart's libcudart.so.13): --sim-dir, else VAREMAP_SIM_DIR, else
+ * <libdir>/varemap/sim beside this program, else the build tree's. Writes
+ * a ':'-separated list of absolute paths and returns 0, or returns -1 with
+ * what was tried in `why`. */
+int run_find_sim(const char *explicit_dir, char *out, size_t cap, char *why, size_t whycap);
+
 /* Runs the program; returns the exit status for varemap. */
 int run_program(const struct run_opts *o);
+
+/* --sim: runs the program on simcuda without, then with the shim, and
+ * compares exit status, stdout and the --output files. Prints on stdout;
+ * the last line says `identical`, or names the first difference. Returns
+ * 0 when they agree, 1 when not, 125-127 when it could not compare. */
+int run_sim(const struct run_opts *o);
 
 #endif

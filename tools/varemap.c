@@ -20,6 +20,7 @@
 
 static const char usage_text[] =
     "usage: varemap [options] [--] PROGRAM [ARGS...]\n"
+    "       varemap --sim [--mode MODE] [--output FILE]... [--] PROGRAM [ARGS...]\n"
     "       varemap report [--json] LOG...\n"
     "Runs PROGRAM with libvaremap_shim.so preloaded, then prints on stderr what\n"
     "the shim did for each graph exec.\n"
@@ -30,6 +31,13 @@ static const char usage_text[] =
     "  --shim PATH            the library to preload (else VAREMAP_SHIM, else the\n"
     "                         one installed beside this command)\n"
     "  --quiet                no summary at exit\n"
+    "  --sim                  a dry run without a GPU: PROGRAM on the simulated\n"
+    "                         driver without, then with the shim; the last line on\n"
+    "                         stdout says identical or names the first difference\n"
+    "                         (exit status 1)\n"
+    "  --output FILE          with --sim: a file PROGRAM writes, compared too\n"
+    "  --sim-dir DIR          with --sim: where libcuda.so.1 (and libcudart.so.13)\n"
+    "                         are (else VAREMAP_SIM_DIR, else the installed ones)\n"
     "  --help, --version\n"
     "Other settings (VAREMAP_CONFIG, VAREMAP_VMM_MIN_BYTES, ...) pass through the\n"
     "environment. Exit status: the program's, 128+N when signal N killed it;\n"
@@ -100,6 +108,13 @@ int main(int argc, char **argv)
         return report_main(argc - 2, argv + 2);
 
     struct run_opts o = { 0 };
+    /* Every --output fits: there are fewer than argc of them. */
+    const char **outputs = calloc((size_t)argc, sizeof *outputs);
+    if (!outputs) {
+        fputs("varemap: out of memory\n", stderr);
+        return RUN_EXIT_FAILED;
+    }
+    o.outputs = outputs;
     int i = 1, status = 0;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -134,6 +149,16 @@ int main(int argc, char **argv)
             if (!valid_launches(o.profile_launches))
                 return bad_usage("--profile-launches %s: expected a whole number from 1 to 1000",
                                  o.profile_launches);
+        } else if (!strcmp(a, "--sim")) {
+            o.sim = true;
+        } else if (is_opt(a, "--sim-dir")) {
+            if (!(o.sim_dir = value_of("--sim-dir", argc, argv, &i, &status)))
+                return status;
+        } else if (is_opt(a, "--output")) {
+            if (!(outputs[o.noutputs] = value_of("--output", argc, argv, &i, &status)))
+                return status;
+            if (!*outputs[o.noutputs++])
+                return bad_usage("--output needs a path%s", "");
         } else if (is_opt(a, "--shim")) {
             if (!(o.shim = value_of("--shim", argc, argv, &i, &status)))
                 return status;
@@ -143,6 +168,8 @@ int main(int argc, char **argv)
     }
     if (i >= argc)
         return bad_usage("no program given%s", "");
+    if (!o.sim && (o.noutputs || o.sim_dir))
+        return bad_usage("%s only goes with --sim", o.noutputs ? "--output" : "--sim-dir");
     o.argv = argv + i;
-    return run_program(&o);
+    return o.sim ? run_sim(&o) : run_program(&o);
 }

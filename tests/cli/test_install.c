@@ -166,6 +166,34 @@ Test(cli_install, installs_the_full_set_and_the_command_runs_a_scenario)
     vr_buf_free(&lb);
     vr_proc_free(&p);
 
+    /* --sim finds the simulated driver and runtime installed beside it,
+     * with nothing on LD_LIBRARY_PATH. */
+    const char *simdir = installed("VR_LIBDIR", "varemap/sim");
+    char lib_path[PATH_MAX * 3];
+    snprintf(lib_path, sizeof lib_path, "%s/libcuda.so.1", simdir);
+    cr_assert_eq(stat(lib_path, &st), 0, "no %s", lib_path);
+    snprintf(lib_path, sizeof lib_path, "%s/libcudart.so.13", simdir);
+    cr_assert_eq(stat(lib_path, &st), 0, "no %s", lib_path);
+    char sim_real[PATH_MAX];
+    cr_assert(realpath(simdir, sim_real));
+    cli_env_set(&e, "LD_LIBRARY_PATH=");
+    const char *const sim[] = { cmd, "--sim", "--output", out, "--", app, "--out", out, args[0],
+                                args[1], args[2], args[3], args[4], args[5], NULL };
+    cli_run("isim", sim, &e, &p);
+    cr_assert_eq(p.status, 0, "%s\n%s", p.out.p, p.err.p);
+    snprintf(want, sizeof want, "varemap: --sim: simulated driver from %s\n", sim_real);
+    cr_assert(strncmp(p.out.p, want, strlen(want)) == 0, "want %s in:\n%s", want, p.out.p);
+    cr_assert(strstr(p.out.p, " node updates absorbed ("), "%s", p.out.p);
+    size_t n = p.out.len;
+    while (n > 0 && p.out.p[n - 1] == '\n')
+        n--;
+    const char *last = p.out.p + n;
+    while (last > p.out.p && last[-1] != '\n')
+        last--;
+    cr_assert(strstr(last, "identical"), "last line: %s", last);
+    vr_proc_free(&p);
+    cli_env_set(&e, "LD_LIBRARY_PATH=%s", vr_env_path("VR_SIMCUDA_DIR"));
+
     const char *const rep[] = { cmd, "report", log, NULL };
     cli_run("ireport", rep, &e, &p);
     cr_assert_eq(p.status, 0, "%s", p.err.p);

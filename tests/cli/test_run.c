@@ -70,6 +70,7 @@ Test(cli_run, help_goes_to_stdout_and_exits_0)
               "%s", p.out.p);
     for (const char *const *o = (const char *const[]){ "--mode", "--log", "--profile-launches",
                                                         "--stats", "--shim", "--quiet",
+                                                        "--sim", "--output", "--sim-dir",
                                                         "varemap report", NULL };
          *o; o++)
         cr_assert(strstr(p.out.p, *o), "--help does not mention %s:\n%s", *o, p.out.p);
