@@ -254,6 +254,39 @@ Test(lifecycle, dlsym_of_a_foreign_library_is_untouched)
     vr_run_free(&shim);
 }
 
+/* The loader's answers stay the loader's (issue 15, item 9): a driver
+ * opened with dlmopen(LM_ID_NEWLM) is used through its own symbols, not
+ * through wrappers that would call the default namespace's driver; and
+ * dlsym(RTLD_DEFAULT, "cu...") finds no entry point the loaded driver lacks,
+ * nor any before a driver is loaded. */
+static void loader_pair(const char *which, const char *must_have)
+{
+    const char *const args[] = { which, NULL };
+    char t1[64], t2[64];
+    snprintf(t1, sizeof t1, "loader_%s_plain", which);
+    snprintf(t2, sizeof t2, "loader_%s_shim", which);
+    struct vr_run plain, shim;
+    cr_assert_eq(vr_run_app(t1, "loader_probe", args, 0, NULL, &plain), 0);
+    cr_assert_eq(vr_run_app(t2, "loader_probe", args, VR_RUN_SHIM, NULL, &shim), 0);
+    cr_assert_eq(plain.proc.status, 0, "%s", plain.proc.err.p);
+    cr_assert_eq(shim.proc.status, 0, "%s", shim.proc.err.p);
+    cr_assert(strstr(plain.proc.out.p, must_have), "%s without the shim:\n%s", which,
+              plain.proc.out.p);
+    cr_assert_str_eq(shim.proc.out.p, plain.proc.out.p, "%s: the shim changed the answers", which);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
+
+Test(lifecycle, a_driver_in_a_private_namespace_is_its_own)
+{
+    loader_pair("newlm", "private.copies CUDA_SUCCESS CUDA_SUCCESS same-bytes");
+}
+
+Test(lifecycle, rtld_default_finds_only_what_the_driver_has)
+{
+    loader_pair("default", "loaded.cuGraphExecBatchMemOpNodeSetParams absent");
+}
+
 /* A program that never touches CUDA: the shim loads, stays silent, and its
  * dlsym hook serves the program's own lookups (the shell's, the loader's). */
 Test(lifecycle, program_without_cuda_is_untouched)
