@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture_guard.h"
 #include "driver.h"
 #include "err.h"
 #include "exec.h"
@@ -135,9 +136,12 @@ static int need_context(CUcontext *ctx)
  * stream, which the native free would return too. */
 static bool programs_error(CUresult r)
 {
+    /* STREAM_CAPTURE_UNSUPPORTED: the program's call is prohibited during a
+     * capture (capture_guard.h); the native one would be refused too. */
     return r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED ||
            r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_INVALID_VALUE ||
-           r == CUDA_ERROR_NOT_INITIALIZED || r == CUDA_ERROR_DEINITIALIZED;
+           r == CUDA_ERROR_NOT_INITIALIZED || r == CUDA_ERROR_DEINITIALIZED ||
+           r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
 static void device_prop(CUmemAllocationProp *prop, CUdevice dev)
@@ -530,7 +534,10 @@ static unsigned release_steps(struct parked *p, bool may_sync)
  * `counted`: the bytes of p already in vmm_leaked_bytes. */
 static void release_or_park(struct parked *p, bool may_sync, size_t counted)
 {
+    /* The shim's own: a release deferred or undone, whatever call runs it. */
+    vr_capture_relax();
     release_steps(p, may_sync);
+    vr_capture_restore();
     size_t now = p->steps ? held(p) : 0;
     vr_stat_add(VR_C_vmm_leaked_bytes, (int64_t)now - (int64_t)counted);
     if (p->steps)
@@ -664,8 +671,11 @@ static void cache_settle(int dev, size_t padded)
         if (n == 0)
             return;
         for (size_t j = 0; j < n; j++) {
+            vr_capture_relax();
             CUresult r = vr_real.cuEventQuery(mine[j].done);
-            if (r == CUDA_SUCCESS && vr_real.cuEventDestroy_v2(mine[j].done) != CUDA_SUCCESS)
+            CUresult d = r == CUDA_SUCCESS ? vr_real.cuEventDestroy_v2(mine[j].done) : r;
+            vr_capture_restore();
+            if (r == CUDA_SUCCESS && d != CUDA_SUCCESS)
                 log_fallback(FB_EVENT, "cuMemFreeAsync", "cuEventDestroy failed");
             struct kept bad;
             bool failed = false;
@@ -1292,8 +1302,10 @@ int vr_alloc_enable_peer(CUcontext peer, unsigned int flags)
     pthread_rwlock_unlock(&reg_lock);
     CUmemAccessDesc access[VR_MAX_DEVICES];
     size_t na = vr_alloc_access_for(owner, access, VR_MAX_DEVICES);
+    vr_capture_relax(); /* the program's call is the peer's enabling, not this */
     for (size_t i = 0; i < n; i++)
         vr_real.cuMemSetAccess(todo[i].base, todo[i].padded, access, na);
+    vr_capture_restore();
     free(todo);
     /* Again once done: a free that read the generation before the first
      * bump may have left the registry before the walk above, and its cached

@@ -287,6 +287,28 @@ Test(lifecycle, rtld_default_finds_only_what_the_driver_has)
     loader_pair("default", "loaded.cuGraphExecBatchMemOpNodeSetParams absent");
 }
 
+/* One thread holds a global-mode stream capture (PyTorch's default) while
+ * another replays graphs with calls the capture allows: the shim's own work
+ * inside them (the profile decision's reservation and mappings, completion
+ * queries, an exec's teardown, a stream-ordered free) must not invalidate
+ * the capture (issue 15, item 12a); the program's bytes are the same. */
+Test(lifecycle, the_shim_never_breaks_a_global_capture)
+{
+    struct vr_run plain, shim;
+    cr_assert_eq(vr_run_app("capture_plain", "capture_threads", NULL, 0, NULL, &plain), 0);
+    cr_assert_eq(vr_run_app("capture_shim", "capture_threads", NULL, VR_RUN_SHIM, NULL, &shim), 0);
+    cr_assert_eq(plain.proc.status, 0, "%s%s", plain.proc.out.p, plain.proc.err.p);
+    cr_assert(strstr(plain.proc.out.p, "capture.end CUDA_SUCCESS\n"), "%s", plain.proc.out.p);
+    cr_assert_eq(shim.proc.status, 0, "%s%s", shim.proc.out.p, shim.proc.err.p);
+    cr_assert_str_eq(shim.proc.out.p, plain.proc.out.p);
+    static const char *const active[] = { "\"event\":\"profile_decision\"",
+                                          "\"state\":\"active\"", NULL };
+    cr_assert_eq(vr_count_lines_with(&shim.log, active), 2,
+                 "both execs remapped while the capture was held:\n%s", shim.log.p);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
+
 /* A program that never touches CUDA: the shim loads, stays silent, and its
  * dlsym hook serves the program's own lookups (the shell's, the loader's). */
 Test(lifecycle, program_without_cuda_is_untouched)
