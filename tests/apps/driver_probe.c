@@ -492,6 +492,12 @@ static void other_context(CUdevice dev)
     answer("event_record.stream_of_other_context", cuEventRecord(ea, sb));
     SETUP(cuEventRecord(ea, sa));
     answer("stream_wait_event.event_of_other_context", cuStreamWaitEvent(sb, ea, 0));
+    /* 2 MiB: VMM-backed under the shim, whose stream-ordered free records
+     * an event of its own on that stream */
+    CUdeviceptr big;
+    SETUP(cuMemAlloc(&big, (size_t)2 << 20));
+    answer("mem_free_async.stream_of_other_context", cuMemFreeAsync(big, sb));
+    SETUP(cuStreamSynchronize(sb));
     CUresult r = cuStreamGetCtx(sb, &got);
     printf("stream_get_ctx.created %s%s\n", vr_err_name(r),
            r == CUDA_SUCCESS ? (got == b ? " its_context" : " other") : "");
