@@ -267,6 +267,13 @@ static void loader_pair(const char *which, const char *must_have)
     snprintf(t2, sizeof t2, "loader_%s_shim", which);
     struct vr_run plain, shim;
     cr_assert_eq(vr_run_app(t1, "loader_probe", args, 0, NULL, &plain), 0);
+    /* A sanitized build: the driver's copy in the new namespace brings a
+     * second sanitizer runtime, which cannot start (nothing of the shim's
+     * runs yet); there is nothing to compare. */
+    if (plain.proc.status != 0 && strstr(plain.proc.err.p, "ASan cannot proceed")) {
+        vr_run_free(&plain);
+        cr_skip_test("dlmopen of a sanitized driver: a second ASan runtime cannot start");
+    }
     cr_assert_eq(vr_run_app(t2, "loader_probe", args, VR_RUN_SHIM, NULL, &shim), 0);
     cr_assert_eq(plain.proc.status, 0, "%s", plain.proc.err.p);
     cr_assert_eq(shim.proc.status, 0, "%s", shim.proc.err.p);
