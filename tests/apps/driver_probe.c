@@ -281,13 +281,16 @@ enum cap_call {
     CAP_EVENT_CREATE, CAP_EVENT_RECORD, CAP_EVENT_QUERY, CAP_EVENT_SYNCHRONIZE,
     CAP_STREAM_SYNCHRONIZE, CAP_CTX_SYNCHRONIZE, CAP_ADDRESS_RESERVE, CAP_MEM_CREATE,
     CAP_MEM_MAP, CAP_MEM_SET_ACCESS, CAP_MEM_UNMAP, CAP_MEM_RELEASE, CAP_ADDRESS_FREE,
-    CAP_GRAPH_INSTANTIATE, CAP_GRAPH_LAUNCH, CAP_MEM_ALLOC, CAP_MEM_FREE, CAP_N
+    CAP_GRAPH_INSTANTIATE, CAP_GRAPH_LAUNCH, CAP_MEM_ALLOC, CAP_MEM_FREE, CAP_MEM_ALLOC_2M,
+    CAP_MEM_FREE_2M, CAP_N
 };
 static const char *const cap_names[CAP_N] = {
     "cuEventCreate", "cuEventRecord", "cuEventQuery", "cuEventSynchronize",
     "cuStreamSynchronize", "cuCtxSynchronize", "cuMemAddressReserve", "cuMemCreate",
     "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease", "cuMemAddressFree",
     "cuGraphInstantiate", "cuGraphLaunch", "cuMemAlloc", "cuMemFree",
+    /* sizes the shim serves with VMM: its answers must be the driver's too */
+    "cuMemAlloc.2M", "cuMemFree.2M",
 };
 
 struct cap_job {
@@ -327,6 +330,9 @@ static CUresult cap_prepare(struct cap_state *st, enum cap_call c)
     case CAP_MEM_FREE:
         r = cuMemAlloc(&st->p, 4096);
         break;
+    case CAP_MEM_FREE_2M:
+        r = cuMemAlloc(&st->p, (size_t)2 << 20);
+        break;
     default:
         break;
     }
@@ -355,6 +361,8 @@ static CUresult cap_do(struct cap_state *st, enum cap_call c)
     case CAP_GRAPH_LAUNCH: return cuGraphLaunch(st->e, st->side);
     case CAP_MEM_ALLOC: return cuMemAlloc(&st->p, 4096);
     case CAP_MEM_FREE: return cuMemFree(st->p);
+    case CAP_MEM_ALLOC_2M: return cuMemAlloc(&st->p, (size_t)2 << 20);
+    case CAP_MEM_FREE_2M: return cuMemFree(st->p);
     default: return CUDA_ERROR_INVALID_VALUE;
     }
 }
@@ -396,11 +404,11 @@ static void cap_cleanup(struct cap_state *st, enum cap_call c, CUresult did)
         }
         cuGraphDestroy(st->g);
         break;
-    case CAP_MEM_ALLOC:
+    case CAP_MEM_ALLOC: case CAP_MEM_ALLOC_2M:
         if (!did)
             cuMemFree(st->p);
         break;
-    case CAP_MEM_FREE:
+    case CAP_MEM_FREE: case CAP_MEM_FREE_2M:
         if (did)
             cuMemFree(st->p);
         break;
