@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "cost.h"
 #include "capture_guard.h"
+#include "cost.h"
 #include "driver.h"
 #include "err.h"
 #include "stats.h"
