@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture_guard.h"
 #include "driver.h"
 #include "err.h"
 #include "exec.h"
@@ -135,9 +136,12 @@ static int need_context(CUcontext *ctx)
  * stream, which the native free would return too. */
 static bool programs_error(CUresult r)
 {
+    /* STREAM_CAPTURE_UNSUPPORTED: the program's call is prohibited during a
+     * capture (capture_guard.h); the native one would be refused too. */
     return r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED ||
            r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_INVALID_VALUE ||
-           r == CUDA_ERROR_NOT_INITIALIZED || r == CUDA_ERROR_DEINITIALIZED;
+           r == CUDA_ERROR_NOT_INITIALIZED || r == CUDA_ERROR_DEINITIALIZED ||
+           r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
 static void device_prop(CUmemAllocationProp *prop, CUdevice dev)
@@ -530,7 +534,10 @@ static unsigned release_steps(struct parked *p, bool may_sync)
  * `counted`: the bytes of p already in vmm_leaked_bytes. */
 static void release_or_park(struct parked *p, bool may_sync, size_t counted)
 {
+    /* The shim's own: a release deferred or undone, whatever call runs it. */
+    vr_capture_relax();
     release_steps(p, may_sync);
+    vr_capture_restore();
     size_t now = p->steps ? held(p) : 0;
     vr_stat_add(VR_C_vmm_leaked_bytes, (int64_t)now - (int64_t)counted);
     if (p->steps)
@@ -664,8 +671,11 @@ static void cache_settle(int dev, size_t padded)
         if (n == 0)
             return;
         for (size_t j = 0; j < n; j++) {
+            vr_capture_relax();
             CUresult r = vr_real.cuEventQuery(mine[j].done);
-            if (r == CUDA_SUCCESS && vr_real.cuEventDestroy_v2(mine[j].done) != CUDA_SUCCESS)
+            CUresult d = r == CUDA_SUCCESS ? vr_real.cuEventDestroy_v2(mine[j].done) : r;
+            vr_capture_restore();
+            if (r == CUDA_SUCCESS && d != CUDA_SUCCESS)
                 log_fallback(FB_EVENT, "cuMemFreeAsync", "cuEventDestroy failed");
             struct kept bad;
             bool failed = false;
@@ -1129,6 +1139,56 @@ int vr_alloc_free(CUdeviceptr dptr)
     return rc;
 }
 
+static CUresult record_in(CUevent ev, CUstream stream, bool per_thread)
+{
+    return per_thread && vr_real.cuEventRecord_ptsz ? vr_real.cuEventRecord_ptsz(ev, stream)
+                                                    : vr_real.cuEventRecord(ev, stream);
+}
+
+static void drop_event(CUevent ev)
+{
+    if (ev && vr_real.cuEventDestroy_v2(ev) != CUDA_SUCCESS)
+        vr_warn("an event of a failed cuMemFreeAsync could not be destroyed");
+}
+
+/* A new event recorded on the program's stream. cuEventRecord takes only an
+ * event of the stream's own context, and the program may free in stream
+ * order on a stream of another context than its current one (the native
+ * call allows it): refused so, the event is made again in the stream's
+ * context. */
+static CUresult event_on_stream(CUstream stream, bool per_thread, CUevent *out)
+{
+    CUevent ev = NULL;
+    CUresult r = vr_real.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = record_in(ev, stream, per_thread);
+    CUresult (*get_ctx)(CUstream, CUcontext *) =
+        per_thread && vr_real.cuStreamGetCtx_ptsz ? vr_real.cuStreamGetCtx_ptsz
+                                                  : vr_real.cuStreamGetCtx;
+    CUcontext sctx = NULL, popped;
+    if (r == CUDA_ERROR_INVALID_HANDLE && get_ctx && get_ctx(stream, &sctx) == CUDA_SUCCESS &&
+        sctx && vr_real.cuCtxPushCurrent_v2(sctx) == CUDA_SUCCESS) {
+        CUevent again = NULL;
+        if (vr_real.cuEventCreate(&again, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+            r = record_in(again, stream, per_thread);
+            if (r == CUDA_SUCCESS) {
+                drop_event(ev);
+                ev = again;
+            } else {
+                drop_event(again);
+            }
+        }
+        vr_real.cuCtxPopCurrent_v2(&popped);
+    }
+    if (r != CUDA_SUCCESS) {
+        drop_event(ev);
+        return r;
+    }
+    *out = ev;
+    return CUDA_SUCCESS;
+}
+
 /* The driver never saw varemap's VMM allocations as cuMemAlloc memory, so a
  * stream-ordered free of one is done here, without blocking the host (the
  * driver's does not): an event recorded on the stream now, and the memory
@@ -1154,21 +1214,12 @@ int vr_alloc_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread)
         return rc;
     unsigned gen = vr_alloc_peer_generation(); /* before detach: see vr_alloc_enable_peer */
     CUevent done = NULL;
-    CUresult r = vr_real.cuEventCreate(&done, CU_EVENT_DISABLE_TIMING);
-    if (r == CUDA_SUCCESS) {
-        r = per_thread && vr_real.cuEventRecord_ptsz ? vr_real.cuEventRecord_ptsz(done, stream)
-                                                     : vr_real.cuEventRecord(done, stream);
-        if (r != CUDA_SUCCESS && vr_real.cuEventDestroy_v2(done) != CUDA_SUCCESS)
-            vr_warn("an event of a failed cuMemFreeAsync could not be destroyed");
-        if (r != CUDA_SUCCESS)
-            done = NULL;
-    }
+    CUresult r = event_on_stream(stream, per_thread, &done);
     /* The stream is the program's: its errors are the native call's. */
     if (r != CUDA_SUCCESS && programs_error(r))
         return vr_err_cu(r);
     if (detach(dptr, &rec) != 0) {
-        if (done && vr_real.cuEventDestroy_v2(done) != CUDA_SUCCESS)
-            vr_warn("an event of a failed cuMemFreeAsync could not be destroyed");
+        drop_event(done);
         return vr_err_cu(CUDA_ERROR_INVALID_VALUE); /* freed by another thread meanwhile */
     }
     if (!done) {
@@ -1292,8 +1343,10 @@ int vr_alloc_enable_peer(CUcontext peer, unsigned int flags)
     pthread_rwlock_unlock(&reg_lock);
     CUmemAccessDesc access[VR_MAX_DEVICES];
     size_t na = vr_alloc_access_for(owner, access, VR_MAX_DEVICES);
+    vr_capture_relax(); /* the program's call is the peer's enabling, not this */
     for (size_t i = 0; i < n; i++)
         vr_real.cuMemSetAccess(todo[i].base, todo[i].padded, access, na);
+    vr_capture_restore();
     free(todo);
     /* Again once done: a free that read the generation before the first
      * bump may have left the registry before the walk above, and its cached

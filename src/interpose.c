@@ -8,6 +8,7 @@
  * wrappers, so every way a program can reach the driver leads through here.
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <stddef.h>
 #include <pthread.h>
 #include <sched.h>
@@ -689,28 +690,48 @@ static CUresult vr_on_cuGetProcAddress_v2(const char *symbol, void **pfn, int ve
     return r;
 }
 
+/* Before the shim has its driver: does `real` lie in the libcuda.so.1 that
+ * init will open, the default namespace's? A driver another namespace holds
+ * (dlmopen) is not the one the wrappers call. dladdr1 and dlinfo only read
+ * the loader's maps: no lock, no allocation, no dlopen. */
+static bool in_default_driver(void *real)
+{
+    Dl_info info;
+    struct link_map *map = NULL;
+    if (!dladdr1(real, &info, (void **)&map, RTLD_DL_LINKMAP) || !info.dli_fname || !map)
+        return false;
+    const char *base = strrchr(info.dli_fname, '/');
+    base = base ? base + 1 : info.dli_fname;
+    if (strncmp(base, "libcuda.so", 10) != 0)
+        return false;
+    Lmid_t ns = LM_ID_NEWLM; /* a handle is its link_map in glibc */
+    return dlinfo(map, RTLD_DI_LMID, &ns) == 0 && ns == LM_ID_BASE;
+}
+
 /* Reached from the dlsym stub for names starting with "cu" and a handle other
  * than RTLD_NEXT, whose lookup does not depend on the caller. Only the real
- * dlsym and dladdr are used: no locks, no allocation, no dlopen. */
+ * dlsym, dladdr1 and dlinfo are used: no locks, no allocation, no dlopen.
+ * The answer is the wrapper only when the program, without the shim, would
+ * have got the entry point of the driver the wrappers call. */
 __attribute__((visibility("hidden"))) void *vr_dlsym_cu(void *handle, const char *name)
 {
     void *real = vr_real_dlsym_fn(handle, name);
     if (!real)
         return NULL;
-    bool in_cuda;
-    if (vr_driver_loaded()) {
-        in_cuda = vr_driver_owns(real);
-    } else {
-        Dl_info info;
-        const char *base = NULL;
-        if (dladdr(real, &info) && info.dli_fname) {
-            base = strrchr(info.dli_fname, '/');
-            base = base ? base + 1 : info.dli_fname;
-        }
-        in_cuda = base && strncmp(base, "libcuda.so", 10) == 0;
-    }
-    if (!in_cuda)
-        return real;
     const struct hook *h = hook_named(name);
-    return h ? h->wrapper : real;
+    if (!h)
+        return real;
+    if (real == h->wrapper) {
+        /* The search met the shim's own export (RTLD_DEFAULT, the program's
+         * own handle): without the shim it would have gone on past it, and
+         * found the driver's entry point, someone else's, or nothing (no
+         * driver loaded, or one that lacks the entry point: a program
+         * probing for a feature must not see one). RTLD_NEXT from here is
+         * that rest of the search. */
+        real = vr_real_dlsym_fn(RTLD_NEXT, name);
+        if (!real)
+            return NULL;
+    }
+    bool ours = vr_driver_loaded() ? vr_driver_owns(real) : in_default_driver(real);
+    return ours ? h->wrapper : real;
 }

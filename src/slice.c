@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "capture_guard.h"
 #include "cost.h"
 #include "driver.h"
 #include "err.h"
@@ -51,7 +52,11 @@ int vr_slices_create(struct vr_slices **out, const size_t *sizes, size_t n)
         vr_slices_destroy(s);
         return -ENOMEM;
     }
+    /* Every VMM call in this file is the shim's own, made inside an allowed
+     * program call (a launch, an update): relaxed (capture_guard.h). */
+    vr_capture_relax();
     CUresult r = vr_real.cuMemAddressReserve(&s->base, total, vr_alloc_granularity(), 0, 0);
+    vr_capture_restore();
     if (r != CUDA_SUCCESS) {
         s->base = 0;
         vr_slices_destroy(s);
@@ -74,7 +79,9 @@ static int unmap_slot(struct slot *sl)
     if (!sl->cur.id)
         return 0;
     uint64_t t0 = vr_now_ns();
+    vr_capture_relax();
     CUresult r = vr_real.cuMemUnmap(sl->va, sl->cur.padded);
+    vr_capture_restore();
     if (r != CUDA_SUCCESS)
         return vr_err_cu(r);
     vr_cost_note(VR_COST_UNMAP, t0);
@@ -94,7 +101,9 @@ int vr_slices_destroy(struct vr_slices *s)
             rc = u;
     }
     if (rc == 0 && s->base) {
+        vr_capture_relax();
         CUresult r = vr_real.cuMemAddressFree(s->base, s->total);
+        vr_capture_restore();
         if (r != CUDA_SUCCESS)
             return vr_err_cu(r);
         s->base = 0;
@@ -164,7 +173,7 @@ static void rebuild(struct vr_slices *s)
     qsort(s->target.r, s->target.n, sizeof *s->target.r, by_lo);
 }
 
-static int map_slot(struct slot *sl, const struct vr_slice_bind *b)
+static int map_slot_relaxed(struct slot *sl, const struct vr_slice_bind *b)
 {
     CUmemAccessDesc access[64];
     uint64_t t0 = vr_now_ns();
@@ -189,6 +198,14 @@ static int map_slot(struct slot *sl, const struct vr_slice_bind *b)
     sl->cur = *b;
     vr_stat_add(VR_C_slices_bound, 1);
     return 0;
+}
+
+static int map_slot(struct slot *sl, const struct vr_slice_bind *b)
+{
+    vr_capture_relax();
+    int rc = map_slot_relaxed(sl, b);
+    vr_capture_restore();
+    return rc;
 }
 
 int vr_slices_bind(struct vr_slices *s, size_t slot, const struct vr_slice_bind *b)
@@ -320,10 +337,12 @@ int vr_slices_find(const struct vr_slices *s, uint64_t id)
 void vr_slices_reaccess(struct vr_slices *s)
 {
     CUmemAccessDesc access[64];
+    vr_capture_relax();
     for (size_t i = 0; i < s->n; i++) {
         const struct vr_slice_bind *b = &s->slots[i].cur;
         if (b->id)
             vr_real.cuMemSetAccess(s->slots[i].va, b->padded, access,
                                    vr_alloc_access_for(b->device, access, 64));
     }
+    vr_capture_restore();
 }

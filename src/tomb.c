@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "assert.h"
+#include "capture_guard.h"
 #include "driver.h"
 #include "lock.h"
 #include "log.h"
@@ -51,7 +52,12 @@ void vr_tomb_bury(struct vr_slices *s, CUevent done, CUcontext ctx, bool unused)
 
 void vr_tomb_drop_event(CUevent ev)
 {
-    if (ev && vr_real.cuEventDestroy_v2(ev) != CUDA_SUCCESS)
+    if (!ev)
+        return;
+    vr_capture_relax();
+    CUresult r = vr_real.cuEventDestroy_v2(ev);
+    vr_capture_restore();
+    if (r != CUDA_SUCCESS)
         vr_tomb_bury(NULL, ev, NULL, true);
 }
 
@@ -98,6 +104,10 @@ void vr_tomb_drain(bool final)
     if (atomic_load_explicit(&ntombs, memory_order_relaxed) == 0)
         return;
     struct tomb *list = take_tombs();
+    /* Teardown of execs the program destroyed: the shim's own work, made at
+     * whichever of the program's calls comes next (queries, a synchronize
+     * at exit, unmaps): never a reason for the program's capture to fail. */
+    vr_capture_relax();
     while (list) {
         struct tomb *t = list;
         list = t->next;
@@ -129,6 +139,7 @@ void vr_tomb_drain(bool final)
         tombs = t;
         vr_mutex_unlock(&tomb_lock);
     }
+    vr_capture_restore();
 }
 
 void vr_tomb_abandon(void)

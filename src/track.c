@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "assert.h"
+#include "capture_guard.h"
 #include "driver.h"
 #include "err.h"
 #include "tomb.h"
@@ -82,8 +83,10 @@ static CUevent make_event(const struct vr_track *t)
 {
     CUevent ev = NULL;
     bool entered = vr_ctx_enter(t->sctx);
+    vr_capture_relax();
     if (vr_real.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
         ev = NULL;
+    vr_capture_restore();
     vr_ctx_leave(entered);
     return ev;
 }
@@ -189,7 +192,9 @@ static int host_wait(struct vr_track *t)
         if (!ctxs[i] || (i == 1 && ctxs[1] == ctxs[0]))
             continue;
         bool entered = vr_ctx_enter(ctxs[i]);
+        vr_capture_relax();
         CUresult r = vr_real.cuCtxSynchronize();
+        vr_capture_restore();
         vr_ctx_leave(entered);
         if (r != CUDA_SUCCESS)
             return vr_err_cu(r);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture_guard.h"
 #include "driver.h"
 #include "err.h"
 #include "log.h"
@@ -199,7 +200,10 @@ int vr_variants_new(struct vr_variants **out, CUgraph graph, const struct vr_nod
 static void drop_one(struct vr_variants *vs, const struct vr_var_ctx *cx, unsigned k)
 {
     struct variant *v = &vs->v[k];
+    /* The shim's own: never a reason for a program's capture to fail. */
+    vr_capture_relax();
     vr_real.cuGraphExecDestroy(v->handle); /* the driver defers its own teardown */
+    vr_capture_restore();
     if (v->slices && cx)
         cx->bury(cx->owner, v->slices, v->last);
     else if (v->slices)
@@ -386,7 +390,9 @@ static int create(struct vr_variants *vs, const struct vr_var_ctx *cx, bool *vmm
     free(sizes);
     if (rc != 0)
         return rc;
+    vr_capture_relax();
     CUresult r = vr_real.cuGraphInstantiateWithFlags(&v.handle, vs->clone, vs->flags);
+    vr_capture_restore();
     if (r != CUDA_SUCCESS) {
         vr_slices_destroy(v.slices);
         return vr_err_cu(r);

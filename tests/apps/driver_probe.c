@@ -14,6 +14,8 @@
  * __CUDA_API_VERSION_INTERNAL, which would turn them into the v1 ABI). */
 #undef __CUDA_API_VERSION_INTERNAL
 #define VR_PROG "driver_probe"
+#include <pthread.h>
+
 #include "vr_check.h"
 
 static CUmodule mod;
@@ -253,6 +255,337 @@ static void keep_for_exit(CUdevice dev)
         kept_native = 0;
 }
 
+/* ---- stream capture in global mode, another thread calling ------------ */
+
+/* The calls the shim makes itself (and the program's own cuMemAlloc and
+ * cuMemFree), each made by a second thread while this one holds a
+ * CU_STREAM_CAPTURE_MODE_GLOBAL capture (PyTorch's default): "RESULT
+ * end=END" with END what cuStreamEndCapture then answered. cuda.h
+ * prohibits "potentially unsafe API calls" there unless the calling thread
+ * exchanged its mode to relaxed (cuThreadExchangeStreamCaptureMode): the
+ * second set asks the same calls from a relaxed thread. */
+struct cap_state {
+    CUcontext ctx;
+    CUdevice dev;
+    CUstream side;               /* not capturing: the shim's own work goes there */
+    CUevent ev, ev_new;          /* ev recorded on side before the capture */
+    CUmemAllocationProp prop;
+    size_t gran;
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr va, p;
+    CUgraph g;
+    CUgraphExec e;
+};
+
+enum cap_call {
+    CAP_EVENT_CREATE, CAP_EVENT_RECORD, CAP_EVENT_QUERY, CAP_EVENT_SYNCHRONIZE,
+    CAP_STREAM_SYNCHRONIZE, CAP_CTX_SYNCHRONIZE, CAP_ADDRESS_RESERVE, CAP_MEM_CREATE,
+    CAP_MEM_MAP, CAP_MEM_SET_ACCESS, CAP_MEM_UNMAP, CAP_MEM_RELEASE, CAP_ADDRESS_FREE,
+    CAP_GRAPH_INSTANTIATE, CAP_GRAPH_LAUNCH, CAP_MEM_ALLOC, CAP_MEM_FREE, CAP_MEM_ALLOC_2M,
+    CAP_MEM_FREE_2M, CAP_N
+};
+static const char *const cap_names[CAP_N] = {
+    "cuEventCreate", "cuEventRecord", "cuEventQuery", "cuEventSynchronize",
+    "cuStreamSynchronize", "cuCtxSynchronize", "cuMemAddressReserve", "cuMemCreate",
+    "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease", "cuMemAddressFree",
+    "cuGraphInstantiate", "cuGraphLaunch", "cuMemAlloc", "cuMemFree",
+    /* sizes the shim serves with VMM: its answers must be the driver's too */
+    "cuMemAlloc.2M", "cuMemFree.2M",
+};
+
+struct cap_job {
+    struct cap_state *st;
+    enum cap_call call;
+    bool relaxed;
+    CUresult r;
+};
+
+/* What each call needs that is not itself under test, made before the
+ * capture begins. */
+static CUresult cap_prepare(struct cap_state *st, enum cap_call c)
+{
+    CUresult r = CUDA_SUCCESS;
+    CUmemAccessDesc acc = { .location = st->prop.location,
+                            .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    switch (c) {
+    case CAP_MEM_MAP: case CAP_MEM_SET_ACCESS: case CAP_MEM_UNMAP: case CAP_MEM_RELEASE:
+        r = cuMemCreate(&st->h, st->gran, &st->prop, 0);
+        if (!r && c != CAP_MEM_RELEASE)
+            r = cuMemAddressReserve(&st->va, st->gran, 0, 0, 0);
+        if (!r && (c == CAP_MEM_SET_ACCESS || c == CAP_MEM_UNMAP))
+            r = cuMemMap(st->va, st->gran, 0, st->h, 0);
+        if (!r && c == CAP_MEM_UNMAP)
+            r = cuMemSetAccess(st->va, st->gran, &acc, 1);
+        break;
+    case CAP_ADDRESS_FREE:
+        r = cuMemAddressReserve(&st->va, st->gran, 0, 0, 0);
+        break;
+    case CAP_GRAPH_INSTANTIATE: case CAP_GRAPH_LAUNCH: {
+        CUgraphNode n;
+        r = one_node_graph(&st->g, &n);
+        if (!r && c == CAP_GRAPH_LAUNCH)
+            r = cuGraphInstantiateWithFlags(&st->e, st->g, 0);
+        break;
+    }
+    case CAP_MEM_FREE:
+        r = cuMemAlloc(&st->p, 4096);
+        break;
+    case CAP_MEM_FREE_2M:
+        r = cuMemAlloc(&st->p, (size_t)2 << 20);
+        break;
+    default:
+        break;
+    }
+    return r;
+}
+
+static CUresult cap_do(struct cap_state *st, enum cap_call c)
+{
+    CUmemAccessDesc acc = { .location = st->prop.location,
+                            .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    switch (c) {
+    case CAP_EVENT_CREATE: return cuEventCreate(&st->ev_new, CU_EVENT_DISABLE_TIMING);
+    case CAP_EVENT_RECORD: return cuEventRecord(st->ev, st->side);
+    case CAP_EVENT_QUERY: return cuEventQuery(st->ev);
+    case CAP_EVENT_SYNCHRONIZE: return cuEventSynchronize(st->ev);
+    case CAP_STREAM_SYNCHRONIZE: return cuStreamSynchronize(st->side);
+    case CAP_CTX_SYNCHRONIZE: return cuCtxSynchronize();
+    case CAP_ADDRESS_RESERVE: return cuMemAddressReserve(&st->va, st->gran, 0, 0, 0);
+    case CAP_MEM_CREATE: return cuMemCreate(&st->h, st->gran, &st->prop, 0);
+    case CAP_MEM_MAP: return cuMemMap(st->va, st->gran, 0, st->h, 0);
+    case CAP_MEM_SET_ACCESS: return cuMemSetAccess(st->va, st->gran, &acc, 1);
+    case CAP_MEM_UNMAP: return cuMemUnmap(st->va, st->gran);
+    case CAP_MEM_RELEASE: return cuMemRelease(st->h);
+    case CAP_ADDRESS_FREE: return cuMemAddressFree(st->va, st->gran);
+    case CAP_GRAPH_INSTANTIATE: return cuGraphInstantiateWithFlags(&st->e, st->g, 0);
+    case CAP_GRAPH_LAUNCH: return cuGraphLaunch(st->e, st->side);
+    case CAP_MEM_ALLOC: return cuMemAlloc(&st->p, 4096);
+    case CAP_MEM_FREE: return cuMemFree(st->p);
+    case CAP_MEM_ALLOC_2M: return cuMemAlloc(&st->p, (size_t)2 << 20);
+    case CAP_MEM_FREE_2M: return cuMemFree(st->p);
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+/* Undoes whatever cap_prepare and cap_do (if it succeeded) left. */
+static void cap_cleanup(struct cap_state *st, enum cap_call c, CUresult did)
+{
+    cuStreamSynchronize(st->side);
+    switch (c) {
+    case CAP_EVENT_CREATE:
+        if (!did)
+            cuEventDestroy(st->ev_new);
+        break;
+    case CAP_ADDRESS_RESERVE:
+        if (!did)
+            cuMemAddressFree(st->va, st->gran);
+        break;
+    case CAP_MEM_CREATE:
+        if (!did)
+            cuMemRelease(st->h);
+        break;
+    case CAP_MEM_MAP: case CAP_MEM_SET_ACCESS: case CAP_MEM_UNMAP:
+        cuMemUnmap(st->va, st->gran);
+        cuMemRelease(st->h);
+        cuMemAddressFree(st->va, st->gran);
+        break;
+    case CAP_MEM_RELEASE:
+        if (did)
+            cuMemRelease(st->h);
+        break;
+    case CAP_ADDRESS_FREE:
+        if (did)
+            cuMemAddressFree(st->va, st->gran);
+        break;
+    case CAP_GRAPH_INSTANTIATE: case CAP_GRAPH_LAUNCH:
+        if (!did || c == CAP_GRAPH_LAUNCH) {
+            cuCtxSynchronize();
+            cuGraphExecDestroy(st->e);
+        }
+        cuGraphDestroy(st->g);
+        break;
+    case CAP_MEM_ALLOC: case CAP_MEM_ALLOC_2M:
+        if (!did)
+            cuMemFree(st->p);
+        break;
+    case CAP_MEM_FREE: case CAP_MEM_FREE_2M:
+        if (did)
+            cuMemFree(st->p);
+        break;
+    default:
+        break;
+    }
+}
+
+static void *cap_thread(void *arg)
+{
+    struct cap_job *j = arg;
+    j->r = cuCtxSetCurrent(j->st->ctx);
+    if (j->r != CUDA_SUCCESS)
+        return NULL;
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (j->relaxed && (j->r = cuThreadExchangeStreamCaptureMode(&mode)) != CUDA_SUCCESS)
+        return NULL;
+    j->r = cap_do(j->st, j->call);
+    if (j->relaxed)
+        cuThreadExchangeStreamCaptureMode(&mode);
+    return NULL;
+}
+
+static void capture_global(CUdevice dev)
+{
+    const char *q = "capture_global";
+    struct cap_state st;
+    memset(&st, 0, sizeof st);
+    st.dev = dev;
+    st.prop = device_prop(dev);
+    SETUP(cuCtxGetCurrent(&st.ctx));
+    SETUP(cuMemGetAllocationGranularity(&st.gran, &st.prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    SETUP(cuStreamCreate(&st.side, CU_STREAM_NON_BLOCKING));
+    SETUP(cuEventCreate(&st.ev, CU_EVENT_DISABLE_TIMING));
+    SETUP(cuEventRecord(st.ev, st.side));
+    SETUP(cuStreamSynchronize(st.side));
+    CUstream cs;
+    SETUP(cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING));
+    for (int relaxed = 0; relaxed < 2; relaxed++) {
+        for (int c = 0; c < CAP_N; c++) {
+            char name[128];
+            snprintf(name, sizeof name, "%s.%s.%s", q, relaxed ? "relaxed_thread" : "other_thread",
+                     cap_names[c]);
+            if (cap_prepare(&st, (enum cap_call)c) != CUDA_SUCCESS) {
+                printf("%s SETUP-FAILED\n", name);
+                continue;
+            }
+            CUgraph g = NULL;
+            struct cap_job j = { &st, (enum cap_call)c, relaxed != 0, CUDA_ERROR_UNKNOWN };
+            pthread_t th;
+            CUresult b = cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL);
+            if (b == CUDA_SUCCESS)
+                b = cuLaunchKernel(fill, 1, 1, 1, 128, 1, 1, 0, cs, args, NULL);
+            if (b != CUDA_SUCCESS || pthread_create(&th, NULL, cap_thread, &j) != 0) {
+                printf("%s SETUP-FAILED\n", name);
+                cuStreamEndCapture(cs, &g);
+                if (g)
+                    cuGraphDestroy(g);
+                cap_cleanup(&st, (enum cap_call)c, CUDA_ERROR_UNKNOWN);
+                continue;
+            }
+            pthread_join(th, NULL);
+            CUresult end = cuStreamEndCapture(cs, &g);
+            printf("%s %s end=%s\n", name, vr_err_name(j.r), vr_err_name(end));
+            if (g)
+                cuGraphDestroy(g);
+            cap_cleanup(&st, (enum cap_call)c, j.r);
+        }
+    }
+    cuStreamDestroy(cs);
+    cuEventDestroy(st.ev);
+    cuStreamDestroy(st.side);
+}
+
+/* ---- contexts: events and streams of another context ------------------ */
+
+static void other_context(CUdevice dev)
+{
+    const char *q = "other_context";
+    CUcontext a, b, got;
+    CUstream sb, sa, s2;
+    CUevent ea;
+    SETUP(cuCtxGetCurrent(&a));
+    SETUP(cuCtxCreate(&b, NULL, 0, dev)); /* made current */
+    SETUP(cuStreamCreate(&sb, 0));
+    SETUP(cuCtxPopCurrent(&got));
+    SETUP(cuStreamCreate(&sa, 0));
+    SETUP(cuEventCreate(&ea, CU_EVENT_DISABLE_TIMING));
+    answer("event_record.stream_of_other_context", cuEventRecord(ea, sb));
+    SETUP(cuEventRecord(ea, sa));
+    answer("stream_wait_event.event_of_other_context", cuStreamWaitEvent(sb, ea, 0));
+    /* 2 MiB: VMM-backed under the shim, whose stream-ordered free records
+     * an event of its own on that stream */
+    CUdeviceptr big;
+    SETUP(cuMemAlloc(&big, (size_t)2 << 20));
+    answer("mem_free_async.stream_of_other_context", cuMemFreeAsync(big, sb));
+    SETUP(cuStreamSynchronize(sb));
+    CUresult r = cuStreamGetCtx(sb, &got);
+    printf("stream_get_ctx.created %s%s\n", vr_err_name(r),
+           r == CUDA_SUCCESS ? (got == b ? " its_context" : " other") : "");
+    r = cuStreamGetCtx(NULL, &got);
+    printf("stream_get_ctx.null %s%s\n", vr_err_name(r),
+           r == CUDA_SUCCESS ? (got == a ? " current" : " other") : "");
+    r = cuStreamGetCtx(CU_STREAM_PER_THREAD, &got);
+    printf("stream_get_ctx.per_thread %s%s\n", vr_err_name(r),
+           r == CUDA_SUCCESS ? (got == a ? " current" : " other") : "");
+    unsigned long long ids[6] = { 0 };
+    bool ok = cuStreamGetId(sa, &ids[0]) == CUDA_SUCCESS &&
+              cuStreamGetId(sb, &ids[1]) == CUDA_SUCCESS &&
+              cuStreamGetId(CU_STREAM_LEGACY, &ids[2]) == CUDA_SUCCESS &&
+              cuStreamGetId(CU_STREAM_PER_THREAD, &ids[3]) == CUDA_SUCCESS &&
+              cuStreamGetId(NULL, &ids[4]) == CUDA_SUCCESS;
+    /* a stream destroyed, then a new one: its id is not the old one's */
+    ok = ok && cuStreamCreate(&s2, 0) == CUDA_SUCCESS;
+    unsigned long long old = 0;
+    ok = ok && cuStreamGetId(s2, &old) == CUDA_SUCCESS && cuStreamDestroy(s2) == CUDA_SUCCESS &&
+         cuStreamCreate(&s2, 0) == CUDA_SUCCESS && cuStreamGetId(s2, &ids[5]) == CUDA_SUCCESS;
+    if (ok)
+        cuStreamDestroy(s2);
+    bool distinct = ok;
+    for (int i = 0; i < 6 && ok; i++)
+        for (int k = i + 1; k < 6; k++)
+            distinct = distinct && (ids[i] != ids[k] || (i == 2 && k == 4));
+    printf("stream_get_id %s%s%s\n", ok ? "CUDA_SUCCESS" : "FAILED",
+           ok ? (distinct && ids[5] != old ? " distinct" : " reused") : "",
+           ok ? (ids[2] == ids[4] ? " null=legacy" : " null!=legacy") : "");
+    cuCtxSynchronize();
+    cuEventDestroy(ea);
+    cuStreamDestroy(sa);
+    cuStreamDestroy(sb);
+    cuCtxDestroy(b);
+}
+
+/* ---- what goes with a context ------------------------------------------ */
+
+static void context_memory(CUdevice dev)
+{
+    const char *q = "ctx_destroy";
+    CUcontext b;
+    CUdeviceptr p, base;
+    size_t size, gran;
+    CUmemAllocationProp prop = device_prop(dev);
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr va;
+    SETUP(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    SETUP(cuCtxCreate(&b, NULL, 0, dev));
+    SETUP(cuMemAlloc(&p, 4096));
+    SETUP(cuMemCreate(&h, gran, &prop, 0));
+    SETUP(cuMemAddressReserve(&va, gran, 0, 0, 0));
+    SETUP(cuMemMap(va, gran, 0, h, 0));
+    CUmemAccessDesc acc = { .location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    SETUP(cuMemSetAccess(va, gran, &acc, 1));
+    SETUP(cuCtxDestroy(b)); /* popped: the primary context is current again */
+    answer("ctx_destroy.mem_get_address_range", cuMemGetAddressRange(&base, &size, p));
+    answer("ctx_destroy.mem_free", cuMemFree(p));
+    unsigned char byte = 7;
+    answer("ctx_destroy.vmm_copy", cuMemcpyHtoD(va, &byte, 1));
+    cuMemUnmap(va, gran);
+    cuMemRelease(h);
+    cuMemAddressFree(va, gran);
+}
+
+/* Last: it takes the primary context's memory (and, on a GPU, its modules). */
+static void primary_reset(CUdevice dev)
+{
+    const char *q = "primary_ctx_reset";
+    CUdeviceptr p, base;
+    size_t size;
+    SETUP(cuMemAlloc(&p, 4096));
+    answer(q, cuDevicePrimaryCtxReset(dev));
+    CUcontext ctx;
+    SETUP(cuDevicePrimaryCtxRetain(&ctx, dev));
+    SETUP(cuCtxSetCurrent(ctx));
+    answer("primary_ctx_reset.mem_get_address_range", cuMemGetAddressRange(&base, &size, p));
+    cuDevicePrimaryCtxRelease(dev);
+}
+
 int main(int argc, char **argv)
 {
     atexit(at_exit);
@@ -280,9 +613,13 @@ int main(int argc, char **argv)
     setparams_edges();
     vmm(dev);
     native();
+    capture_global(dev);
+    other_context(dev);
+    context_memory(dev);
     keep_for_exit(dev);
     CK(cuCtxSynchronize());
     cuMemFree(buf); /* an answer above may have freed it already */
     CK(cuModuleUnload(mod));
+    primary_reset(dev);
     return 0;
 }

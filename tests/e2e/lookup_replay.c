@@ -177,7 +177,10 @@ static void replay(const char *list)
         fail("cannot read %s", list);
         return;
     }
-    void *a = real_dlsym(drv, "cuGetProcAddress_v2"), *b = dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2");
+    /* Through the driver's handle, as a program asks: RTLD_DEFAULT would find
+     * nothing, libcuda.so.1 being opened RTLD_LOCAL (and the shim answers as
+     * the loader would). */
+    void *a = real_dlsym(drv, "cuGetProcAddress_v2"), *b = dlsym(drv, "cuGetProcAddress_v2");
     gpa_fn drv_gpa, shim_gpa;
     memcpy(&drv_gpa, &a, sizeof a);
     memcpy(&shim_gpa, &b, sizeof b);

@@ -85,6 +85,8 @@ static const struct call calls[] = {
     { "cuGraphExecMemsetNodeSetParams", false },
     { "cuGraphExecMemcpyNodeSetParams", false },
     { "cuGraphExecHostNodeSetParams", false },
+    /* the shim's own calls in relaxed capture mode (capture_guard.c) */
+    { "cuThreadExchangeStreamCaptureMode", false },
     /* start-up and logging */
     { "cuDriverGetVersion", false },
     { "cuGetErrorName", false },

@@ -254,6 +254,68 @@ Test(lifecycle, dlsym_of_a_foreign_library_is_untouched)
     vr_run_free(&shim);
 }
 
+/* The loader's answers stay the loader's (issue 15, item 9): a driver
+ * opened with dlmopen(LM_ID_NEWLM) is used through its own symbols, not
+ * through wrappers that would call the default namespace's driver; and
+ * dlsym(RTLD_DEFAULT, "cu...") finds no entry point the loaded driver lacks,
+ * nor any before a driver is loaded. */
+static void loader_pair(const char *which, const char *must_have)
+{
+    const char *const args[] = { which, NULL };
+    char t1[64], t2[64];
+    snprintf(t1, sizeof t1, "loader_%s_plain", which);
+    snprintf(t2, sizeof t2, "loader_%s_shim", which);
+    struct vr_run plain, shim;
+    cr_assert_eq(vr_run_app(t1, "loader_probe", args, 0, NULL, &plain), 0);
+    /* A sanitized build: the driver's copy in the new namespace brings a
+     * second sanitizer runtime, which cannot start (nothing of the shim's
+     * runs yet); there is nothing to compare. */
+    if (plain.proc.status != 0 && strstr(plain.proc.err.p, "ASan cannot proceed")) {
+        vr_run_free(&plain);
+        cr_skip_test("dlmopen of a sanitized driver: a second ASan runtime cannot start");
+    }
+    cr_assert_eq(vr_run_app(t2, "loader_probe", args, VR_RUN_SHIM, NULL, &shim), 0);
+    cr_assert_eq(plain.proc.status, 0, "%s", plain.proc.err.p);
+    cr_assert_eq(shim.proc.status, 0, "%s", shim.proc.err.p);
+    cr_assert(strstr(plain.proc.out.p, must_have), "%s without the shim:\n%s", which,
+              plain.proc.out.p);
+    cr_assert_str_eq(shim.proc.out.p, plain.proc.out.p, "%s: the shim changed the answers", which);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
+
+Test(lifecycle, a_driver_in_a_private_namespace_is_its_own)
+{
+    loader_pair("newlm", "private.copies CUDA_SUCCESS CUDA_SUCCESS same-bytes");
+}
+
+Test(lifecycle, rtld_default_finds_only_what_the_driver_has)
+{
+    loader_pair("default", "loaded.cuGraphExecBatchMemOpNodeSetParams absent");
+}
+
+/* One thread holds a global-mode stream capture (PyTorch's default) while
+ * another replays graphs with calls the capture allows: the shim's own work
+ * inside them (the profile decision's reservation and mappings, completion
+ * queries, an exec's teardown, a stream-ordered free) must not invalidate
+ * the capture (issue 15, item 12a); the program's bytes are the same. */
+Test(lifecycle, the_shim_never_breaks_a_global_capture)
+{
+    struct vr_run plain, shim;
+    cr_assert_eq(vr_run_app("capture_plain", "capture_threads", NULL, 0, NULL, &plain), 0);
+    cr_assert_eq(vr_run_app("capture_shim", "capture_threads", NULL, VR_RUN_SHIM, NULL, &shim), 0);
+    cr_assert_eq(plain.proc.status, 0, "%s%s", plain.proc.out.p, plain.proc.err.p);
+    cr_assert(strstr(plain.proc.out.p, "capture.end CUDA_SUCCESS\n"), "%s", plain.proc.out.p);
+    cr_assert_eq(shim.proc.status, 0, "%s%s", shim.proc.out.p, shim.proc.err.p);
+    cr_assert_str_eq(shim.proc.out.p, plain.proc.out.p);
+    static const char *const active[] = { "\"event\":\"profile_decision\"",
+                                          "\"state\":\"active\"", NULL };
+    cr_assert_eq(vr_count_lines_with(&shim.log, active), 2,
+                 "both execs remapped while the capture was held:\n%s", shim.log.p);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
+
 /* A program that never touches CUDA: the shim loads, stays silent, and its
  * dlsym hook serves the program's own lookups (the shell's, the loader's). */
 Test(lifecycle, program_without_cuda_is_untouched)

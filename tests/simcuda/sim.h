@@ -172,6 +172,7 @@ struct sim_stream {
     unsigned flags;
     int priority;
     int kind;
+    uint64_t id;             /* cuStreamGetId: unique for the process's life */
     pthread_mutex_t mu;
     pthread_cond_t cv_work;
     pthread_cond_t cv_done;
@@ -298,6 +299,19 @@ CUresult sim_capture_add_kernel(struct sim_stream *s, const CUDA_KERNEL_NODE_PAR
 void sim_capture_invalidate(struct sim_stream *s);
 /* Legacy-stream work while a blocking stream captures: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT. */
 CUresult sim_capture_check_legacy(struct sim_stream *s);
+/* First thing in a "potentially unsafe" call (cuThreadExchangeStreamCaptureMode
+ * in cuda.h): CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the captures that
+ * prohibit it invalidated, when the calling thread's mode is not relaxed and
+ * it has a capture of its own not begun relaxed, or its mode is global and
+ * any thread holds a global capture. Lock-free while no capture prohibits
+ * anything. The calls simcuda counts as unsafe: README.md. */
+CUresult sim_capture_unsafe(void);
+#define SIM_CHECK_CAPTURE()                                                    \
+    do {                                                                       \
+        CUresult sim_unsafe_r_ = sim_capture_unsafe();                         \
+        if (sim_unsafe_r_ != CUDA_SUCCESS)                                     \
+            return sim_unsafe_r_;                                              \
+    } while (0)
 
 /* ---- modules and functions ------------------------------------------- */
 
@@ -374,6 +388,10 @@ void sim_mem_check_kernel(struct sim_ctx *ctx, const struct sim_kcall *call,
 /* Live memory objects: mappings, physical handles whose memory is not yet
  * returned, reservations, native allocations. */
 void sim_mem_live(long *mappings, long *handles, long *reservations, long *allocations);
+/* cuCtxDestroy, cuDevicePrimaryCtxReset: the memory allocated in c goes with
+ * it (cuMemAlloc, cuMemAllocManaged; not cuMemCreate or stream-ordered
+ * memory, as documented). The caller has synchronized c. */
+void sim_mem_ctx_destroyed(const struct sim_ctx *c);
 /* Release a native allocation queued by cuMemFreeAsync (stream worker). */
 void sim_mem_free_now(uintptr_t base);
 

@@ -681,6 +681,22 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *acti
     return CUDA_SUCCESS;
 }
 
+/* Destroys what the primary context holds: its work is finished and its
+ * cuMemAlloc/cuMemAllocManaged memory released (documented); VMM and
+ * stream-ordered memory stay (they belong to no context). The context stays
+ * retained and usable (assumption: a real driver makes it anew at the next
+ * use; modules, streams and events of it are not modelled as lost). */
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    SIM_ENTER(cuDevicePrimaryCtxReset_v2);
+    SIM_CHECK_INIT();
+    SIM_CHECK_DEV(dev);
+    struct sim_ctx *pc = g_primaries[dev];
+    sim_ctx_sync(pc);
+    sim_mem_ctx_destroyed(pc);
+    return CUDA_SUCCESS;
+}
+
 CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
                         CUdevice dev)
 {
@@ -714,6 +730,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
     if (c->primary || !atomic_load(&c->alive))
         return CUDA_ERROR_INVALID_CONTEXT;
     sim_ctx_sync(c);
+    sim_mem_ctx_destroyed(c); /* documented: its cuMemAlloc memory goes with it */
     atomic_store(&c->alive, false);
     sim_reg_del(c);
     /* Popped from the calling thread's stack if current (as documented). */
@@ -814,6 +831,8 @@ CUresult cuCtxSynchronize(void)
     CUresult r = sim_ctx_need(&c);
     if (r)
         return r;
+    if ((r = sim_capture_unsafe()) != CUDA_SUCCESS)
+        return r;
     sim_ctx_sync(c);
     return CUDA_SUCCESS;
 }
@@ -825,6 +844,8 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
     struct sim_ctx *c;
     CUresult r = ctx ? ctx_check(ctx, &c) : sim_ctx_need(&c);
     if (r)
+        return r;
+    if ((r = sim_capture_unsafe()) != CUDA_SUCCESS)
         return r;
     sim_ctx_sync(c);
     return CUDA_SUCCESS;

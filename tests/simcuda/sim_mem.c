@@ -22,6 +22,7 @@ struct nat {
     size_t charged; /* counted against its device (SIM_NATIVE_UNIT rounded) */
     int dev;       /* owning device; -1: managed (any device may access) */
     int acct;      /* the device whose memory it uses */
+    const struct sim_ctx *ctx; /* allocating context: destroyed with it (NULL: async) */
     bool async;    /* from cuMemAllocAsync: cuMemFree does not synchronize */
     bool freeing;  /* cuMemFreeAsync queued */
 };
@@ -184,7 +185,8 @@ bool sim_mem_valid(uintptr_t p, size_t n, bool write)
 /* ---- native allocations ------------------------------------------------------- */
 
 /* dev: the owning device (-1: managed, charged to acct). */
-static CUresult native_alloc(CUdeviceptr *dptr, size_t bytesize, bool async, int dev, int acct)
+static CUresult native_alloc(CUdeviceptr *dptr, size_t bytesize, bool async, int dev, int acct,
+                             const struct sim_ctx *ctx)
 {
     if (!dptr || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -210,7 +212,7 @@ static CUresult native_alloc(CUdeviceptr *dptr, size_t bytesize, bool async, int
     SIM_FLOOR(g_nat, g_nnat, b, i);
     size_t at = (size_t)(i + 1);
     memmove(&g_nat[at + 1], &g_nat[at], (g_nnat - at) * sizeof *g_nat);
-    g_nat[at] = (struct nat){b, bytesize, len, charged, dev, acct, async, false};
+    g_nat[at] = (struct nat){b, bytesize, len, charged, dev, acct, async ? NULL : ctx, async, false};
     g_nnat++;
     g_mem_gen++;
     g_native_bytes[acct] += charged;
@@ -231,6 +233,15 @@ static void native_release(struct nat *a)
     munmap((void *)n.base, n.maplen); /* use after free crashes */
 }
 
+void sim_mem_ctx_destroyed(const struct sim_ctx *c)
+{
+    pthread_mutex_lock(&g_mem_mu);
+    for (size_t i = g_nnat; i-- > 0;)
+        if (g_nat[i].ctx == c && !g_nat[i].freeing)
+            native_release(&g_nat[i]);
+    pthread_mutex_unlock(&g_mem_mu);
+}
+
 void sim_mem_free_now(uintptr_t base)
 {
     pthread_mutex_lock(&g_mem_mu);
@@ -248,7 +259,9 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     CUresult r = sim_ctx_need(&c);
     if (r)
         return r;
-    return native_alloc(dptr, bytesize, false, c->dev, c->dev);
+    if ((r = sim_capture_unsafe()) != CUDA_SUCCESS)
+        return r;
+    return native_alloc(dptr, bytesize, false, c->dev, c->dev, c);
 }
 
 /* Managed memory is host memory here like everything else: a native
@@ -263,7 +276,9 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
         return r;
     if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
         return CUDA_ERROR_INVALID_VALUE;
-    return native_alloc(dptr, bytesize, false, -1, c->dev);
+    if ((r = sim_capture_unsafe()) != CUDA_SUCCESS)
+        return r;
+    return native_alloc(dptr, bytesize, false, -1, c->dev, c);
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr)
@@ -276,6 +291,8 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
         return r;
     if (dptr == 0)
         return CUDA_SUCCESS;
+    if ((r = sim_capture_unsafe()) != CUDA_SUCCESS)
+        return r;
     pthread_mutex_lock(&g_mem_mu);
     struct nat *a = nat_find((uintptr_t)dptr);
     bool ok = a && a->base == (uintptr_t)dptr && !a->freeing;
@@ -621,7 +638,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream h, bool pt)
     if ((r = stream_for_work(h, pt, &s)) != CUDA_SUCCESS)
         return r;
     int dev = s->ctx ? s->ctx->dev : c->dev; /* the stream's device's pool */
-    return native_alloc(dptr, size, true, dev, dev);
+    return native_alloc(dptr, size, true, dev, dev, NULL);
 }
 
 static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
@@ -713,6 +730,7 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
 {
     SIM_ENTER(cuMemAddressReserve);
     SIM_CHECK_INIT();
+    SIM_CHECK_CAPTURE();
     size_t g = sim_knob.granularity;
     if (!ptr || size == 0 || flags != 0 || size % g != 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -761,6 +779,7 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
     SIM_ENTER(cuMemAddressFree);
     SIM_CHECK_INIT();
+    SIM_CHECK_CAPTURE();
     pthread_mutex_lock(&g_mem_mu);
     struct resv *r = resv_find((uintptr_t)ptr);
     if (!r || r->base != (uintptr_t)ptr || r->size != size) {
@@ -787,6 +806,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 {
     SIM_ENTER(cuMemCreate);
     SIM_CHECK_INIT();
+    SIM_CHECK_CAPTURE();
     if (!sim_knob.vmm)
         return CUDA_ERROR_NOT_SUPPORTED;
     if (!handle || flags != 0)
@@ -835,6 +855,7 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     SIM_ENTER(cuMemRelease);
     SIM_CHECK_INIT();
+    SIM_CHECK_CAPTURE();
     pthread_mutex_lock(&g_mem_mu);
     struct sim_phys *ph = phys_get(handle);
     if (!ph) {
@@ -854,6 +875,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 {
     SIM_ENTER(cuMemMap);
     SIM_CHECK_INIT();
+    SIM_CHECK_CAPTURE();
     size_t g = sim_knob.granularity;
     uintptr_t p = (uintptr_t)ptr;
     if (flags != 0 || offset != 0) /* documented: offset currently must be zero */
@@ -929,6 +951,7 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     SIM_ENTER(cuMemUnmap);
     SIM_CHECK_INIT();
+    SIM_CHECK_CAPTURE();
     uintptr_t p = (uintptr_t)ptr;
     size_t first, last;
     pthread_mutex_lock(&g_mem_mu);
@@ -965,6 +988,7 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
 {
     SIM_ENTER(cuMemSetAccess);
     SIM_CHECK_INIT();
+    SIM_CHECK_CAPTURE();
     if (!desc || count == 0)
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < count; i++) {

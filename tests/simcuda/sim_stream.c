@@ -19,12 +19,14 @@ static pthread_mutex_t g_streams_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct sim_stream *g_streams; /* streams whose worker still runs */
 static pthread_mutex_t g_submit_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_capture_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t g_stream_ids;
 
 /* ---- operations ------------------------------------------------------------ */
 
 struct sim_event {
     atomic_int refs;
     unsigned flags;
+    struct sim_ctx *ctx; /* current at cuEventCreate: records only in its streams */
     pthread_mutex_t mu;
     bool recorded;
     struct sim_stream *s; /* referenced */
@@ -255,6 +257,7 @@ struct sim_stream *sim_stream_new(struct sim_ctx *ctx, int kind, unsigned flags,
         return NULL;
     s->ctx = ctx;
     s->kind = kind;
+    s->id = atomic_fetch_add(&g_stream_ids, 1) + 1;
     s->flags = flags;
     s->priority = priority;
     atomic_init(&s->refs, 2); /* owner + worker */
@@ -453,6 +456,7 @@ CUresult sim_stream_resolve(CUstream h, bool ptsz, struct sim_stream **out)
 struct sim_capture {
     struct sim_graph *graph;
     CUstreamCaptureMode mode;
+    bool strict;  /* not relaxed, and endable: counted in g_strict_captures */
     bool invalid;
     struct sim_stream *origin;
     pthread_t thread;
@@ -462,6 +466,53 @@ struct sim_capture {
 
 static struct sim_capture *g_captures; /* active captures, under g_capture_mu */
 static uint64_t g_capture_ids;
+/* Captures that prohibit potentially unsafe calls somewhere (written under
+ * g_capture_mu): while 0, sim_capture_unsafe takes no lock. */
+static _Atomic long g_strict_captures;
+/* cuThreadExchangeStreamCaptureMode: this thread's mode, global by default. */
+static _Thread_local CUstreamCaptureMode t_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+static void capture_unstrict(struct sim_capture *c)
+{
+    if (c->strict) {
+        c->strict = false;
+        atomic_fetch_sub(&g_strict_captures, 1);
+    }
+}
+
+CUresult sim_capture_unsafe(void)
+{
+    if (atomic_load_explicit(&g_strict_captures, memory_order_acquire) == 0 ||
+        t_capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_SUCCESS;
+    CUresult r = CUDA_SUCCESS;
+    pthread_t me = pthread_self();
+    pthread_mutex_lock(&g_capture_mu);
+    for (struct sim_capture *c = g_captures; c; c = c->next) {
+        if (!c->strict)
+            continue;
+        bool own = pthread_equal(c->thread, me);
+        if (own || (t_capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                    c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
+            c->invalid = true;
+            r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        }
+    }
+    pthread_mutex_unlock(&g_capture_mu);
+    return r;
+}
+
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    SIM_ENTER(cuThreadExchangeStreamCaptureMode);
+    SIM_CHECK_INIT();
+    if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstreamCaptureMode prev = t_capture_mode;
+    t_capture_mode = *mode;
+    *mode = prev;
+    return CUDA_SUCCESS;
+}
 
 static bool capture_live(struct sim_capture *c, uint64_t id)
 {
@@ -599,6 +650,9 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz)
         return CUDA_ERROR_ILLEGAL_STATE;
     }
     c->id = ++g_capture_ids;
+    c->strict = mode != CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (c->strict)
+        atomic_fetch_add(&g_strict_captures, 1);
     c->next = g_captures;
     g_captures = c;
     s->cap = c;
@@ -656,6 +710,7 @@ static CUresult end_capture(CUstream h, CUgraph *phGraph, bool ptsz)
             break;
         }
     }
+    capture_unstrict(c);
     pthread_mutex_unlock(&g_capture_mu);
     struct sim_graph *g = c->graph;
     bool invalid = c->invalid;
@@ -762,6 +817,8 @@ static CUresult stream_synchronize(CUstream h, bool ptsz)
     }
     if ((r = sim_capture_check_legacy(s)) != CUDA_SUCCESS)
         return r;
+    if ((r = sim_capture_unsafe()) != CUDA_SUCCESS)
+        return r;
     sim_stream_sync(s);
     return CUDA_SUCCESS;
 }
@@ -790,6 +847,8 @@ static CUresult stream_query(CUstream h, bool ptsz)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
     if ((r = sim_capture_check_legacy(s)) != CUDA_SUCCESS)
+        return r;
+    if ((r = sim_capture_unsafe()) != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&s->mu);
     bool idle = s->completed == s->submitted;
@@ -820,8 +879,10 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
     pthread_mutex_lock(&g_capture_mu);
     if (s->cap) {
         s->cap->invalid = true;
-        if (s->cap->origin == s)
+        if (s->cap->origin == s) {
             s->cap->origin = NULL; /* the capture can no longer be ended */
+            capture_unstrict(s->cap); /* nor prohibit anything for good */
+        }
         stream_leave_capture(s);
     }
     pthread_mutex_unlock(&g_capture_mu);
@@ -854,6 +915,82 @@ CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
     return stream_get_flags(hStream, flags, true);
 }
 
+/* A created stream answers the context it was created in; the special
+ * handles (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) the calling
+ * thread's current one, INVALID_CONTEXT without (documented). No green
+ * contexts here: *green is always NULL. */
+static CUresult stream_get_ctx(CUstream h, CUcontext *pctx, CUgreenCtx *green, bool ptsz)
+{
+    SIM_CHECK_INIT();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_stream *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r)
+        return r;
+    bool special = h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD;
+    *pctx = (CUcontext)(special ? sim_ctx_current() : s->ctx);
+    if (green)
+        *green = NULL;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+    SIM_ENTER(cuStreamGetCtx);
+    return stream_get_ctx(hStream, pctx, NULL, false);
+}
+
+CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
+{
+    SIM_ENTER(cuStreamGetCtx_ptsz);
+    return stream_get_ctx(hStream, pctx, NULL, true);
+}
+
+CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+    SIM_ENTER(cuStreamGetCtx_v2);
+    if (!pGreenCtx)
+        return CUDA_ERROR_INVALID_VALUE;
+    return stream_get_ctx(hStream, pCtx, pGreenCtx, false);
+}
+
+CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+    SIM_ENTER(cuStreamGetCtx_v2_ptsz);
+    if (!pGreenCtx)
+        return CUDA_ERROR_INVALID_VALUE;
+    return stream_get_ctx(hStream, pCtx, pGreenCtx, true);
+}
+
+/* The special handles name the stream they resolve to for the calling
+ * thread: its current context's legacy stream, or its per-thread stream.
+ * Ids come from one counter and are never reused. */
+static CUresult stream_get_id(CUstream h, unsigned long long *id, bool ptsz)
+{
+    SIM_CHECK_INIT();
+    if (!id)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_stream *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r)
+        return r;
+    *id = s->id;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+{
+    SIM_ENTER(cuStreamGetId);
+    return stream_get_id(hStream, streamId, false);
+}
+
+CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long *streamId)
+{
+    SIM_ENTER(cuStreamGetId_ptsz);
+    return stream_get_id(hStream, streamId, true);
+}
+
 /* ---- events ------------------------------------------------------------------------- */
 
 static CUresult event_get(CUevent h, struct sim_event **out)
@@ -882,6 +1019,7 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
         return CUDA_ERROR_OUT_OF_MEMORY;
     atomic_init(&e->refs, 1);
     e->flags = Flags;
+    e->ctx = c;
     pthread_mutex_init(&e->mu, NULL);
     sim_reg_add(e, SIM_T_EVENT);
     atomic_fetch_add(&sim_live_events, 1);
@@ -901,6 +1039,8 @@ static CUresult event_record(CUevent h, CUstream hs, unsigned flags, bool ptsz)
         return CUDA_ERROR_INVALID_VALUE;
     if ((r = sim_stream_resolve(hs, ptsz, &s)) != CUDA_SUCCESS)
         return r;
+    if (s->ctx != e->ctx)
+        return CUDA_ERROR_INVALID_HANDLE; /* documented: the same context */
     if (sim_capture_active(s)) {
         /* Recorded into the capture: the event stands for the stream's
          * current capture dependencies (used by cuStreamWaitEvent). */
@@ -1021,6 +1161,8 @@ CUresult cuEventQuery(CUevent hEvent)
     CUresult r = event_get(hEvent, &e);
     if (r)
         return r;
+    if ((r = sim_capture_unsafe()) != CUDA_SUCCESS)
+        return r;
     struct sim_dep d;
     if (!event_snapshot(e, &d))
         return CUDA_SUCCESS; /* an event never recorded is complete */
@@ -1036,6 +1178,8 @@ CUresult cuEventSynchronize(CUevent hEvent)
     struct sim_event *e;
     CUresult r = event_get(hEvent, &e);
     if (r)
+        return r;
+    if ((r = sim_capture_unsafe()) != CUDA_SUCCESS)
         return r;
     struct sim_dep d;
     if (!event_snapshot(e, &d))

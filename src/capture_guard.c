@@ -1,0 +1,49 @@
+#include "capture_guard.h"
+
+#include <stdbool.h>
+
+#include "driver.h"
+
+static _Thread_local unsigned depth;
+static _Thread_local bool exchanged;
+static _Thread_local CUstreamCaptureMode saved;
+
+void vr_capture_relax(void)
+{
+    if (depth++ != 0 || !vr_real.cuThreadExchangeStreamCaptureMode)
+        return;
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    exchanged = vr_real.cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
+    saved = mode;
+}
+
+static CUresult(CUDAAPI *real_event_query)(CUevent);
+
+static CUresult CUDAAPI relaxed_event_query(CUevent ev)
+{
+    vr_capture_relax();
+    CUresult r = real_event_query(ev);
+    vr_capture_restore();
+    return r;
+}
+
+void vr_capture_guard_table(struct vr_driver *d)
+{
+    if (!d->cuEventQuery || !d->cuThreadExchangeStreamCaptureMode ||
+        d->cuEventQuery == relaxed_event_query)
+        return;
+    real_event_query = d->cuEventQuery;
+    d->cuEventQuery = relaxed_event_query;
+}
+
+void vr_capture_restore(void)
+{
+    if (depth == 0 || --depth != 0 || !exchanged)
+        return;
+    exchanged = false;
+    /* Relaxed before, relaxed now: nothing to put back. */
+    if (saved == CU_STREAM_CAPTURE_MODE_RELAXED)
+        return;
+    CUstreamCaptureMode mode = saved;
+    vr_real.cuThreadExchangeStreamCaptureMode(&mode);
+}
