@@ -117,12 +117,12 @@ static void ask_default(const char *tag, const char *name)
 
 static int rtld_default(void)
 {
-    /* cuMemAlloc_v2 and cuGraphLaunch: entry points every driver has;
-     * cuGraphExecBatchMemOpNodeSetParams: one simcuda lacks (a real driver
-     * has it: the answers then differ between drivers, never between a run
-     * with and without the shim). */
+    /* cuMemAlloc_v2 and cuGraphLaunch: entry points every driver has (and
+     * the shim exports: before the driver is loaded, absent all the same);
+     * cuGraphExecKernelNodeSetParams_v3: one no driver of this toolkit has
+     * (simcuda exports every function cuda.h declares). */
     static const char *const names[] = { "cuMemAlloc_v2", "cuGraphLaunch",
-                                         "cuGraphExecBatchMemOpNodeSetParams", "cuInit" };
+                                         "cuGraphExecKernelNodeSetParams_v3", "cuInit" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         ask_default("unloaded", names[i]);
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
