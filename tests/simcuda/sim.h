@@ -120,6 +120,7 @@ enum sim_type {
     SIM_T_EXEC,
     SIM_T_PHYS,
     SIM_T_KERNEL,
+    SIM_T_POOL,
 };
 
 void sim_reg_add(const void *p, int type);
