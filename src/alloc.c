@@ -772,6 +772,11 @@ static bool cache_holds(CUdeviceptr addr)
     return in;
 }
 
+bool vr_alloc_reclaim(void)
+{
+    return cache_release(-1, false) > 0;
+}
+
 void vr_alloc_drain(void)
 {
     cache_release(-1, true);

@@ -109,6 +109,10 @@ int vr_alloc_get_access(unsigned long long *flags, const CUmemLocation *location
                         CUdeviceptr ptr);
 int vr_alloc_enable_peer(CUcontext peer, unsigned int flags);              /* cuCtxEnablePeerAccess */
 
+/* After an allocation ran out of device memory: the kept memory of every
+ * device goes back. Returns whether any did (then a retry may succeed). */
+bool vr_alloc_reclaim(void);
+
 /* At exit: a last try at releasing parked memory. */
 void vr_alloc_drain(void);
 /* At exit after the driver shut down: forgets the cached and parked memory

@@ -263,6 +263,7 @@ __attribute__((constructor)) static void record_pid(void)
 #define VR_OFF_SEEN(name, args) vr_stat_inc(VR_C_setparams_seen); return vr_real.name args;
 #define VR_OFF_LAUNCH(name, args) vr_stat_inc(VR_C_launches); return vr_real.name args;
 #define VR_OFF_FULL(name, args)
+#define VR_OFF_ALLOC VR_OFF_FWD
 
 /* What a wrapper tries before its full path (hooks.def's `off` column
  * again): a SetParams first tries the absorbed path, which makes no driver
@@ -272,6 +273,7 @@ __attribute__((constructor)) static void record_pid(void)
 #define VR_FAST_FWD(name, args)
 #define VR_FAST_LAUNCH(name, args)
 #define VR_FAST_FULL(name, args)
+#define VR_FAST_ALLOC(name, args)
 #define VR_FAST_SEEN(name, args)                                                \
     if (!vr_in_shim)                                                            \
         return absorb_##name args;
@@ -326,6 +328,25 @@ CUresult vr_hook_setparams_node(CUgraphExec exec, CUgraphNode node, CUgraphNodeP
 }
 
 /* ---- memory ----------------------------------------------------------- */
+
+/* The entry points that draw device memory (hooks.def's ALLOC): the shim's
+ * kept memory is free memory as far as the program can tell, so an
+ * allocation that ran out of it gets it back and tries once more. Only then:
+ * a retry after nothing went back would turn one failing call into two. */
+#define VR_BODY_FWD(name, params, args)
+#define VR_BODY_SEEN(name, params, args)
+#define VR_BODY_LAUNCH(name, params, args)
+#define VR_BODY_FULL(name, params, args)
+#define VR_BODY_ALLOC(name, params, args)                                       \
+    static CUresult vr_on_##name params                                         \
+    {                                                                           \
+        CUresult r = vr_real.name args;                                         \
+        if (r == CUDA_ERROR_OUT_OF_MEMORY && vr_alloc_reclaim())                \
+            r = vr_real.name args;                                              \
+        return r;                                                               \
+    }
+#define VR_HOOK(name, base, off, params, args) VR_BODY_##off(name, params, args)
+#include "hooks.def"
 
 static CUresult vr_on_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {

@@ -30,6 +30,11 @@
  *                          (before and after the stream passed the free)
  *   alloc_faults refill A B  allocate A bytes until out of memory, free them
  *                          all, then B bytes until out of memory: both counts
+ *   alloc_faults others    (a 256 MiB device) before each of the other
+ *                          allocators (stream-ordered, from a pool, managed,
+ *                          pitched, cuMemCreate), a 160 MiB buffer allocated
+ *                          and freed: each then allocates 160 MiB; on stderr
+ *                          the memory the shim kept before each
  *
  * The kernels come from the PTX named by VR_PTX.
  */
@@ -41,6 +46,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <cudaTypedefs.h>
 
 #include "varemap/varemap.h"
 #define VR_PROG "alloc_faults"
@@ -430,6 +437,82 @@ static int run_refill(size_t a, size_t b)
     return 0;
 }
 
+/* ---- others ---- */
+
+static CUresult other_alloc(int which, CUstream s, CUmemoryPool pool, size_t size)
+{
+    CUdeviceptr p = 0;
+    CUresult r;
+    if (which <= 3) {
+        /* the per-thread variants are reached by their exported names */
+        PFN_cuMemAllocAsync_v11020 async = cuMemAllocAsync;
+        PFN_cuMemAllocFromPoolAsync_v11020 from = cuMemAllocFromPoolAsync;
+        void *sym = NULL;
+        if (which & 1) {
+            sym = dlsym(RTLD_DEFAULT, which < 2 ? "cuMemAllocAsync_ptsz"
+                                                : "cuMemAllocFromPoolAsync_ptsz");
+            if (!sym)
+                return CUDA_ERROR_NOT_FOUND;
+            if (which < 2)
+                memcpy(&async, &sym, sizeof sym);
+            else
+                memcpy(&from, &sym, sizeof sym);
+        }
+        r = which < 2 ? async(&p, size, s) : from(&p, size, pool, s);
+        if (r == CUDA_SUCCESS) {
+            CK(cuMemFreeAsync(p, s));
+            CK(cuStreamSynchronize(s));
+        }
+        return r;
+    }
+    if (which == 4 || which == 5) {
+        size_t pitch = 0;
+        r = which == 4 ? cuMemAllocManaged(&p, size, CU_MEM_ATTACH_GLOBAL)
+                       : cuMemAllocPitch_v2(&p, &pitch, 64 * 1024, size / (64 * 1024), 4);
+        if (r == CUDA_SUCCESS)
+            CK(cuMemFree_v2(p));
+        return r;
+    }
+    CUmemGenericAllocationHandle h;
+    CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
+    r = cuMemCreate(&h, size, &prop, 0);
+    if (r == CUDA_SUCCESS)
+        CK(cuMemRelease(h));
+    return r;
+}
+
+static int run_others(void)
+{
+    static const char *const names[] = { "cuMemAllocAsync", "cuMemAllocAsync_ptsz",
+                                         "cuMemAllocFromPoolAsync",
+                                         "cuMemAllocFromPoolAsync_ptsz", "cuMemAllocManaged",
+                                         "cuMemAllocPitch", "cuMemCreate" };
+    const size_t size = 160 * MIB;
+    CUcontext ctx;
+    CUstream s;
+    CUmemoryPool pool;
+    vr_ctx_current(0, &ctx);
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUmemPoolProps props = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                             .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
+    CK(cuMemPoolCreate(&pool, &props));
+    for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {
+        CUdeviceptr big;
+        size_t fr, total;
+        CK(cuMemAlloc_v2(&big, size));
+        CK(cuMemFree_v2(big));
+        CK(cuMemGetInfo_v2(&fr, &total));
+        struct varemap_stats st = { 0 };
+        if (stats(&st) == 0)
+            fprintf(stderr, "%s kept=%llu\n", names[i], (unsigned long long)st.vmm_cache_bytes);
+        printf("%s free=%d %s\n", names[i], fr == total, vr_err_name(other_alloc(i, s, pool, size)));
+    }
+    CK(cuMemPoolDestroy(pool));
+    CK(cuStreamDestroy_v2(s));
+    return 0;
+}
+
 /* ---- peer ---- */
 
 static int run_peer(int enable)
@@ -517,7 +600,9 @@ int main(int argc, char **argv)
         return run_asyncreuse();
     if (!strcmp(mode, "refill") && argc > 3)
         return run_refill((size_t)strtoull(argv[2], NULL, 0), (size_t)strtoull(argv[3], NULL, 0));
+    if (!strcmp(mode, "others"))
+        return run_others();
     fprintf(stderr, "usage: alloc_faults noctx|padding|free|fill SIZE|peer [--no-peer]|freeasync|"
-                    "churn ROUNDS|asyncreuse|refill SIZE SIZE\n");
+                    "churn ROUNDS|asyncreuse|refill SIZE SIZE|others\n");
     return 2;
 }

@@ -63,6 +63,20 @@ static bool has_fallback(const struct vr_run *r, const char *what, const char *w
     return false;
 }
 
+/* simcuda's "live" objects at exit: none. */
+static void nothing_alive(const struct vr_run *r)
+{
+    static const char *const kinds[] = { "mappings", "handles", "reservations", "allocations",
+                                         NULL };
+    for (size_t i = 0; kinds[i]; i++) {
+        uint64_t n = 1;
+        cr_assert(vr_json_u64(r->stats.p, r->stats.len, kinds[i], &n), "no live %s in %s",
+                  kinds[i], r->stats.p);
+        cr_assert_eq(n, 0, "%llu %s alive at exit: %s", (unsigned long long)n, kinds[i],
+                     r->stats.p);
+    }
+}
+
 /* ---- item 7: no current context ---- */
 
 Test(alloc, free_without_context_is_the_drivers_error)
@@ -394,6 +408,35 @@ Test(alloc, kept_memory_serves_the_same_size_again)
 {
     refill("refill_same", "4194304", "4194304",
            "refill size=4194304 count=64 stop=CUDA_ERROR_OUT_OF_MEMORY");
+}
+
+/* Every other allocator that draws device memory, each right after a
+ * VMM-backed buffer was freed (kept mapped by the cache): each gets the
+ * memory it gets without the shim, which cuMemGetInfo says is free. */
+Test(alloc, kept_memory_goes_back_to_every_allocator)
+{
+    static const char *const args[] = { "others", NULL };
+    static const char *const env[] = { "SIMCUDA_MEM_BYTES=256M", NULL };
+    static const char *const shim_env[] = { "VAREMAP_MAX_PADDING=8M", "VAREMAP_VMM_CACHE=1G",
+                                             NULL };
+    static const char *const names[] = { "cuMemAllocAsync", "cuMemAllocAsync_ptsz",
+                                         "cuMemAllocFromPoolAsync",
+                                         "cuMemAllocFromPoolAsync_ptsz", "cuMemAllocManaged",
+                                         "cuMemAllocPitch", "cuMemCreate", NULL };
+    struct pair p;
+    pair_run(&p, "others", args, env, shim_env, 0);
+    for (size_t i = 0; names[i]; i++) {
+        char line[96];
+        snprintf(line, sizeof line, "%s free=1 CUDA_SUCCESS", names[i]);
+        has_line(&p.plain, line);
+        snprintf(line, sizeof line, "%s kept=167772160\n", names[i]);
+        cr_assert(strstr(p.shim.proc.err.p, line), "the cache did not keep the buffer before %s:\n%s",
+                  names[i], p.shim.proc.err.p);
+    }
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    cr_assert_eq(summary(&p.shim, "vmm_leaked_bytes"), 0);
+    nothing_alive(&p.shim);
+    pair_free(&p);
 }
 
 /* ---- graph_bench's re-allocating patterns ---- */
