@@ -87,6 +87,9 @@ static size_t nkept, capkept;
 static uint64_t kept_bytes, kept_age; /* under cache_lock */
 static unsigned settle_epoch;         /* under cache_lock */
 static _Atomic size_t kept_hint;      /* nkept, read without the lock */
+/* Set by the exit work: a free after it (a program's exit handler that
+ * runs later) keeps nothing, as nothing would release it any more. */
+static atomic_bool closed;
 
 void vr_alloc_configure(const struct vr_config *c)
 {
@@ -604,7 +607,8 @@ static bool release_kept(const struct kept *k, bool may_sync)
  * the cache is off or it does not fit: the caller releases it. */
 static bool cache_put(const struct vr_alloc_info *rec, CUcontext ctx, CUevent done, unsigned gen)
 {
-    if (rec->padded == 0 || rec->padded > cfg.vmm_cache)
+    if (rec->padded == 0 || rec->padded > cfg.vmm_cache ||
+        atomic_load_explicit(&closed, memory_order_acquire))
         return false;
     struct kept k = { .rec = *rec, .ctx = ctx, .done = done, .gen = gen };
     for (;;) {
@@ -779,12 +783,14 @@ bool vr_alloc_reclaim(void)
 
 void vr_alloc_drain(void)
 {
+    atomic_store_explicit(&closed, true, memory_order_release);
     cache_release(-1, true);
     drain(true);
 }
 
 void vr_alloc_abandon(void)
 {
+    atomic_store_explicit(&closed, true, memory_order_release);
     pthread_mutex_lock(&cache_lock);
     vr_stat_add(VR_C_vmm_cache_bytes, -(int64_t)kept_bytes);
     nkept = 0;

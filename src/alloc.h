@@ -113,7 +113,9 @@ int vr_alloc_enable_peer(CUcontext peer, unsigned int flags);              /* cu
  * device goes back. Returns whether any did (then a retry may succeed). */
 bool vr_alloc_reclaim(void);
 
-/* At exit: a last try at releasing parked memory. */
+/* At exit: a last try at releasing parked memory. From then on freed
+ * memory goes straight back to the driver (nothing is kept): a program's
+ * exit handler may still free after the shim's. */
 void vr_alloc_drain(void);
 /* At exit after the driver shut down: forgets the cached and parked memory
  * without a driver call (the driver reclaimed it; none would succeed), so

@@ -44,7 +44,7 @@ static atomic_bool passthrough;
  * config, driver table, address range, log and modules are all set: a
  * wrapper that acquires it sees all of them. See init_once() for why nobody
  * waits in the loader. */
-enum { INIT_NONE = 0, INIT_READY = -1 };
+enum { INIT_NONE = 0, INIT_READY = -1, INIT_CHILD = -2 };
 static atomic_int init_state;
 
 /* ---- the table of wrappers ------------------------------------------ */
@@ -109,7 +109,8 @@ static void emit_start(bool ask_device)
 
 static void finish(void)
 {
-    if (!initialized || getpid() != start_pid)
+    static atomic_bool finished; /* a forked child registers it twice */
+    if (!initialized || getpid() != start_pid || atomic_exchange(&finished, true))
         return;
     int saved = vr_in_shim;
     vr_in_shim = 1;
@@ -154,14 +155,39 @@ static void finish(void)
     vr_in_shim = saved;
 }
 
-/* The child of a fork has only the forking thread. */
+/* The child of a fork has only the forking thread. It takes its own
+ * identity (adopt_child) only at its first CUDA call, so a child that makes
+ * none (fork + exec) opens no log and writes no summary: init_state and
+ * passthrough send that call to init_once. */
 static void vr_after_fork_child(void)
 {
-    vr_log_after_fork();
     vr_layout_after_fork();
     vr_alloc_after_fork();
     vr_exec_after_fork();
     vr_tomb_after_fork();
+    if (atomic_load_explicit(&init_state, memory_order_acquire) == INIT_READY) {
+        atomic_store_explicit(&passthrough, false, memory_order_relaxed);
+        atomic_store_explicit(&init_state, INIT_CHILD, memory_order_release);
+    }
+}
+
+/* A forked child's first CUDA call: from now on the process is its own,
+ * with its pid's log (%p), its counters and its summary at exit (finish
+ * runs only in the process that set the shim up). */
+static void adopt_child(void)
+{
+    vr_in_shim = 1;
+    vr_log_after_fork();
+    start_pid = getpid();
+    vr_stats_reset();
+    atomic_store(&started, false);
+    atomic_store_explicit(&passthrough, cfg.mode == VR_MODE_OFF, memory_order_release);
+    atomic_store_explicit(&init_state, INIT_READY, memory_order_release);
+    /* Registered again (after READY, as in publish): the child's cuInit may
+     * have come after the fork, and the driver's exit handler, registered
+     * there, would otherwise run first and leave nothing to release. */
+    atexit(finish);
+    vr_in_shim = 0;
 }
 
 /* Sets the shim up from a resolved driver. Makes no loader call and takes
@@ -218,6 +244,11 @@ static void publish(const struct vr_driver_image *img, bool resolved)
  * and never on another thread's progress through the shim. */
 static void init_once(void)
 {
+    int child = INIT_CHILD;
+    if (atomic_compare_exchange_strong(&init_state, &child, (int)getpid())) {
+        adopt_child();
+        return;
+    }
     for (;;) {
         struct vr_driver_image img;
         vr_in_shim = 1; /* a driver constructor run by this dlopen stays out of the hooks */

@@ -35,6 +35,14 @@
  *                          pitched, cuMemCreate), a 160 MiB buffer allocated
  *                          and freed: each then allocates 160 MiB; on stderr
  *                          the memory the shim kept before each
+ *   alloc_faults atexit    an exit handler registered after cuInit but
+ *                          before the first allocation (so it runs after
+ *                          a handler registered there) frees a buffer
+ *   alloc_faults fork      resolves an entry point before cuInit (as
+ *                          runtimes do), forks; the child (its simcuda
+ *                          stats in SIMCUDA_STATS.child) initializes,
+ *                          allocates, computes, frees and exits; on stderr
+ *                          the child's pid
  *
  * The kernels come from the PTX named by VR_PTX.
  */
@@ -45,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cudaTypedefs.h>
@@ -513,6 +522,66 @@ static int run_others(void)
     return 0;
 }
 
+/* ---- atexit, fork ---- */
+
+static CUdeviceptr late;
+
+static void free_late(void)
+{
+    printf("late free=%s\n", vr_err_name(cuMemFree_v2(late)));
+}
+
+static int run_atexit(void)
+{
+    CUcontext ctx;
+    vr_ctx_current(0, &ctx);
+    const size_t n = (4 * MIB) / sizeof(float);
+    if (atexit(free_late) != 0)
+        return 1;
+    CK(cuMemAlloc_v2(&late, 4 * MIB));
+    fill(NULL, late, 2.0f, n);
+    printf("sum=%.1f\n", sum_floats(late, n));
+    return 0;
+}
+
+static int run_fork(void)
+{
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult q;
+    printf("resolve=%s\n", vr_err_name(cuGetProcAddress_v2("cuMemAlloc", &fn, 12000, 0, &q)));
+    fflush(stdout);
+    pid_t child = fork();
+    if (child < 0)
+        return 1;
+    if (child == 0) {
+        const char *stats_path = getenv("SIMCUDA_STATS");
+        char mine[4096];
+        if (stats_path) {
+            snprintf(mine, sizeof mine, "%s.child", stats_path);
+            setenv("SIMCUDA_STATS", mine, 1); /* read again at cuInit */
+        }
+        fprintf(stderr, "child pid=%ld\n", (long)getpid());
+        CK(cuInit(0));
+        CUcontext ctx;
+        vr_ctx_current(0, &ctx);
+        const size_t n = (4 * MIB) / sizeof(float);
+        CUdeviceptr a, b;
+        CK(cuMemAlloc_v2(&a, 4 * MIB));
+        CK(cuMemAlloc_v2(&b, 4 * MIB));
+        fill(NULL, a, 3.0f, n);
+        scale(NULL, b, a, 2.0f, n);
+        printf("child sum=%.1f\n", sum_floats(b, n));
+        CK(cuMemFree_v2(a));
+        CK(cuMemFree_v2(b));
+        exit(0);
+    }
+    int status = 0;
+    if (waitpid(child, &status, 0) != child)
+        return 1;
+    printf("child exit=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    return 0;
+}
+
 /* ---- peer ---- */
 
 static int run_peer(int enable)
@@ -581,6 +650,8 @@ static int run_peer(int enable)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
+    if (!strcmp(mode, "fork"))
+        return run_fork(); /* forks before cuInit */
     CK(cuInit(0));
     if (!strcmp(mode, "noctx"))
         return run_noctx();
@@ -602,7 +673,9 @@ int main(int argc, char **argv)
         return run_refill((size_t)strtoull(argv[2], NULL, 0), (size_t)strtoull(argv[3], NULL, 0));
     if (!strcmp(mode, "others"))
         return run_others();
+    if (!strcmp(mode, "atexit"))
+        return run_atexit();
     fprintf(stderr, "usage: alloc_faults noctx|padding|free|fill SIZE|peer [--no-peer]|freeasync|"
-                    "churn ROUNDS|asyncreuse|refill SIZE SIZE|others\n");
+                    "churn ROUNDS|asyncreuse|refill SIZE SIZE|others|atexit|fork\n");
     return 2;
 }

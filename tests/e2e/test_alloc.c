@@ -124,12 +124,13 @@ Test(alloc, padding_and_handles_look_native)
  * releases at once. */
 static const char *const no_cache[] = { "VAREMAP_VMM_CACHE=0", NULL };
 
-static void free_fault(const char *tag, const char *fault, const char *step)
+static void free_fault_with(const char *tag, const char *fault, const char *step,
+                            const char *const *shim_env)
 {
     static const char *const args[] = { "free", NULL };
     const char *const env[] = { "SIMCUDA_KERNEL_DELAY_US=3000", fault, NULL };
     struct pair p;
-    pair_run(&p, tag, args, env, no_cache, 0);
+    pair_run(&p, tag, args, env, shim_env, 0);
     cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
     for (int round = 0; round < 3; round++) {
         char line[64];
@@ -143,8 +144,15 @@ static void free_fault(const char *tag, const char *fault, const char *step)
     cr_assert(strstr(p.shim.proc.err.p, "vmm_leaked_bytes=0\n"), "%s", p.shim.proc.err.p);
     cr_assert_eq(summary(&p.shim, "vmm_leaked_bytes"), 0);
     cr_assert_eq(summary(&p.shim, "vmm_bytes"), 0);
-    cr_assert_geq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 5, "the buffers were VMM-backed");
+    cr_assert_geq(vr_sim_calls(&p.shim.stats, "cuMemCreate") + summary(&p.shim, "vmm_cache_hits"),
+                  5, "the buffers were VMM-backed");
+    nothing_alive(&p.shim);
     pair_free(&p);
+}
+
+static void free_fault(const char *tag, const char *fault, const char *step)
+{
+    free_fault_with(tag, fault, step, no_cache);
 }
 
 Test(alloc, free_survives_a_failed_unmap)
@@ -436,6 +444,60 @@ Test(alloc, kept_memory_goes_back_to_every_allocator)
     cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
     cr_assert_eq(summary(&p.shim, "vmm_leaked_bytes"), 0);
     nothing_alive(&p.shim);
+    pair_free(&p);
+}
+
+/* ---- exit and fork ---- */
+
+/* The program's exit handler runs after the shim's exit work and frees a
+ * VMM-backed buffer: the memory goes back to the driver, not into a cache
+ * nothing would release any more. */
+Test(alloc, a_free_after_the_exit_work_returns_the_memory)
+{
+    static const char *const args[] = { "atexit", NULL };
+    struct pair p;
+    pair_run(&p, "atexit", args, NULL, NULL, 0);
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    has_line(&p.shim, "late free=CUDA_SUCCESS");
+    cr_assert_eq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 1, "the buffer was VMM-backed");
+    nothing_alive(&p.shim);
+    pair_free(&p);
+}
+
+/* A child forked before cuInit (the parent's shim had started: an entry
+ * point was resolved) does the CUDA work: it has its own log, with its own
+ * summary, and leaves nothing alive. */
+Test(alloc, a_forked_child_is_its_own_process)
+{
+    static const char *const args[] = { "fork", NULL };
+    char logv[4200];
+    snprintf(logv, sizeof logv, "VAREMAP_LOG=%s", vr_tmp_path("fork-%p.jsonl"));
+    const char *const shim_env[] = { logv, NULL };
+    struct pair p;
+    pair_run(&p, "fork", args, NULL, shim_env, 0);
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    has_line(&p.shim, "child sum=6291456.0");
+    has_line(&p.shim, "child exit=0");
+    const char *at = strstr(p.shim.proc.err.p, "child pid=");
+    cr_assert(at, "%s", p.shim.proc.err.p);
+    long pid = strtol(at + strlen("child pid="), NULL, 10);
+    char name[64];
+    snprintf(name, sizeof name, "fork-%ld.jsonl", pid);
+    struct vr_run child = { 0 };
+    cr_assert(vr_read_file(vr_tmp_path(name), &child.log), "the child wrote no log %s", name);
+    uint64_t logged = 0;
+    size_t len;
+    const char *line = vr_log_event(&child.log, "summary", 0, &len);
+    cr_assert(line, "the child's log has no summary:\n%s", child.log.p);
+    cr_assert(vr_json_u64(line, len, "pid", &logged) && logged == (uint64_t)pid, "%s", line);
+    cr_assert_eq(summary(&child, "vmm_bytes"), 0);
+    cr_assert_eq(summary(&child, "vmm_cache_bytes"), 0, "released at the child's exit");
+    const char *path = vr_tmp_path("fork_shim.stats.child");
+    cr_assert(vr_read_file(path, &child.stats), "no child stats at %s", path);
+    cr_assert_geq(vr_sim_calls(&child.stats, "cuMemCreate"), 1, "the child's buffers were VMM-backed");
+    nothing_alive(&child);
+    vr_buf_free(&child.log);
+    vr_buf_free(&child.stats);
     pair_free(&p);
 }
 
