@@ -143,6 +143,26 @@ static bool programs_error(CUresult r)
            r == CUDA_ERROR_NOT_INITIALIZED || r == CUDA_ERROR_DEINITIALIZED;
 }
 
+/* After cuCtxSynchronize failed (`r`) for a reason that is not the
+ * program's: the driver's own free of a scrap allocation waits for the
+ * context's work as the program's free would have. Returns r when it
+ * could not be made, so the memory stays mapped until a later wait. */
+static CUresult wait_by_native_free(CUresult r)
+{
+    CUdeviceptr scrap = 0;
+    if (programs_error(r) || vr_real.cuMemAlloc_v2(&scrap, 1) != CUDA_SUCCESS)
+        return r;
+    return vr_real.cuMemFree_v2(scrap) == CUDA_SUCCESS ? CUDA_SUCCESS : r;
+}
+
+/* Waits for the current context's work, as the native free does before it
+ * releases. */
+static CUresult wait_for_work(void)
+{
+    CUresult r = vr_real.cuCtxSynchronize();
+    return r == CUDA_SUCCESS ? r : wait_by_native_free(r);
+}
+
 static void device_prop(CUmemAllocationProp *prop, CUdevice dev)
 {
     memset(prop, 0, sizeof *prop);
@@ -494,7 +514,7 @@ static unsigned release_steps(struct parked *p, bool may_sync)
         r = p->ctx ? vr_real.cuCtxPushCurrent_v2(p->ctx) : CUDA_SUCCESS;
         if (r == CUDA_SUCCESS) {
             CUcontext popped;
-            r = vr_real.cuCtxSynchronize();
+            r = wait_for_work();
             if (p->ctx)
                 vr_real.cuCtxPopCurrent_v2(&popped);
         }
@@ -1102,10 +1122,13 @@ static int free_vmm(const struct vr_alloc_info *rec, CUcontext ctx, unsigned gen
         return vr_err_cu(r);
     }
     if (r != CUDA_SUCCESS) {
-        char reason[160];
-        snprintf(reason, sizeof reason, "cuCtxSynchronize: %s; memory kept mapped, released later",
-                 vr_cu_name(r));
+        CUresult w = wait_by_native_free(r);
+        char reason[192];
+        snprintf(reason, sizeof reason, "cuCtxSynchronize: %s; %s", vr_cu_name(r),
+                 w == CUDA_SUCCESS ? "waited through a native free instead"
+                                   : "memory kept mapped, released later");
         log_fallback(FB_SYNC, "cuMemFree", reason);
+        r = w;
     }
     forget_and_release(rec, ctx, r == CUDA_SUCCESS, NULL, gen);
     return 0;

@@ -64,8 +64,11 @@
  * of the shim's own calls fails the program's free still succeeds: the
  * memory is parked (counted in vmm_leaked_bytes, one `fallback` event per
  * reason) and its release retried at later alloc and free hooks and at
- * exit. A failed synchronize keeps the mapping alive until a later
- * synchronize succeeds: a kernel may still be using it.
+ * exit. When the shim's synchronize fails, the driver's own free of a
+ * scrap allocation waits for the work instead (it synchronizes as the
+ * program's free would); when that fails too the mapping stays alive, a
+ * kernel may still be using it, until a wait at a later free or at exit
+ * succeeds (an allocation never waits: the native one does not).
  *
  * Locks: the registry lock, the parked-list lock and the cache lock are
  * leaves, never held together and never across a driver call that can block on the GPU or a

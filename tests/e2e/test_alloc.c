@@ -177,6 +177,27 @@ Test(alloc, free_survives_a_failed_synchronize)
     free_fault("sync", "SIMCUDA_FAIL=cuCtxSynchronize:1", "cuCtxSynchronize");
 }
 
+/* No cuCtxSynchronize of the shim's succeeds: the driver's own free (of a
+ * scrap allocation) waits for the kernels instead, so the memory is
+ * returned as without the shim, cached or not. */
+Test(alloc, free_survives_every_synchronize_failing)
+{
+    free_fault("sync_all", "SIMCUDA_FAIL=cuCtxSynchronize:*", "cuCtxSynchronize");
+}
+
+Test(alloc, free_survives_every_synchronize_failing_with_the_cache)
+{
+    free_fault_with("sync_all_cache", "SIMCUDA_FAIL=cuCtxSynchronize:*", "cuCtxSynchronize", NULL);
+}
+
+/* Neither wait works at the first free: the memory stays mapped (counted)
+ * and goes back at a later one. */
+Test(alloc, a_failed_wait_is_retried_later)
+{
+    free_fault("wait_later", "SIMCUDA_FAIL=cuCtxSynchronize:*,cuMemAlloc_v2:1@cuCtxSynchronize:1",
+               "memory kept mapped, released later");
+}
+
 Test(alloc, memory_never_returned_is_counted)
 {
     static const char *const args[] = { "free", NULL };
