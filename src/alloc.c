@@ -116,6 +116,14 @@ static int current_device(CUdevice *dev)
     return valid_device(*dev) ? 0 : -ERANGE;
 }
 
+static CUcontext current_context(void)
+{
+    CUcontext c = NULL;
+    if (!vr_real.cuCtxGetCurrent || vr_real.cuCtxGetCurrent(&c) != CUDA_SUCCESS)
+        return NULL;
+    return c;
+}
+
 /* The driver's answer for a call that needs a current context, asked before
  * the shim touches anything. A query that fails is the shim's own call, not
  * the program's: then *ctx is NULL and the calls that follow (a synchronize
@@ -952,6 +960,7 @@ static int reuse(CUdevice dev, size_t size, size_t padded, CUdeviceptr *dptr)
     struct vr_alloc_info rec = k.rec;
     rec.id = 0;
     rec.size = size;
+    rec.ctx = current_context();
     int rc = -ENOSPC;
     if (take_padding(padded - size)) {
         pthread_rwlock_wrlock(&reg_lock);
@@ -997,6 +1006,7 @@ static int try_vmm(CUdevice dev, size_t size, size_t padded, CUdeviceptr *dptr)
             atomic_store(&mem_free[dev], -1); /* ask again next time */
         return rc;
     }
+    rec.ctx = current_context();
     pthread_rwlock_wrlock(&reg_lock);
     rc = insert_locked(&rec);
     pthread_rwlock_unlock(&reg_lock);
@@ -1281,6 +1291,63 @@ int vr_alloc_get_access(unsigned long long *flags, const CUmemLocation *location
     unsigned long long ignored;
     CUresult r = vr_real.cuMemGetAccess(flags ? &ignored : NULL, location, ptr);
     return vr_err_cu(r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE);
+}
+
+/* Buffer ids the shim gives its allocations: the driver's id names the
+ * physical memory, which a block reused from the cache keeps, while a
+ * native cuMemAlloc gets a new one every time (registration caches such as
+ * UCX's and NCCL's key on it). The driver counts its ids up from small
+ * numbers; the top bit keeps the shim's apart. */
+#define VR_BUFFER_ID_BIT (UINT64_C(1) << 63)
+
+/* Overrides, in the driver's answer for a live shim-backed allocation, what
+ * would show the padded mapping, the reservation or the cache. The legacy
+ * IPC and handle-type answers stay the driver's: they tell what works on
+ * this memory (cuIpcGetMemHandle does not). */
+static void native_attribute(const struct vr_alloc_info *rec, CUpointer_attribute a, void *data)
+{
+    uint64_t v;
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        if (!rec->ctx)
+            return;
+        memcpy(data, &rec->ctx, sizeof rec->ctx);
+        return;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+        v = rec->base;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+        v = rec->size;
+        break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+        v = VR_BUFFER_ID_BIT | rec->id;
+        break;
+    default:
+        return;
+    }
+    memcpy(data, &v, sizeof v); /* each of these is 8 bytes wide */
+}
+
+int vr_alloc_pointer_attributes(bool single, unsigned n, CUpointer_attribute *attrs, void **data,
+                                CUdeviceptr ptr)
+{
+    struct vr_alloc_info rec = { 0 };
+    bool kept_mem = false;
+    bool ours = (find_span(ptr, &rec) == 0 && rec.vmm) || (kept_mem = cache_holds(ptr));
+    /* Padding, guard gap and kept memory are no allocation of the
+     * program's: the driver's answer for an address that is none (0). */
+    CUdeviceptr ask = ours && (kept_mem || ptr - rec.base >= rec.size) ? 0 : ptr;
+    CUresult r = single ? vr_real.cuPointerGetAttribute(data[0], attrs[0], ask)
+                        : vr_real.cuPointerGetAttributes(n, attrs, data, ask);
+    if (r != CUDA_SUCCESS || !ours || ask == 0)
+        return vr_err_cu(r);
+    for (unsigned i = 0; i < n; i++)
+        if (data[i])
+            native_attribute(&rec, attrs[i], data[i]);
+    return 0;
 }
 
 /* ---- peers -------------------------------------------------------------------- */

@@ -94,6 +94,7 @@ struct vr_alloc_info {
     bool vmm;           /* backed by varemap's own cuMemCreate */
     bool eligible;      /* would have been VMM-backed (what mode observe assumes) */
     CUmemGenericAllocationHandle handle; /* VMM only */
+    CUcontext ctx;      /* VMM only: current at cuMemAlloc (NULL when unknown) */
 };
 
 void vr_alloc_configure(const struct vr_config *cfg);
@@ -111,6 +112,11 @@ int vr_alloc_retain_handle(CUmemGenericAllocationHandle *handle, void *addr);
 int vr_alloc_get_access(unsigned long long *flags, const CUmemLocation *location,
                         CUdeviceptr ptr);
 int vr_alloc_enable_peer(CUcontext peer, unsigned int flags);              /* cuCtxEnablePeerAccess */
+/* cuPointerGetAttribute(s): shim-backed memory answers as native cuMemAlloc
+ * memory would. data holds n pointers to the values; `single`: the one
+ * attribute of cuPointerGetAttribute (n is 1). */
+int vr_alloc_pointer_attributes(bool single, unsigned n, CUpointer_attribute *attrs, void **data,
+                                CUdeviceptr ptr);
 
 /* After an allocation ran out of device memory: the kept memory of every
  * device goes back. Returns whether any did (then a retry may succeed). */

@@ -411,6 +411,18 @@ static CUresult vr_on_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
     return vr_err_to_cu(vr_alloc_address_range(pbase, psize, dptr));
 }
 
+static CUresult vr_on_cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
+                                            CUdeviceptr ptr)
+{
+    return vr_err_to_cu(vr_alloc_pointer_attributes(true, 1, &attribute, &data, ptr));
+}
+
+static CUresult vr_on_cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attributes,
+                                             void **data, CUdeviceptr ptr)
+{
+    return vr_err_to_cu(vr_alloc_pointer_attributes(false, n, attributes, data, ptr));
+}
+
 static CUresult vr_on_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
 {
     return vr_err_to_cu(vr_alloc_retain_handle(handle, addr));

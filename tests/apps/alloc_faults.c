@@ -35,6 +35,11 @@
  *                          pitched, cuMemCreate), a 160 MiB buffer allocated
  *                          and freed: each then allocates 160 MiB; on stderr
  *                          the memory the shim kept before each
+ *   alloc_faults attrs     pointer attributes (cuPointerGetAttribute and
+ *                          cuPointerGetAttributes) of a padded buffer, of
+ *                          its padding, of it once freed, and of the buffer
+ *                          of the same size allocated next; on stderr
+ *                          whether that one got the freed one's address
  *   alloc_faults atexit    an exit handler registered after cuInit but
  *                          before the first allocation (so it runs after
  *                          a handler registered there) frees a buffer
@@ -522,6 +527,86 @@ static int run_others(void)
     return 0;
 }
 
+/* ---- attrs ---- */
+
+/* Every value read into 8 zeroed bytes, whatever width the driver writes. */
+static CUresult attr(CUpointer_attribute a, CUdeviceptr p, unsigned long long *v)
+{
+    *v = 0;
+    return cuPointerGetAttribute(v, a, p);
+}
+
+/* One line per attribute of p, in words that do not depend on where the
+ * driver put things: relative to base and size, or to the context. */
+static void show_attrs(const char *what, CUdeviceptr p, CUdeviceptr base, size_t size,
+                       CUcontext ctx, unsigned long long *id)
+{
+    unsigned long long v;
+    CUresult r;
+    r = attr(CU_POINTER_ATTRIBUTE_CONTEXT, p, &v);
+    printf("%s context=%s ours=%d\n", what, vr_err_name(r), v == (uintptr_t)ctx);
+    r = attr(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p, &v);
+    printf("%s memory_type=%s %llu\n", what, vr_err_name(r), v);
+    r = attr(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p, &v);
+    printf("%s device=%s %llu\n", what, vr_err_name(r), v);
+    r = attr(CU_POINTER_ATTRIBUTE_DEVICE_POINTER, p, &v);
+    printf("%s device_pointer=%s same=%d\n", what, vr_err_name(r), v == p);
+    r = attr(CU_POINTER_ATTRIBUTE_IS_MANAGED, p, &v);
+    printf("%s managed=%s %llu\n", what, vr_err_name(r), v);
+    r = attr(CU_POINTER_ATTRIBUTE_MAPPED, p, &v);
+    printf("%s mapped=%s %llu\n", what, vr_err_name(r), v);
+    r = attr(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, p, &v);
+    printf("%s range_start=%s base=%d\n", what, vr_err_name(r), v == base);
+    r = attr(CU_POINTER_ATTRIBUTE_RANGE_SIZE, p, &v);
+    printf("%s range_size=%s size=%d\n", what, vr_err_name(r), v == size);
+    r = attr(CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, p, &v);
+    printf("%s mapping_base=%s base=%d\n", what, vr_err_name(r), v == base);
+    r = attr(CU_POINTER_ATTRIBUTE_MAPPING_SIZE, p, &v);
+    printf("%s mapping_size=%s size=%d\n", what, vr_err_name(r), v == size);
+    r = attr(CU_POINTER_ATTRIBUTE_BUFFER_ID, p, &v);
+    printf("%s buffer_id=%s nonzero=%d\n", what, vr_err_name(r), v != 0);
+    if (id)
+        *id = v;
+    r = attr(CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID, p, &v);
+    printf("%s block_id=%s nonzero=%d\n", what, vr_err_name(r), v != 0);
+
+    CUpointer_attribute as[] = { CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                 CU_POINTER_ATTRIBUTE_MAPPED, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL };
+    unsigned long long vs[6] = { 0 };
+    void *data[6];
+    for (int i = 0; i < 6; i++)
+        data[i] = &vs[i];
+    r = cuPointerGetAttributes(6, as, data, p);
+    printf("%s attributes=%s ctx=%d start=%d size=%d id_same=%d mapped=%llu device=%llu\n", what,
+           vr_err_name(r), vs[0] == (uintptr_t)ctx, vs[1] == base, vs[2] == size,
+           id && vs[3] == *id, vs[4], vs[5]);
+}
+
+static int run_attrs(void)
+{
+    CUcontext ctx;
+    vr_ctx_current(0, &ctx);
+    const size_t size = 3 * MIB + 4096 + 256;
+    CUdeviceptr p, q, other;
+    unsigned long long id_p = 0, id_q = 0, id_other = 0;
+    CK(cuMemAlloc_v2(&p, size));
+    show_attrs("buffer", p, p, size, ctx, &id_p);
+    show_attrs("last_byte", p + size - 1, p, size, ctx, NULL);
+    show_attrs("past_end", p + size, p, size, ctx, NULL);
+    CK(cuMemFree_v2(p));
+    show_attrs("freed", p, p, size, ctx, NULL);
+    CK(cuMemAlloc_v2(&q, size));
+    fprintf(stderr, "reused_address=%d\n", q == p);
+    show_attrs("next", q, q, size, ctx, &id_q);
+    CK(cuMemAlloc_v2(&other, 4 * MIB));
+    show_attrs("other", other, other, 4 * MIB, ctx, &id_other);
+    printf("ids distinct=%d\n", id_p != id_q && id_q != id_other && id_p != id_other);
+    CK(cuMemFree_v2(q));
+    CK(cuMemFree_v2(other));
+    return 0;
+}
+
 /* ---- atexit, fork ---- */
 
 static CUdeviceptr late;
@@ -675,7 +760,9 @@ int main(int argc, char **argv)
         return run_others();
     if (!strcmp(mode, "atexit"))
         return run_atexit();
+    if (!strcmp(mode, "attrs"))
+        return run_attrs();
     fprintf(stderr, "usage: alloc_faults noctx|padding|free|fill SIZE|peer [--no-peer]|freeasync|"
-                    "churn ROUNDS|asyncreuse|refill SIZE SIZE|others|atexit|fork\n");
+                    "churn ROUNDS|asyncreuse|refill SIZE SIZE|others|attrs|atexit|fork\n");
     return 2;
 }

@@ -468,6 +468,26 @@ Test(alloc, kept_memory_goes_back_to_every_allocator)
     pair_free(&p);
 }
 
+/* ---- pointer attributes ---- */
+
+/* A VMM-backed buffer answers as native cuMemAlloc memory: its context,
+ * its own base and size as range and mapping (not the reservation or the
+ * padded mapping), no allocation in its padding or once freed (kept by
+ * the cache), and a new buffer id when its memory is handed out again. */
+Test(alloc, pointer_attributes_look_native)
+{
+    static const char *const args[] = { "attrs", NULL };
+    struct pair p;
+    pair_run(&p, "attrs", args, NULL, NULL, 0);
+    has_line(&p.plain, "buffer range_size=CUDA_SUCCESS size=1");
+    has_line(&p.plain, "ids distinct=1");
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    cr_assert(strstr(p.shim.proc.err.p, "reused_address=1\n"), "%s", p.shim.proc.err.p);
+    cr_assert_geq(summary(&p.shim, "vmm_cache_hits"), 1, "the freed buffer was reused");
+    cr_assert_geq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 2, "the buffers were VMM-backed");
+    pair_free(&p);
+}
+
 /* ---- exit and fork ---- */
 
 /* The program's exit handler runs after the shim's exit work and frees a
