@@ -32,9 +32,9 @@
  *                          all, then B bytes until out of memory: both counts
  *   alloc_faults others    (a 256 MiB device) before each of the other
  *                          allocators (stream-ordered, from a pool, managed,
- *                          pitched, cuMemCreate), a 160 MiB buffer allocated
- *                          and freed: each then allocates 160 MiB; on stderr
- *                          the memory the shim kept before each
+ *                          pitched, arrays, cuMemCreate), a 160 MiB buffer
+ *                          allocated and freed: each then allocates 160 MiB;
+ *                          on stderr the memory the shim kept before each
  *   alloc_faults attrs     pointer attributes (cuPointerGetAttribute and
  *                          cuPointerGetAttributes) of a padded buffer, of
  *                          its padding, of it once freed, and of the buffer
@@ -487,6 +487,26 @@ static CUresult other_alloc(int which, CUstream s, CUmemoryPool pool, size_t siz
             CK(cuMemFree_v2(p));
         return r;
     }
+    if (which >= 6 && which <= 8) {
+        /* 16384 x 2560 floats; the mipmapped one's second level is half */
+        CUDA_ARRAY3D_DESCRIPTOR d3 = { .Width = 16384, .Height = size / 16384 / 4,
+                                       .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1 };
+        if (which == 8) {
+            CUmipmappedArray m;
+            d3.Height = d3.Height * 4 / 5;
+            r = cuMipmappedArrayCreate(&m, &d3, 2);
+            if (r == CUDA_SUCCESS)
+                CK(cuMipmappedArrayDestroy(m));
+            return r;
+        }
+        CUDA_ARRAY_DESCRIPTOR d2 = { .Width = d3.Width, .Height = d3.Height,
+                                     .Format = d3.Format, .NumChannels = 1 };
+        CUarray a;
+        r = which == 6 ? cuArrayCreate_v2(&a, &d2) : cuArray3DCreate_v2(&a, &d3);
+        if (r == CUDA_SUCCESS)
+            CK(cuArrayDestroy(a));
+        return r;
+    }
     CUmemGenericAllocationHandle h;
     CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                  .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
@@ -501,7 +521,8 @@ static int run_others(void)
     static const char *const names[] = { "cuMemAllocAsync", "cuMemAllocAsync_ptsz",
                                          "cuMemAllocFromPoolAsync",
                                          "cuMemAllocFromPoolAsync_ptsz", "cuMemAllocManaged",
-                                         "cuMemAllocPitch", "cuMemCreate" };
+                                         "cuMemAllocPitch", "cuArrayCreate", "cuArray3DCreate",
+                                         "cuMipmappedArrayCreate", "cuMemCreate" };
     const size_t size = 160 * MIB;
     CUcontext ctx;
     CUstream s;

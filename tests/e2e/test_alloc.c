@@ -451,7 +451,8 @@ Test(alloc, kept_memory_goes_back_to_every_allocator)
     static const char *const names[] = { "cuMemAllocAsync", "cuMemAllocAsync_ptsz",
                                          "cuMemAllocFromPoolAsync",
                                          "cuMemAllocFromPoolAsync_ptsz", "cuMemAllocManaged",
-                                         "cuMemAllocPitch", "cuMemCreate", NULL };
+                                         "cuMemAllocPitch", "cuArrayCreate", "cuArray3DCreate",
+                                         "cuMipmappedArrayCreate", "cuMemCreate", NULL };
     struct pair p;
     pair_run(&p, "others", args, env, shim_env, 0);
     for (size_t i = 0; names[i]; i++) {

@@ -57,6 +57,7 @@ Test(exports, only_driver_names)
         /* every allocator that draws device memory, and the pointer queries */
         "cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync",
         "cuMemAllocFromPoolAsync_ptsz", "cuMemAllocManaged", "cuMemAllocPitch_v2", "cuMemCreate",
+        "cuArrayCreate_v2", "cuArray3DCreate_v2", "cuMipmappedArrayCreate",
         "cuPointerGetAttribute", "cuPointerGetAttributes",
     };
     enum { NREQ = sizeof required / sizeof required[0] };

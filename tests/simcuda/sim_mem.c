@@ -293,6 +293,147 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
     return CUDA_SUCCESS;
 }
 
+/* A CUDA array: device memory the program cannot address (only copies and
+ * textures reach it, which simcuda does not model), so only its charge. */
+struct sim_array {
+    int dev;
+    size_t charged;
+};
+
+static size_t format_bytes(CUarray_format f)
+{
+    switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+        return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+        return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+        return 4;
+    default:
+        return 0; /* other formats are not modelled */
+    }
+}
+
+/* Height and Depth 0 mean a dimension less (documented); NumChannels 1, 2
+ * or 4; a mipmapped array has `levels` levels, each half the one before in
+ * every dimension (at least 1). Assumption: an array costs its element
+ * bytes, rounded up like a native allocation. */
+static CUresult array_create(void **out, int type, size_t w, size_t h, size_t d, CUarray_format f,
+                             unsigned channels, unsigned flags, unsigned levels)
+{
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    size_t elem = format_bytes(f);
+    if (!out || w == 0 || (d != 0 && h == 0) || flags != 0 || levels == 0 ||
+        (channels != 1 && channels != 2 && channels != 4))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (elem == 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    size_t bytes = 0;
+    for (unsigned l = 0; l < levels && l < 64; l++) {
+        size_t lw = w >> l ? w >> l : 1, lh = h >> l ? h >> l : 1, ld = d >> l ? d >> l : 1;
+        size_t n = lw, level;
+        if ((h && __builtin_mul_overflow(n, lh, &n)) || (d && __builtin_mul_overflow(n, ld, &n)) ||
+            __builtin_mul_overflow(n, elem * channels, &level) ||
+            __builtin_add_overflow(bytes, level, &bytes))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (bytes > SIZE_MAX - SIM_NATIVE_UNIT)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct sim_array *a = sim_calloc(1, sizeof *a);
+    if (!a)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    a->dev = c->dev;
+    a->charged = round_up(bytes, SIM_NATIVE_UNIT);
+    pthread_mutex_lock(&g_mem_mu);
+    bool fits = fits_total(a->dev, a->charged);
+    if (fits)
+        g_native_bytes[a->dev] += a->charged;
+    pthread_mutex_unlock(&g_mem_mu);
+    if (!fits) {
+        sim_free(a);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    sim_reg_add(a, type);
+    *out = a;
+    return CUDA_SUCCESS;
+}
+
+static CUresult array_destroy(void *h, int type)
+{
+    SIM_CHECK_INIT();
+    if (!h || !sim_reg_has(h, type))
+        return CUDA_ERROR_INVALID_HANDLE;
+    struct sim_array *a = h;
+    sim_reg_del(a);
+    pthread_mutex_lock(&g_mem_mu);
+    g_native_bytes[a->dev] -= a->charged;
+    pthread_mutex_unlock(&g_mem_mu);
+    sim_free(a);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
+{
+    SIM_ENTER(cuArrayCreate_v2);
+    const CUDA_ARRAY_DESCRIPTOR *a = pAllocateArray;
+    void *h = NULL;
+    CUresult r = !a || !pHandle ? CUDA_ERROR_INVALID_VALUE
+                 : array_create(&h, SIM_T_ARRAY, a->Width, a->Height, 0, a->Format,
+                                a->NumChannels, 0, 1);
+    if (r == CUDA_SUCCESS)
+        *pHandle = h;
+    return r;
+}
+
+CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)
+{
+    SIM_ENTER(cuArray3DCreate_v2);
+    const CUDA_ARRAY3D_DESCRIPTOR *a = pAllocateArray;
+    void *h = NULL;
+    CUresult r = !a || !pHandle ? CUDA_ERROR_INVALID_VALUE
+                 : array_create(&h, SIM_T_ARRAY, a->Width, a->Height, a->Depth, a->Format,
+                                a->NumChannels, a->Flags, 1);
+    if (r == CUDA_SUCCESS)
+        *pHandle = h;
+    return r;
+}
+
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
+                                const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
+                                unsigned int numMipmapLevels)
+{
+    SIM_ENTER(cuMipmappedArrayCreate);
+    const CUDA_ARRAY3D_DESCRIPTOR *a = pMipmappedArrayDesc;
+    void *h = NULL;
+    CUresult r = !a || !pHandle ? CUDA_ERROR_INVALID_VALUE
+                 : array_create(&h, SIM_T_MIPMAP, a->Width, a->Height, a->Depth, a->Format,
+                                a->NumChannels, a->Flags, numMipmapLevels);
+    if (r == CUDA_SUCCESS)
+        *pHandle = h;
+    return r;
+}
+
+CUresult cuArrayDestroy(CUarray hArray)
+{
+    SIM_ENTER(cuArrayDestroy);
+    return array_destroy(hArray, SIM_T_ARRAY);
+}
+
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
+{
+    SIM_ENTER(cuMipmappedArrayDestroy);
+    return array_destroy(hMipmappedArray, SIM_T_MIPMAP);
+}
+
 /* Managed memory is host memory here like everything else: a native
  * allocation the host may touch directly, freed with cuMemFree. */
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
