@@ -1118,7 +1118,8 @@ static void forget_and_release(const struct vr_alloc_info *rec, CUcontext ctx, b
         p.steps |= STEP_EVENT | STEP_EVENT_DESTROY;
     else if (!synced)
         p.steps |= STEP_SYNC;
-    release_or_park(&p, false, 0);
+    /* After the exit work no later hook retries: wait now. */
+    release_or_park(&p, atomic_load_explicit(&closed, memory_order_acquire), 0);
 }
 
 /* A VMM-backed allocation, already detached: the native free waits for the

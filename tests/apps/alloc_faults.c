@@ -42,7 +42,8 @@
  *                          whether that one got the freed one's address
  *   alloc_faults atexit    an exit handler registered after cuInit but
  *                          before the first allocation (so it runs after
- *                          a handler registered there) frees a buffer
+ *                          a handler registered there) frees a buffer, then
+ *                          another in stream order behind a kernel
  *   alloc_faults fork      resolves an entry point before cuInit (as
  *                          runtimes do), forks; the child (its simcuda
  *                          stats in SIMCUDA_STATS.child) initializes,
@@ -630,11 +631,15 @@ static int run_attrs(void)
 
 /* ---- atexit, fork ---- */
 
-static CUdeviceptr late;
+static CUdeviceptr late, late_async;
+static CUstream late_stream;
 
 static void free_late(void)
 {
     printf("late free=%s\n", vr_err_name(cuMemFree_v2(late)));
+    /* the last call: nothing after it could release what it leaves */
+    fill(late_stream, late_async, 1.0f, (4 * MIB) / sizeof(float));
+    printf("late free_async=%s\n", vr_err_name(cuMemFreeAsync(late_async, late_stream)));
 }
 
 static int run_atexit(void)
@@ -644,7 +649,9 @@ static int run_atexit(void)
     const size_t n = (4 * MIB) / sizeof(float);
     if (atexit(free_late) != 0)
         return 1;
+    CK(cuStreamCreate(&late_stream, CU_STREAM_NON_BLOCKING));
     CK(cuMemAlloc_v2(&late, 4 * MIB));
+    CK(cuMemAlloc_v2(&late_async, 4 * MIB));
     fill(NULL, late, 2.0f, n);
     printf("sum=%.1f\n", sum_floats(late, n));
     return 0;

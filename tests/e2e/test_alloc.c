@@ -491,17 +491,20 @@ Test(alloc, pointer_attributes_look_native)
 
 /* ---- exit and fork ---- */
 
-/* The program's exit handler runs after the shim's exit work and frees a
- * VMM-backed buffer: the memory goes back to the driver, not into a cache
+/* The program's exit handler runs after the shim's exit work and frees
+ * VMM-backed buffers (one in stream order, behind a kernel still queued):
+ * the memory goes back to the driver, not into a cache or a list that
  * nothing would release any more. */
 Test(alloc, a_free_after_the_exit_work_returns_the_memory)
 {
     static const char *const args[] = { "atexit", NULL };
+    static const char *const env[] = { "SIMCUDA_KERNEL_DELAY_US=20000", NULL };
     struct pair p;
-    pair_run(&p, "atexit", args, NULL, NULL, 0);
+    pair_run(&p, "atexit", args, env, NULL, 0);
     cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
     has_line(&p.shim, "late free=CUDA_SUCCESS");
-    cr_assert_eq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 1, "the buffer was VMM-backed");
+    has_line(&p.shim, "late free_async=CUDA_SUCCESS");
+    cr_assert_eq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 2, "the buffers were VMM-backed");
     nothing_alive(&p.shim);
     pair_free(&p);
 }
