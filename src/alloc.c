@@ -88,6 +88,9 @@ static size_t nkept, capkept;
 static uint64_t kept_bytes, kept_age; /* under cache_lock */
 static unsigned settle_epoch;         /* under cache_lock */
 static _Atomic size_t kept_hint;      /* nkept, read without the lock */
+/* Set by the exit work: a free after it (a program's exit handler that
+ * runs later) keeps nothing, as nothing would release it any more. */
+static atomic_bool closed;
 
 void vr_alloc_configure(const struct vr_config *c)
 {
@@ -112,6 +115,14 @@ static int current_device(CUdevice *dev)
     if (r != CUDA_SUCCESS)
         return vr_err_cu(r);
     return valid_device(*dev) ? 0 : -ERANGE;
+}
+
+static CUcontext current_context(void)
+{
+    CUcontext c = NULL;
+    if (!vr_real.cuCtxGetCurrent || vr_real.cuCtxGetCurrent(&c) != CUDA_SUCCESS)
+        return NULL;
+    return c;
 }
 
 /* The driver's answer for a call that needs a current context, asked before
@@ -142,6 +153,26 @@ static bool programs_error(CUresult r)
            r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_INVALID_VALUE ||
            r == CUDA_ERROR_NOT_INITIALIZED || r == CUDA_ERROR_DEINITIALIZED ||
            r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+/* After cuCtxSynchronize failed (`r`) for a reason that is not the
+ * program's: the driver's own free of a scrap allocation waits for the
+ * context's work as the program's free would have. Returns r when it
+ * could not be made, so the memory stays mapped until a later wait. */
+static CUresult wait_by_native_free(CUresult r)
+{
+    CUdeviceptr scrap = 0;
+    if (programs_error(r) || vr_real.cuMemAlloc_v2(&scrap, 1) != CUDA_SUCCESS)
+        return r;
+    return vr_real.cuMemFree_v2(scrap) == CUDA_SUCCESS ? CUDA_SUCCESS : r;
+}
+
+/* Waits for the current context's work, as the native free does before it
+ * releases. */
+static CUresult wait_for_work(void)
+{
+    CUresult r = vr_real.cuCtxSynchronize();
+    return r == CUDA_SUCCESS ? r : wait_by_native_free(r);
 }
 
 static void device_prop(CUmemAllocationProp *prop, CUdevice dev)
@@ -495,7 +526,7 @@ static unsigned release_steps(struct parked *p, bool may_sync)
         r = p->ctx ? vr_real.cuCtxPushCurrent_v2(p->ctx) : CUDA_SUCCESS;
         if (r == CUDA_SUCCESS) {
             CUcontext popped;
-            r = vr_real.cuCtxSynchronize();
+            r = wait_for_work();
             if (p->ctx)
                 vr_real.cuCtxPopCurrent_v2(&popped);
         }
@@ -611,7 +642,8 @@ static bool release_kept(const struct kept *k, bool may_sync)
  * the cache is off or it does not fit: the caller releases it. */
 static bool cache_put(const struct vr_alloc_info *rec, CUcontext ctx, CUevent done, unsigned gen)
 {
-    if (rec->padded == 0 || rec->padded > cfg.vmm_cache)
+    if (rec->padded == 0 || rec->padded > cfg.vmm_cache ||
+        atomic_load_explicit(&closed, memory_order_acquire))
         return false;
     struct kept k = { .rec = *rec, .ctx = ctx, .done = done, .gen = gen };
     for (;;) {
@@ -782,14 +814,21 @@ static bool cache_holds(CUdeviceptr addr)
     return in;
 }
 
+bool vr_alloc_reclaim(void)
+{
+    return cache_release(-1, false) > 0;
+}
+
 void vr_alloc_drain(void)
 {
+    atomic_store_explicit(&closed, true, memory_order_release);
     cache_release(-1, true);
     drain(true);
 }
 
 void vr_alloc_abandon(void)
 {
+    atomic_store_explicit(&closed, true, memory_order_release);
     pthread_mutex_lock(&cache_lock);
     vr_stat_add(VR_C_vmm_cache_bytes, -(int64_t)kept_bytes);
     nkept = 0;
@@ -931,6 +970,7 @@ static int reuse(CUdevice dev, size_t size, size_t padded, CUdeviceptr *dptr)
     struct vr_alloc_info rec = k.rec;
     rec.id = 0;
     rec.size = size;
+    rec.ctx = current_context();
     int rc = -ENOSPC;
     if (take_padding(padded - size)) {
         pthread_rwlock_wrlock(&reg_lock);
@@ -976,6 +1016,7 @@ static int try_vmm(CUdevice dev, size_t size, size_t padded, CUdeviceptr *dptr)
             atomic_store(&mem_free[dev], -1); /* ask again next time */
         return rc;
     }
+    rec.ctx = current_context();
     pthread_rwlock_wrlock(&reg_lock);
     rc = insert_locked(&rec);
     pthread_rwlock_unlock(&reg_lock);
@@ -1087,7 +1128,8 @@ static void forget_and_release(const struct vr_alloc_info *rec, CUcontext ctx, b
         p.steps |= STEP_EVENT | STEP_EVENT_DESTROY;
     else if (!synced)
         p.steps |= STEP_SYNC;
-    release_or_park(&p, false, 0);
+    /* After the exit work no later hook retries: wait now. */
+    release_or_park(&p, atomic_load_explicit(&closed, memory_order_acquire), 0);
 }
 
 /* A VMM-backed allocation, already detached: the native free waits for the
@@ -1101,10 +1143,13 @@ static int free_vmm(const struct vr_alloc_info *rec, CUcontext ctx, unsigned gen
         return vr_err_cu(r);
     }
     if (r != CUDA_SUCCESS) {
-        char reason[160];
-        snprintf(reason, sizeof reason, "cuCtxSynchronize: %s; memory kept mapped, released later",
-                 vr_cu_name(r));
+        CUresult w = wait_by_native_free(r);
+        char reason[192];
+        snprintf(reason, sizeof reason, "cuCtxSynchronize: %s; %s", vr_cu_name(r),
+                 w == CUDA_SUCCESS ? "waited through a native free instead"
+                                   : "memory kept mapped, released later");
         log_fallback(FB_SYNC, "cuMemFree", reason);
+        r = w;
     }
     forget_and_release(rec, ctx, r == CUDA_SUCCESS, NULL, gen);
     return 0;
@@ -1298,6 +1343,63 @@ int vr_alloc_get_access(unsigned long long *flags, const CUmemLocation *location
     unsigned long long ignored;
     CUresult r = vr_real.cuMemGetAccess(flags ? &ignored : NULL, location, ptr);
     return vr_err_cu(r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE);
+}
+
+/* Buffer ids the shim gives its allocations: the driver's id names the
+ * physical memory, which a block reused from the cache keeps, while a
+ * native cuMemAlloc gets a new one every time (registration caches such as
+ * UCX's and NCCL's key on it). The driver counts its ids up from small
+ * numbers; the top bit keeps the shim's apart. */
+#define VR_BUFFER_ID_BIT (UINT64_C(1) << 63)
+
+/* Overrides, in the driver's answer for a live shim-backed allocation, what
+ * would show the padded mapping, the reservation or the cache. The legacy
+ * IPC and handle-type answers stay the driver's: they tell what works on
+ * this memory (cuIpcGetMemHandle does not). */
+static void native_attribute(const struct vr_alloc_info *rec, CUpointer_attribute a, void *data)
+{
+    uint64_t v;
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        if (!rec->ctx)
+            return;
+        memcpy(data, &rec->ctx, sizeof rec->ctx);
+        return;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+        v = rec->base;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+        v = rec->size;
+        break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+        v = VR_BUFFER_ID_BIT | rec->id;
+        break;
+    default:
+        return;
+    }
+    memcpy(data, &v, sizeof v); /* each of these is 8 bytes wide */
+}
+
+int vr_alloc_pointer_attributes(bool single, unsigned n, CUpointer_attribute *attrs, void **data,
+                                CUdeviceptr ptr)
+{
+    struct vr_alloc_info rec = { 0 };
+    bool kept_mem = false;
+    bool ours = (find_span(ptr, &rec) == 0 && rec.vmm) || (kept_mem = cache_holds(ptr));
+    /* Padding, guard gap and kept memory are no allocation of the
+     * program's: the driver's answer for an address that is none (0). */
+    CUdeviceptr ask = ours && (kept_mem || ptr - rec.base >= rec.size) ? 0 : ptr;
+    CUresult r = single ? vr_real.cuPointerGetAttribute(data[0], attrs[0], ask)
+                        : vr_real.cuPointerGetAttributes(n, attrs, data, ask);
+    if (r != CUDA_SUCCESS || !ours || ask == 0)
+        return vr_err_cu(r);
+    for (unsigned i = 0; i < n; i++)
+        if (data[i])
+            native_attribute(&rec, attrs[i], data[i]);
+    return 0;
 }
 
 /* ---- peers -------------------------------------------------------------------- */

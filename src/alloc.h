@@ -64,8 +64,11 @@
  * of the shim's own calls fails the program's free still succeeds: the
  * memory is parked (counted in vmm_leaked_bytes, one `fallback` event per
  * reason) and its release retried at later alloc and free hooks and at
- * exit. A failed synchronize keeps the mapping alive until a later
- * synchronize succeeds: a kernel may still be using it.
+ * exit. When the shim's synchronize fails, the driver's own free of a
+ * scrap allocation waits for the work instead (it synchronizes as the
+ * program's free would); when that fails too the mapping stays alive, a
+ * kernel may still be using it, until a wait at a later free or at exit
+ * succeeds (an allocation never waits: the native one does not).
  *
  * Locks: the registry lock, the parked-list lock and the cache lock are
  * leaves, never held together and never across a driver call that can block on the GPU or a
@@ -91,6 +94,7 @@ struct vr_alloc_info {
     bool vmm;           /* backed by varemap's own cuMemCreate */
     bool eligible;      /* would have been VMM-backed (what mode observe assumes) */
     CUmemGenericAllocationHandle handle; /* VMM only */
+    CUcontext ctx;      /* VMM only: current at cuMemAlloc (NULL when unknown) */
 };
 
 void vr_alloc_configure(const struct vr_config *cfg);
@@ -108,8 +112,19 @@ int vr_alloc_retain_handle(CUmemGenericAllocationHandle *handle, void *addr);
 int vr_alloc_get_access(unsigned long long *flags, const CUmemLocation *location,
                         CUdeviceptr ptr);
 int vr_alloc_enable_peer(CUcontext peer, unsigned int flags);              /* cuCtxEnablePeerAccess */
+/* cuPointerGetAttribute(s): shim-backed memory answers as native cuMemAlloc
+ * memory would. data holds n pointers to the values; `single`: the one
+ * attribute of cuPointerGetAttribute (n is 1). */
+int vr_alloc_pointer_attributes(bool single, unsigned n, CUpointer_attribute *attrs, void **data,
+                                CUdeviceptr ptr);
 
-/* At exit: a last try at releasing parked memory. */
+/* After an allocation ran out of device memory: the kept memory of every
+ * device goes back. Returns whether any did (then a retry may succeed). */
+bool vr_alloc_reclaim(void);
+
+/* At exit: a last try at releasing parked memory. From then on freed
+ * memory goes straight back to the driver (nothing is kept): a program's
+ * exit handler may still free after the shim's. */
 void vr_alloc_drain(void);
 /* At exit after the driver shut down: forgets the cached and parked memory
  * without a driver call (the driver reclaimed it; none would succeed), so

@@ -45,7 +45,7 @@ static atomic_bool passthrough;
  * config, driver table, address range, log and modules are all set: a
  * wrapper that acquires it sees all of them. See init_once() for why nobody
  * waits in the loader. */
-enum { INIT_NONE = 0, INIT_READY = -1 };
+enum { INIT_NONE = 0, INIT_READY = -1, INIT_CHILD = -2 };
 static atomic_int init_state;
 
 /* ---- the table of wrappers ------------------------------------------ */
@@ -110,7 +110,8 @@ static void emit_start(bool ask_device)
 
 static void finish(void)
 {
-    if (!initialized || getpid() != start_pid)
+    static atomic_bool finished; /* a forked child registers it twice */
+    if (!initialized || getpid() != start_pid || atomic_exchange(&finished, true))
         return;
     int saved = vr_in_shim;
     vr_in_shim = 1;
@@ -155,14 +156,39 @@ static void finish(void)
     vr_in_shim = saved;
 }
 
-/* The child of a fork has only the forking thread. */
+/* The child of a fork has only the forking thread. It takes its own
+ * identity (adopt_child) only at its first CUDA call, so a child that makes
+ * none (fork + exec) opens no log and writes no summary: init_state and
+ * passthrough send that call to init_once. */
 static void vr_after_fork_child(void)
 {
-    vr_log_after_fork();
     vr_layout_after_fork();
     vr_alloc_after_fork();
     vr_exec_after_fork();
     vr_tomb_after_fork();
+    if (atomic_load_explicit(&init_state, memory_order_acquire) == INIT_READY) {
+        atomic_store_explicit(&passthrough, false, memory_order_relaxed);
+        atomic_store_explicit(&init_state, INIT_CHILD, memory_order_release);
+    }
+}
+
+/* A forked child's first CUDA call: from now on the process is its own,
+ * with its pid's log (%p), its counters and its summary at exit (finish
+ * runs only in the process that set the shim up). */
+static void adopt_child(void)
+{
+    vr_in_shim = 1;
+    vr_log_after_fork();
+    start_pid = getpid();
+    vr_stats_reset();
+    atomic_store(&started, false);
+    atomic_store_explicit(&passthrough, cfg.mode == VR_MODE_OFF, memory_order_release);
+    atomic_store_explicit(&init_state, INIT_READY, memory_order_release);
+    /* Registered again (after READY, as in publish): the child's cuInit may
+     * have come after the fork, and the driver's exit handler, registered
+     * there, would otherwise run first and leave nothing to release. */
+    atexit(finish);
+    vr_in_shim = 0;
 }
 
 /* Sets the shim up from a resolved driver. Makes no loader call and takes
@@ -219,6 +245,11 @@ static void publish(const struct vr_driver_image *img, bool resolved)
  * and never on another thread's progress through the shim. */
 static void init_once(void)
 {
+    int child = INIT_CHILD;
+    if (atomic_compare_exchange_strong(&init_state, &child, (int)getpid())) {
+        adopt_child();
+        return;
+    }
     for (;;) {
         struct vr_driver_image img;
         vr_in_shim = 1; /* a driver constructor run by this dlopen stays out of the hooks */
@@ -264,6 +295,7 @@ __attribute__((constructor)) static void record_pid(void)
 #define VR_OFF_SEEN(name, args) vr_stat_inc(VR_C_setparams_seen); return vr_real.name args;
 #define VR_OFF_LAUNCH(name, args) vr_stat_inc(VR_C_launches); return vr_real.name args;
 #define VR_OFF_FULL(name, args)
+#define VR_OFF_ALLOC VR_OFF_FWD
 
 /* What a wrapper tries before its full path (hooks.def's `off` column
  * again): a SetParams first tries the absorbed path, which makes no driver
@@ -273,6 +305,7 @@ __attribute__((constructor)) static void record_pid(void)
 #define VR_FAST_FWD(name, args)
 #define VR_FAST_LAUNCH(name, args)
 #define VR_FAST_FULL(name, args)
+#define VR_FAST_ALLOC(name, args)
 #define VR_FAST_SEEN(name, args)                                                \
     if (!vr_in_shim)                                                            \
         return absorb_##name args;
@@ -328,6 +361,25 @@ CUresult vr_hook_setparams_node(CUgraphExec exec, CUgraphNode node, CUgraphNodeP
 
 /* ---- memory ----------------------------------------------------------- */
 
+/* The entry points that draw device memory (hooks.def's ALLOC): the shim's
+ * kept memory is free memory as far as the program can tell, so an
+ * allocation that ran out of it gets it back and tries once more. Only then:
+ * a retry after nothing went back would turn one failing call into two. */
+#define VR_BODY_FWD(name, params, args)
+#define VR_BODY_SEEN(name, params, args)
+#define VR_BODY_LAUNCH(name, params, args)
+#define VR_BODY_FULL(name, params, args)
+#define VR_BODY_ALLOC(name, params, args)                                       \
+    static CUresult vr_on_##name params                                         \
+    {                                                                           \
+        CUresult r = vr_real.name args;                                         \
+        if (r == CUDA_ERROR_OUT_OF_MEMORY && vr_alloc_reclaim())                \
+            r = vr_real.name args;                                              \
+        return r;                                                               \
+    }
+#define VR_HOOK(name, base, off, params, args) VR_BODY_##off(name, params, args)
+#include "hooks.def"
+
 static CUresult vr_on_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     if (!atomic_load_explicit(&started, memory_order_relaxed))
@@ -358,6 +410,18 @@ static CUresult vr_on_cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 static CUresult vr_on_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
     return vr_err_to_cu(vr_alloc_address_range(pbase, psize, dptr));
+}
+
+static CUresult vr_on_cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
+                                            CUdeviceptr ptr)
+{
+    return vr_err_to_cu(vr_alloc_pointer_attributes(true, 1, &attribute, &data, ptr));
+}
+
+static CUresult vr_on_cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attributes,
+                                             void **data, CUdeviceptr ptr)
+{
+    return vr_err_to_cu(vr_alloc_pointer_attributes(false, n, attributes, data, ptr));
 }
 
 static CUresult vr_on_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)

@@ -308,10 +308,11 @@ void vr_log_close(void)
     errno = saved;
 }
 
-/* Runs in the child of fork(), where only the forking thread exists: the
- * lock may be held by a thread that is gone, so it is made anew rather than
- * taken. Only async-signal-safe calls on the way (open, fstat, close) unless
- * a warning has to be printed. */
+/* Runs in the child of fork() at its first CUDA call (interpose.c), before
+ * any of the child's own log lines: the lock may be held by a thread that
+ * stayed behind in the parent, so it is made anew rather than taken. Only
+ * async-signal-safe calls on the way (open, fstat, close) unless a warning
+ * has to be printed. */
 void vr_log_after_fork(void)
 {
     int saved = errno;

@@ -12,9 +12,9 @@
  * left alone and the path is opened again, so the program's files never
  * receive log lines.
  *
- * Fork: the child handler vr_log_after_fork gives the child a log of its
- * own when VAREMAP_LOG has %p; otherwise parent and child share the one
- * file, appending whole lines, each line naming its pid.
+ * Fork: vr_log_after_fork, at a forked child's first CUDA call, gives it a
+ * log of its own when VAREMAP_LOG has %p; otherwise parent and child share
+ * the one file, appending whole lines, each line naming its pid.
  *
  * stderr messages share an error budget: after VR_MSG_BUDGET lines, one
  * "varemap: warning: further warnings suppressed" and then silence.
@@ -45,8 +45,9 @@ int vr_log_start(const struct vr_config *cfg);
 /* Only once no thread emits any more (exit). */
 void vr_log_close(void);
 
-/* For pthread_atfork's child handler: a fresh lock, and with a %p pattern
- * the child's own log file (the parent's descriptor copy is closed). */
+/* For a forked child's first CUDA call: a fresh lock, and with a %p
+ * pattern the child's own log file (the parent's descriptor copy is
+ * closed). */
 void vr_log_after_fork(void);
 
 /* True when a log is open and `level` passes the configured level. */

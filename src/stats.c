@@ -20,6 +20,12 @@ uint64_t vr_stat_get(enum vr_counter c)
     return atomic_load_explicit(&vr_counters[c].value, memory_order_relaxed);
 }
 
+void vr_stats_reset(void)
+{
+    for (int c = 0; c < VR_C_COUNT; c++)
+        atomic_store_explicit(&vr_counters[c].value, 0, memory_order_relaxed);
+}
+
 void vr_stats_snapshot(struct varemap_stats *out)
 {
 #define VR_X(name) out->name = vr_stat_get(VR_C_##name);

@@ -49,6 +49,8 @@ uint64_t vr_stat_get(enum vr_counter c);
  * snapshots report setparams_forwarded = setparams_seen. */
 void vr_stats_forward_all(bool on);
 void vr_stats_snapshot(struct varemap_stats *out);
+/* Every counter back to 0: a forked child counts for itself. */
+void vr_stats_reset(void);
 /* " name=value" for every counter, cut to fit cap (NUL-terminated when
  * cap > 0). Returns the length written. */
 size_t vr_stats_text(char *buf, size_t cap, const struct varemap_stats *s);

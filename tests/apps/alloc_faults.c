@@ -30,6 +30,25 @@
  *                          (before and after the stream passed the free)
  *   alloc_faults refill A B  allocate A bytes until out of memory, free them
  *                          all, then B bytes until out of memory: both counts
+ *   alloc_faults others    (a 256 MiB device) before each of the other
+ *                          allocators (stream-ordered, from a pool, managed,
+ *                          pitched, arrays, cuMemCreate), a 160 MiB buffer
+ *                          allocated and freed: each then allocates 160 MiB;
+ *                          on stderr the memory the shim kept before each
+ *   alloc_faults attrs     pointer attributes (cuPointerGetAttribute and
+ *                          cuPointerGetAttributes) of a padded buffer, of
+ *                          its padding, of it once freed, and of the buffer
+ *                          of the same size allocated next; on stderr
+ *                          whether that one got the freed one's address
+ *   alloc_faults atexit    an exit handler registered after cuInit but
+ *                          before the first allocation (so it runs after
+ *                          a handler registered there) frees a buffer, then
+ *                          another in stream order behind a kernel
+ *   alloc_faults fork      resolves an entry point before cuInit (as
+ *                          runtimes do), forks; the child (its simcuda
+ *                          stats in SIMCUDA_STATS.child) initializes,
+ *                          allocates, computes, frees and exits; on stderr
+ *                          the child's pid
  *
  * The kernels come from the PTX named by VR_PTX.
  */
@@ -40,7 +59,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cudaTypedefs.h>
 
 #include "varemap/varemap.h"
 #define VR_PROG "alloc_faults"
@@ -430,6 +452,249 @@ static int run_refill(size_t a, size_t b)
     return 0;
 }
 
+/* ---- others ---- */
+
+static CUresult other_alloc(int which, CUstream s, CUmemoryPool pool, size_t size)
+{
+    CUdeviceptr p = 0;
+    CUresult r;
+    if (which <= 3) {
+        /* the per-thread variants are reached by their exported names */
+        PFN_cuMemAllocAsync_v11020 async = cuMemAllocAsync;
+        PFN_cuMemAllocFromPoolAsync_v11020 from = cuMemAllocFromPoolAsync;
+        void *sym = NULL;
+        if (which & 1) {
+            sym = dlsym(RTLD_DEFAULT, which < 2 ? "cuMemAllocAsync_ptsz"
+                                                : "cuMemAllocFromPoolAsync_ptsz");
+            if (!sym)
+                return CUDA_ERROR_NOT_FOUND;
+            if (which < 2)
+                memcpy(&async, &sym, sizeof sym);
+            else
+                memcpy(&from, &sym, sizeof sym);
+        }
+        r = which < 2 ? async(&p, size, s) : from(&p, size, pool, s);
+        if (r == CUDA_SUCCESS) {
+            CK(cuMemFreeAsync(p, s));
+            CK(cuStreamSynchronize(s));
+        }
+        return r;
+    }
+    if (which == 4 || which == 5) {
+        size_t pitch = 0;
+        r = which == 4 ? cuMemAllocManaged(&p, size, CU_MEM_ATTACH_GLOBAL)
+                       : cuMemAllocPitch_v2(&p, &pitch, 64 * 1024, size / (64 * 1024), 4);
+        if (r == CUDA_SUCCESS)
+            CK(cuMemFree_v2(p));
+        return r;
+    }
+    if (which >= 6 && which <= 8) {
+        /* 16384 x 2560 floats; the mipmapped one's second level is half */
+        CUDA_ARRAY3D_DESCRIPTOR d3 = { .Width = 16384, .Height = size / 16384 / 4,
+                                       .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1 };
+        if (which == 8) {
+            CUmipmappedArray m;
+            d3.Height = d3.Height * 4 / 5;
+            r = cuMipmappedArrayCreate(&m, &d3, 2);
+            if (r == CUDA_SUCCESS)
+                CK(cuMipmappedArrayDestroy(m));
+            return r;
+        }
+        CUDA_ARRAY_DESCRIPTOR d2 = { .Width = d3.Width, .Height = d3.Height,
+                                     .Format = d3.Format, .NumChannels = 1 };
+        CUarray a;
+        r = which == 6 ? cuArrayCreate_v2(&a, &d2) : cuArray3DCreate_v2(&a, &d3);
+        if (r == CUDA_SUCCESS)
+            CK(cuArrayDestroy(a));
+        return r;
+    }
+    CUmemGenericAllocationHandle h;
+    CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
+    r = cuMemCreate(&h, size, &prop, 0);
+    if (r == CUDA_SUCCESS)
+        CK(cuMemRelease(h));
+    return r;
+}
+
+static int run_others(void)
+{
+    static const char *const names[] = { "cuMemAllocAsync", "cuMemAllocAsync_ptsz",
+                                         "cuMemAllocFromPoolAsync",
+                                         "cuMemAllocFromPoolAsync_ptsz", "cuMemAllocManaged",
+                                         "cuMemAllocPitch", "cuArrayCreate", "cuArray3DCreate",
+                                         "cuMipmappedArrayCreate", "cuMemCreate" };
+    const size_t size = 160 * MIB;
+    CUcontext ctx;
+    CUstream s;
+    CUmemoryPool pool;
+    vr_ctx_current(0, &ctx);
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUmemPoolProps props = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                             .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
+    CK(cuMemPoolCreate(&pool, &props));
+    for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {
+        CUdeviceptr big;
+        size_t fr, total;
+        CK(cuMemAlloc_v2(&big, size));
+        CK(cuMemFree_v2(big));
+        CK(cuMemGetInfo_v2(&fr, &total));
+        struct varemap_stats st = { 0 };
+        if (stats(&st) == 0)
+            fprintf(stderr, "%s kept=%llu\n", names[i], (unsigned long long)st.vmm_cache_bytes);
+        printf("%s free=%d %s\n", names[i], fr == total, vr_err_name(other_alloc(i, s, pool, size)));
+    }
+    CK(cuMemPoolDestroy(pool));
+    CK(cuStreamDestroy_v2(s));
+    return 0;
+}
+
+/* ---- attrs ---- */
+
+/* Every value read into 8 zeroed bytes, whatever width the driver writes. */
+static CUresult attr(CUpointer_attribute a, CUdeviceptr p, unsigned long long *v)
+{
+    *v = 0;
+    return cuPointerGetAttribute(v, a, p);
+}
+
+/* One line per attribute of p, in words that do not depend on where the
+ * driver put things: relative to base and size, or to the context. */
+static void show_attrs(const char *what, CUdeviceptr p, CUdeviceptr base, size_t size,
+                       CUcontext ctx, unsigned long long *id)
+{
+    unsigned long long v;
+    CUresult r;
+    r = attr(CU_POINTER_ATTRIBUTE_CONTEXT, p, &v);
+    printf("%s context=%s ours=%d\n", what, vr_err_name(r), v == (uintptr_t)ctx);
+    r = attr(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p, &v);
+    printf("%s memory_type=%s %llu\n", what, vr_err_name(r), v);
+    r = attr(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p, &v);
+    printf("%s device=%s %llu\n", what, vr_err_name(r), v);
+    r = attr(CU_POINTER_ATTRIBUTE_DEVICE_POINTER, p, &v);
+    printf("%s device_pointer=%s same=%d\n", what, vr_err_name(r), v == p);
+    r = attr(CU_POINTER_ATTRIBUTE_IS_MANAGED, p, &v);
+    printf("%s managed=%s %llu\n", what, vr_err_name(r), v);
+    r = attr(CU_POINTER_ATTRIBUTE_MAPPED, p, &v);
+    printf("%s mapped=%s %llu\n", what, vr_err_name(r), v);
+    r = attr(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, p, &v);
+    printf("%s range_start=%s base=%d\n", what, vr_err_name(r), v == base);
+    r = attr(CU_POINTER_ATTRIBUTE_RANGE_SIZE, p, &v);
+    printf("%s range_size=%s size=%d\n", what, vr_err_name(r), v == size);
+    r = attr(CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, p, &v);
+    printf("%s mapping_base=%s base=%d\n", what, vr_err_name(r), v == base);
+    r = attr(CU_POINTER_ATTRIBUTE_MAPPING_SIZE, p, &v);
+    printf("%s mapping_size=%s size=%d\n", what, vr_err_name(r), v == size);
+    r = attr(CU_POINTER_ATTRIBUTE_BUFFER_ID, p, &v);
+    printf("%s buffer_id=%s nonzero=%d\n", what, vr_err_name(r), v != 0);
+    if (id)
+        *id = v;
+    r = attr(CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID, p, &v);
+    printf("%s block_id=%s nonzero=%d\n", what, vr_err_name(r), v != 0);
+
+    CUpointer_attribute as[] = { CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                 CU_POINTER_ATTRIBUTE_MAPPED, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL };
+    unsigned long long vs[6] = { 0 };
+    void *data[6];
+    for (int i = 0; i < 6; i++)
+        data[i] = &vs[i];
+    r = cuPointerGetAttributes(6, as, data, p);
+    printf("%s attributes=%s ctx=%d start=%d size=%d id_same=%d mapped=%llu device=%llu\n", what,
+           vr_err_name(r), vs[0] == (uintptr_t)ctx, vs[1] == base, vs[2] == size,
+           id && vs[3] == *id, vs[4], vs[5]);
+}
+
+static int run_attrs(void)
+{
+    CUcontext ctx;
+    vr_ctx_current(0, &ctx);
+    const size_t size = 3 * MIB + 4096 + 256;
+    CUdeviceptr p, q, other;
+    unsigned long long id_p = 0, id_q = 0, id_other = 0;
+    CK(cuMemAlloc_v2(&p, size));
+    show_attrs("buffer", p, p, size, ctx, &id_p);
+    show_attrs("last_byte", p + size - 1, p, size, ctx, NULL);
+    show_attrs("past_end", p + size, p, size, ctx, NULL);
+    CK(cuMemFree_v2(p));
+    show_attrs("freed", p, p, size, ctx, NULL);
+    CK(cuMemAlloc_v2(&q, size));
+    fprintf(stderr, "reused_address=%d\n", q == p);
+    show_attrs("next", q, q, size, ctx, &id_q);
+    CK(cuMemAlloc_v2(&other, 4 * MIB));
+    show_attrs("other", other, other, 4 * MIB, ctx, &id_other);
+    printf("ids distinct=%d\n", id_p != id_q && id_q != id_other && id_p != id_other);
+    CK(cuMemFree_v2(q));
+    CK(cuMemFree_v2(other));
+    return 0;
+}
+
+/* ---- atexit, fork ---- */
+
+static CUdeviceptr late, late_async;
+static CUstream late_stream;
+
+static void free_late(void)
+{
+    printf("late free=%s\n", vr_err_name(cuMemFree_v2(late)));
+    /* the last call: nothing after it could release what it leaves */
+    fill(late_stream, late_async, 1.0f, (4 * MIB) / sizeof(float));
+    printf("late free_async=%s\n", vr_err_name(cuMemFreeAsync(late_async, late_stream)));
+}
+
+static int run_atexit(void)
+{
+    CUcontext ctx;
+    vr_ctx_current(0, &ctx);
+    const size_t n = (4 * MIB) / sizeof(float);
+    if (atexit(free_late) != 0)
+        return 1;
+    CK(cuStreamCreate(&late_stream, CU_STREAM_NON_BLOCKING));
+    CK(cuMemAlloc_v2(&late, 4 * MIB));
+    CK(cuMemAlloc_v2(&late_async, 4 * MIB));
+    fill(NULL, late, 2.0f, n);
+    printf("sum=%.1f\n", sum_floats(late, n));
+    return 0;
+}
+
+static int run_fork(void)
+{
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult q;
+    printf("resolve=%s\n", vr_err_name(cuGetProcAddress_v2("cuMemAlloc", &fn, 12000, 0, &q)));
+    fflush(stdout);
+    pid_t child = fork();
+    if (child < 0)
+        return 1;
+    if (child == 0) {
+        const char *stats_path = getenv("SIMCUDA_STATS");
+        char mine[4096];
+        if (stats_path) {
+            snprintf(mine, sizeof mine, "%s.child", stats_path);
+            setenv("SIMCUDA_STATS", mine, 1); /* read again at cuInit */
+        }
+        fprintf(stderr, "child pid=%ld\n", (long)getpid());
+        CK(cuInit(0));
+        CUcontext ctx;
+        vr_ctx_current(0, &ctx);
+        const size_t n = (4 * MIB) / sizeof(float);
+        CUdeviceptr a, b;
+        CK(cuMemAlloc_v2(&a, 4 * MIB));
+        CK(cuMemAlloc_v2(&b, 4 * MIB));
+        fill(NULL, a, 3.0f, n);
+        scale(NULL, b, a, 2.0f, n);
+        printf("child sum=%.1f\n", sum_floats(b, n));
+        CK(cuMemFree_v2(a));
+        CK(cuMemFree_v2(b));
+        exit(0);
+    }
+    int status = 0;
+    if (waitpid(child, &status, 0) != child)
+        return 1;
+    printf("child exit=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    return 0;
+}
+
 /* ---- peer ---- */
 
 static int run_peer(int enable)
@@ -498,6 +763,8 @@ static int run_peer(int enable)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
+    if (!strcmp(mode, "fork"))
+        return run_fork(); /* forks before cuInit */
     CK(cuInit(0));
     if (!strcmp(mode, "noctx"))
         return run_noctx();
@@ -517,7 +784,13 @@ int main(int argc, char **argv)
         return run_asyncreuse();
     if (!strcmp(mode, "refill") && argc > 3)
         return run_refill((size_t)strtoull(argv[2], NULL, 0), (size_t)strtoull(argv[3], NULL, 0));
+    if (!strcmp(mode, "others"))
+        return run_others();
+    if (!strcmp(mode, "atexit"))
+        return run_atexit();
+    if (!strcmp(mode, "attrs"))
+        return run_attrs();
     fprintf(stderr, "usage: alloc_faults noctx|padding|free|fill SIZE|peer [--no-peer]|freeasync|"
-                    "churn ROUNDS|asyncreuse|refill SIZE SIZE\n");
+                    "churn ROUNDS|asyncreuse|refill SIZE SIZE|others|attrs|atexit|fork\n");
     return 2;
 }

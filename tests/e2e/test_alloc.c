@@ -63,6 +63,20 @@ static bool has_fallback(const struct vr_run *r, const char *what, const char *w
     return false;
 }
 
+/* simcuda's "live" objects at exit: none. */
+static void nothing_alive(const struct vr_run *r)
+{
+    static const char *const kinds[] = { "mappings", "handles", "reservations", "allocations",
+                                         NULL };
+    for (size_t i = 0; kinds[i]; i++) {
+        uint64_t n = 1;
+        cr_assert(vr_json_u64(r->stats.p, r->stats.len, kinds[i], &n), "no live %s in %s",
+                  kinds[i], r->stats.p);
+        cr_assert_eq(n, 0, "%llu %s alive at exit: %s", (unsigned long long)n, kinds[i],
+                     r->stats.p);
+    }
+}
+
 /* ---- item 7: no current context ---- */
 
 Test(alloc, free_without_context_is_the_drivers_error)
@@ -110,12 +124,13 @@ Test(alloc, padding_and_handles_look_native)
  * releases at once. */
 static const char *const no_cache[] = { "VAREMAP_VMM_CACHE=0", NULL };
 
-static void free_fault(const char *tag, const char *fault, const char *step)
+static void free_fault_with(const char *tag, const char *fault, const char *step,
+                            const char *const *shim_env)
 {
     static const char *const args[] = { "free", NULL };
     const char *const env[] = { "SIMCUDA_KERNEL_DELAY_US=3000", fault, NULL };
     struct pair p;
-    pair_run(&p, tag, args, env, no_cache, 0);
+    pair_run(&p, tag, args, env, shim_env, 0);
     cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
     for (int round = 0; round < 3; round++) {
         char line[64];
@@ -129,8 +144,15 @@ static void free_fault(const char *tag, const char *fault, const char *step)
     cr_assert(strstr(p.shim.proc.err.p, "vmm_leaked_bytes=0\n"), "%s", p.shim.proc.err.p);
     cr_assert_eq(summary(&p.shim, "vmm_leaked_bytes"), 0);
     cr_assert_eq(summary(&p.shim, "vmm_bytes"), 0);
-    cr_assert_geq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 5, "the buffers were VMM-backed");
+    cr_assert_geq(vr_sim_calls(&p.shim.stats, "cuMemCreate") + summary(&p.shim, "vmm_cache_hits"),
+                  5, "the buffers were VMM-backed");
+    nothing_alive(&p.shim);
     pair_free(&p);
+}
+
+static void free_fault(const char *tag, const char *fault, const char *step)
+{
+    free_fault_with(tag, fault, step, no_cache);
 }
 
 Test(alloc, free_survives_a_failed_unmap)
@@ -153,6 +175,27 @@ Test(alloc, free_survives_a_failed_address_free)
 Test(alloc, free_survives_a_failed_synchronize)
 {
     free_fault("sync", "SIMCUDA_FAIL=cuCtxSynchronize:1", "cuCtxSynchronize");
+}
+
+/* No cuCtxSynchronize of the shim's succeeds: the driver's own free (of a
+ * scrap allocation) waits for the kernels instead, so the memory is
+ * returned as without the shim, cached or not. */
+Test(alloc, free_survives_every_synchronize_failing)
+{
+    free_fault("sync_all", "SIMCUDA_FAIL=cuCtxSynchronize:*", "cuCtxSynchronize");
+}
+
+Test(alloc, free_survives_every_synchronize_failing_with_the_cache)
+{
+    free_fault_with("sync_all_cache", "SIMCUDA_FAIL=cuCtxSynchronize:*", "cuCtxSynchronize", NULL);
+}
+
+/* Neither wait works at the first free: the memory stays mapped (counted)
+ * and goes back at a later one. */
+Test(alloc, a_failed_wait_is_retried_later)
+{
+    free_fault("wait_later", "SIMCUDA_FAIL=cuCtxSynchronize:*,cuMemAlloc_v2:1@cuCtxSynchronize:1",
+               "memory kept mapped, released later");
 }
 
 Test(alloc, memory_never_returned_is_counted)
@@ -394,6 +437,113 @@ Test(alloc, kept_memory_serves_the_same_size_again)
 {
     refill("refill_same", "4194304", "4194304",
            "refill size=4194304 count=64 stop=CUDA_ERROR_OUT_OF_MEMORY");
+}
+
+/* Every other allocator that draws device memory, each right after a
+ * VMM-backed buffer was freed (kept mapped by the cache): each gets the
+ * memory it gets without the shim, which cuMemGetInfo says is free. */
+Test(alloc, kept_memory_goes_back_to_every_allocator)
+{
+    static const char *const args[] = { "others", NULL };
+    static const char *const env[] = { "SIMCUDA_MEM_BYTES=256M", NULL };
+    static const char *const shim_env[] = { "VAREMAP_MAX_PADDING=8M", "VAREMAP_VMM_CACHE=1G",
+                                             NULL };
+    static const char *const names[] = { "cuMemAllocAsync", "cuMemAllocAsync_ptsz",
+                                         "cuMemAllocFromPoolAsync",
+                                         "cuMemAllocFromPoolAsync_ptsz", "cuMemAllocManaged",
+                                         "cuMemAllocPitch", "cuArrayCreate", "cuArray3DCreate",
+                                         "cuMipmappedArrayCreate", "cuMemCreate", NULL };
+    struct pair p;
+    pair_run(&p, "others", args, env, shim_env, 0);
+    for (size_t i = 0; names[i]; i++) {
+        char line[96];
+        snprintf(line, sizeof line, "%s free=1 CUDA_SUCCESS", names[i]);
+        has_line(&p.plain, line);
+        snprintf(line, sizeof line, "%s kept=167772160\n", names[i]);
+        cr_assert(strstr(p.shim.proc.err.p, line), "the cache did not keep the buffer before %s:\n%s",
+                  names[i], p.shim.proc.err.p);
+    }
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    cr_assert_eq(summary(&p.shim, "vmm_leaked_bytes"), 0);
+    nothing_alive(&p.shim);
+    pair_free(&p);
+}
+
+/* ---- pointer attributes ---- */
+
+/* A VMM-backed buffer answers as native cuMemAlloc memory: its context,
+ * its own base and size as range and mapping (not the reservation or the
+ * padded mapping), no allocation in its padding or once freed (kept by
+ * the cache), and a new buffer id when its memory is handed out again. */
+Test(alloc, pointer_attributes_look_native)
+{
+    static const char *const args[] = { "attrs", NULL };
+    struct pair p;
+    pair_run(&p, "attrs", args, NULL, NULL, 0);
+    has_line(&p.plain, "buffer range_size=CUDA_SUCCESS size=1");
+    has_line(&p.plain, "ids distinct=1");
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    cr_assert(strstr(p.shim.proc.err.p, "reused_address=1\n"), "%s", p.shim.proc.err.p);
+    cr_assert_geq(summary(&p.shim, "vmm_cache_hits"), 1, "the freed buffer was reused");
+    cr_assert_geq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 2, "the buffers were VMM-backed");
+    pair_free(&p);
+}
+
+/* ---- exit and fork ---- */
+
+/* The program's exit handler runs after the shim's exit work and frees
+ * VMM-backed buffers (one in stream order, behind a kernel still queued):
+ * the memory goes back to the driver, not into a cache or a list that
+ * nothing would release any more. */
+Test(alloc, a_free_after_the_exit_work_returns_the_memory)
+{
+    static const char *const args[] = { "atexit", NULL };
+    static const char *const env[] = { "SIMCUDA_KERNEL_DELAY_US=20000", NULL };
+    struct pair p;
+    pair_run(&p, "atexit", args, env, NULL, 0);
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    has_line(&p.shim, "late free=CUDA_SUCCESS");
+    has_line(&p.shim, "late free_async=CUDA_SUCCESS");
+    cr_assert_eq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 2, "the buffers were VMM-backed");
+    nothing_alive(&p.shim);
+    pair_free(&p);
+}
+
+/* A child forked before cuInit (the parent's shim had started: an entry
+ * point was resolved) does the CUDA work: it has its own log, with its own
+ * summary, and leaves nothing alive. */
+Test(alloc, a_forked_child_is_its_own_process)
+{
+    static const char *const args[] = { "fork", NULL };
+    char logv[4200];
+    snprintf(logv, sizeof logv, "VAREMAP_LOG=%s", vr_tmp_path("fork-%p.jsonl"));
+    const char *const shim_env[] = { logv, NULL };
+    struct pair p;
+    pair_run(&p, "fork", args, NULL, shim_env, 0);
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    has_line(&p.shim, "child sum=6291456.0");
+    has_line(&p.shim, "child exit=0");
+    const char *at = strstr(p.shim.proc.err.p, "child pid=");
+    cr_assert(at, "%s", p.shim.proc.err.p);
+    long pid = strtol(at + strlen("child pid="), NULL, 10);
+    char name[64];
+    snprintf(name, sizeof name, "fork-%ld.jsonl", pid);
+    struct vr_run child = { 0 };
+    cr_assert(vr_read_file(vr_tmp_path(name), &child.log), "the child wrote no log %s", name);
+    uint64_t logged = 0;
+    size_t len;
+    const char *line = vr_log_event(&child.log, "summary", 0, &len);
+    cr_assert(line, "the child's log has no summary:\n%s", child.log.p);
+    cr_assert(vr_json_u64(line, len, "pid", &logged) && logged == (uint64_t)pid, "%s", line);
+    cr_assert_eq(summary(&child, "vmm_bytes"), 0);
+    cr_assert_eq(summary(&child, "vmm_cache_bytes"), 0, "released at the child's exit");
+    const char *path = vr_tmp_path("fork_shim.stats.child");
+    cr_assert(vr_read_file(path, &child.stats), "no child stats at %s", path);
+    cr_assert_geq(vr_sim_calls(&child.stats, "cuMemCreate"), 1, "the child's buffers were VMM-backed");
+    nothing_alive(&child);
+    vr_buf_free(&child.log);
+    vr_buf_free(&child.stats);
+    pair_free(&p);
 }
 
 /* ---- graph_bench's re-allocating patterns ---- */

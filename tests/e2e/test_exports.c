@@ -54,6 +54,11 @@ Test(exports, only_driver_names)
         "cuGraphLaunch_ptsz", "cuGraphExecUpdate_v2", "cuGraphExecDestroy",
         "cuCtxEnablePeerAccess", "cuGetProcAddress", "cuGetProcAddress_v2", "dlsym",
         "varemap_get_stats", "cuGraphExecUpdate", "cuModuleUnload", "cuLibraryUnload",
+        /* every allocator that draws device memory, and the pointer queries */
+        "cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync",
+        "cuMemAllocFromPoolAsync_ptsz", "cuMemAllocManaged", "cuMemAllocPitch_v2", "cuMemCreate",
+        "cuArrayCreate_v2", "cuArray3DCreate_v2", "cuMipmappedArrayCreate",
+        "cuPointerGetAttribute", "cuPointerGetAttributes",
     };
     enum { NREQ = sizeof required / sizeof required[0] };
     bool found[NREQ] = { false };

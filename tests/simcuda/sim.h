@@ -120,6 +120,9 @@ enum sim_type {
     SIM_T_EXEC,
     SIM_T_PHYS,
     SIM_T_KERNEL,
+    SIM_T_POOL,
+    SIM_T_ARRAY,
+    SIM_T_MIPMAP,
 };
 
 void sim_reg_add(const void *p, int type);

@@ -22,14 +22,22 @@ struct nat {
     size_t charged; /* counted against its device (SIM_NATIVE_UNIT rounded) */
     int dev;       /* owning device; -1: managed (any device may access) */
     int acct;      /* the device whose memory it uses */
-    const struct sim_ctx *ctx; /* allocating context: destroyed with it (NULL: async) */
     bool async;    /* from cuMemAllocAsync: cuMemFree does not synchronize */
     bool freeing;  /* cuMemFreeAsync queued */
+    uint64_t id;   /* CU_POINTER_ATTRIBUTE_BUFFER_ID */
+    struct sim_ctx *ctx;   /* the context it was allocated in: unless async, destroyed with it */
+    CUmemoryPool pool;     /* cuMemAllocFromPoolAsync's pool, else NULL */
+};
+
+/* A memory pool: only the device its allocations come from. */
+struct sim_pool {
+    int dev;
 };
 
 struct sim_phys {
     int dev;   /* prop.location.id */
     int fd;
+    uint64_t id;   /* CU_POINTER_ATTRIBUTE_BUFFER_ID / MEMORY_BLOCK_ID */
     size_t size;
     CUmemAllocationProp prop;
     int handle_refs; /* cuMemCreate/cuMemRetainAllocationHandle minus cuMemRelease */
@@ -63,6 +71,8 @@ static size_t g_native_bytes[SIM_MAX_DEVICES], g_phys_bytes[SIM_MAX_DEVICES];
  * is unchanged (check_word). */
 static uint64_t g_mem_gen;
 static long g_nphys; /* physical allocations not yet destroyed */
+/* Buffer ids: unique over the process's life, never reused (documented). */
+static uint64_t g_next_id = 1;
 
 static size_t round_up(size_t v, size_t a)
 {
@@ -186,7 +196,7 @@ bool sim_mem_valid(uintptr_t p, size_t n, bool write)
 
 /* dev: the owning device (-1: managed, charged to acct). */
 static CUresult native_alloc(CUdeviceptr *dptr, size_t bytesize, bool async, int dev, int acct,
-                             const struct sim_ctx *ctx)
+                             struct sim_ctx *ctx, CUmemoryPool pool)
 {
     if (!dptr || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -212,7 +222,8 @@ static CUresult native_alloc(CUdeviceptr *dptr, size_t bytesize, bool async, int
     SIM_FLOOR(g_nat, g_nnat, b, i);
     size_t at = (size_t)(i + 1);
     memmove(&g_nat[at + 1], &g_nat[at], (g_nnat - at) * sizeof *g_nat);
-    g_nat[at] = (struct nat){b, bytesize, len, charged, dev, acct, async ? NULL : ctx, async, false};
+    g_nat[at] = (struct nat){b, bytesize, len, charged, dev, acct, async, false, g_next_id++, ctx,
+                             pool};
     g_nnat++;
     g_mem_gen++;
     g_native_bytes[acct] += charged;
@@ -237,7 +248,7 @@ void sim_mem_ctx_destroyed(const struct sim_ctx *c)
 {
     pthread_mutex_lock(&g_mem_mu);
     for (size_t i = g_nnat; i-- > 0;)
-        if (g_nat[i].ctx == c && !g_nat[i].freeing)
+        if (g_nat[i].ctx == c && !g_nat[i].async && !g_nat[i].freeing)
             native_release(&g_nat[i]);
     pthread_mutex_unlock(&g_mem_mu);
 }
@@ -261,7 +272,179 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
         return r;
     if ((r = sim_capture_unsafe()) != CUDA_SUCCESS)
         return r;
-    return native_alloc(dptr, bytesize, false, c->dev, c->dev, c);
+    return native_alloc(dptr, bytesize, false, c->dev, c->dev, c, NULL);
+}
+
+/* Pitched memory is linear memory whose rows start at a multiple of the
+ * pitch; ElementSizeBytes may be 4, 8 or 16 (documented). Assumption: the
+ * pitch is the width rounded up to 512 bytes. */
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                            unsigned int ElementSizeBytes)
+{
+    SIM_ENTER(cuMemAllocPitch_v2);
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    if ((r = sim_capture_unsafe()) != CUDA_SUCCESS)
+        return r;
+    if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (WidthInBytes > SIZE_MAX - 511)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t pitch = round_up(WidthInBytes, 512);
+    if (Height > SIZE_MAX / pitch)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUdeviceptr p;
+    r = native_alloc(&p, pitch * Height, false, c->dev, c->dev, c, NULL);
+    if (r)
+        return r;
+    *dptr = p;
+    *pPitch = pitch;
+    return CUDA_SUCCESS;
+}
+
+/* A CUDA array: device memory the program cannot address (only copies and
+ * textures reach it, which simcuda does not model), so only its charge. */
+struct sim_array {
+    int dev;
+    size_t charged;
+};
+
+static size_t format_bytes(CUarray_format f)
+{
+    switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+        return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+        return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+        return 4;
+    default:
+        return 0; /* other formats are not modelled */
+    }
+}
+
+/* Height and Depth 0 mean a dimension less (documented); NumChannels 1, 2
+ * or 4; a mipmapped array has `levels` levels, each half the one before in
+ * every dimension (at least 1). Assumption: an array costs its element
+ * bytes, rounded up like a native allocation. */
+static CUresult array_create(void **out, int type, size_t w, size_t h, size_t d, CUarray_format f,
+                             unsigned channels, unsigned flags, unsigned levels)
+{
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    size_t elem = format_bytes(f);
+    if (!out || w == 0 || (d != 0 && h == 0) || flags != 0 || levels == 0 ||
+        (channels != 1 && channels != 2 && channels != 4))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (elem == 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    size_t bytes = 0;
+    for (unsigned l = 0; l < levels && l < 64; l++) {
+        size_t lw = w >> l ? w >> l : 1, lh = h >> l ? h >> l : 1, ld = d >> l ? d >> l : 1;
+        size_t n = lw, level;
+        if ((h && __builtin_mul_overflow(n, lh, &n)) || (d && __builtin_mul_overflow(n, ld, &n)) ||
+            __builtin_mul_overflow(n, elem * channels, &level) ||
+            __builtin_add_overflow(bytes, level, &bytes))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (bytes > SIZE_MAX - SIM_NATIVE_UNIT)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct sim_array *a = sim_calloc(1, sizeof *a);
+    if (!a)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    a->dev = c->dev;
+    a->charged = round_up(bytes, SIM_NATIVE_UNIT);
+    pthread_mutex_lock(&g_mem_mu);
+    bool fits = fits_total(a->dev, a->charged);
+    if (fits)
+        g_native_bytes[a->dev] += a->charged;
+    pthread_mutex_unlock(&g_mem_mu);
+    if (!fits) {
+        sim_free(a);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    sim_reg_add(a, type);
+    *out = a;
+    return CUDA_SUCCESS;
+}
+
+static CUresult array_destroy(void *h, int type)
+{
+    SIM_CHECK_INIT();
+    if (!h || !sim_reg_has(h, type))
+        return CUDA_ERROR_INVALID_HANDLE;
+    struct sim_array *a = h;
+    sim_reg_del(a);
+    pthread_mutex_lock(&g_mem_mu);
+    g_native_bytes[a->dev] -= a->charged;
+    pthread_mutex_unlock(&g_mem_mu);
+    sim_free(a);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
+{
+    SIM_ENTER(cuArrayCreate_v2);
+    const CUDA_ARRAY_DESCRIPTOR *a = pAllocateArray;
+    void *h = NULL;
+    CUresult r = !a || !pHandle ? CUDA_ERROR_INVALID_VALUE
+                 : array_create(&h, SIM_T_ARRAY, a->Width, a->Height, 0, a->Format,
+                                a->NumChannels, 0, 1);
+    if (r == CUDA_SUCCESS)
+        *pHandle = h;
+    return r;
+}
+
+CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)
+{
+    SIM_ENTER(cuArray3DCreate_v2);
+    const CUDA_ARRAY3D_DESCRIPTOR *a = pAllocateArray;
+    void *h = NULL;
+    CUresult r = !a || !pHandle ? CUDA_ERROR_INVALID_VALUE
+                 : array_create(&h, SIM_T_ARRAY, a->Width, a->Height, a->Depth, a->Format,
+                                a->NumChannels, a->Flags, 1);
+    if (r == CUDA_SUCCESS)
+        *pHandle = h;
+    return r;
+}
+
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
+                                const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
+                                unsigned int numMipmapLevels)
+{
+    SIM_ENTER(cuMipmappedArrayCreate);
+    const CUDA_ARRAY3D_DESCRIPTOR *a = pMipmappedArrayDesc;
+    void *h = NULL;
+    CUresult r = !a || !pHandle ? CUDA_ERROR_INVALID_VALUE
+                 : array_create(&h, SIM_T_MIPMAP, a->Width, a->Height, a->Depth, a->Format,
+                                a->NumChannels, a->Flags, numMipmapLevels);
+    if (r == CUDA_SUCCESS)
+        *pHandle = h;
+    return r;
+}
+
+CUresult cuArrayDestroy(CUarray hArray)
+{
+    SIM_ENTER(cuArrayDestroy);
+    return array_destroy(hArray, SIM_T_ARRAY);
+}
+
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
+{
+    SIM_ENTER(cuMipmappedArrayDestroy);
+    return array_destroy(hMipmappedArray, SIM_T_MIPMAP);
 }
 
 /* Managed memory is host memory here like everything else: a native
@@ -278,7 +461,7 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
         return CUDA_ERROR_INVALID_VALUE;
     if ((r = sim_capture_unsafe()) != CUDA_SUCCESS)
         return r;
-    return native_alloc(dptr, bytesize, false, -1, c->dev, c);
+    return native_alloc(dptr, bytesize, false, -1, c->dev, c, NULL);
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr)
@@ -627,7 +810,8 @@ CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
 
 /* Assumption: the allocation is made at call time (allowed: it only has to
  * be usable by work ordered after it); the free is ordered in the stream. */
-static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream h, bool pt)
+static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream h,
+                            bool pt)
 {
     SIM_CHECK_INIT();
     struct sim_ctx *c;
@@ -637,8 +821,47 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream h, bool pt)
     struct sim_stream *s;
     if ((r = stream_for_work(h, pt, &s)) != CUDA_SUCCESS)
         return r;
-    int dev = s->ctx ? s->ctx->dev : c->dev; /* the stream's device's pool */
-    return native_alloc(dptr, size, true, dev, dev, NULL);
+    struct sim_ctx *owner = s->ctx ? s->ctx : c;
+    int dev = owner->dev; /* the stream's device's pool */
+    if (pool) {
+        /* the pool may be another device's than the stream's (documented) */
+        if (!sim_reg_has(pool, SIM_T_POOL))
+            return CUDA_ERROR_INVALID_VALUE;
+        dev = ((const struct sim_pool *)(const void *)pool)->dev;
+    }
+    return native_alloc(dptr, size, true, dev, dev, owner, pool);
+}
+
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
+    SIM_ENTER(cuMemPoolCreate);
+    SIM_CHECK_INIT();
+    if (!pool || !props || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (props->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_NOT_SUPPORTED; /* simcuda models device pools only */
+    if (props->location.id < 0 || props->location.id >= sim_knob.devices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    struct sim_pool *p = sim_calloc(1, sizeof *p);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    p->dev = props->location.id;
+    sim_reg_add(p, SIM_T_POOL);
+    *pool = (CUmemoryPool)(void *)p;
+    return CUDA_SUCCESS;
+}
+
+/* Assumption: allocations made from the pool stay valid until freed (the
+ * driver releases a destroyed pool's resources once none is left). */
+CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    SIM_ENTER(cuMemPoolDestroy);
+    SIM_CHECK_INIT();
+    if (!pool || !sim_reg_has(pool, SIM_T_POOL))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_reg_del(pool);
+    sim_free(pool);
+    return CUDA_SUCCESS;
 }
 
 static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
@@ -672,13 +895,31 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     SIM_ENTER(cuMemAllocAsync);
-    return alloc_async(dptr, bytesize, hStream, false);
+    return alloc_async(dptr, bytesize, NULL, hStream, false);
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     SIM_ENTER(cuMemAllocAsync_ptsz);
-    return alloc_async(dptr, bytesize, hStream, true);
+    return alloc_async(dptr, bytesize, NULL, hStream, true);
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                 CUstream hStream)
+{
+    SIM_ENTER(cuMemAllocFromPoolAsync);
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    return alloc_async(dptr, bytesize, pool, hStream, false);
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                      CUstream hStream)
+{
+    SIM_ENTER(cuMemAllocFromPoolAsync_ptsz);
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    return alloc_async(dptr, bytesize, pool, hStream, true);
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
@@ -834,6 +1075,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     ph->size = size;
+    ph->id = g_next_id++;
     ph->prop = *prop;
     ph->dev = prop->location.id;
     ph->handle_refs = 1;
@@ -1090,6 +1332,176 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
         *prop = ph->prop;
     pthread_mutex_unlock(&g_mem_mu);
     return ph ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- pointer attributes ---------------------------------------------------------------- */
+
+/* What one address is, looked up once for every attribute asked about it. */
+struct ptr_info {
+    enum { PI_NONE, PI_NATIVE, PI_RESERVED, PI_MAPPED } kind;
+    struct nat nat;              /* PI_NATIVE */
+    uintptr_t rbase, mbase;      /* PI_RESERVED, PI_MAPPED: reservation, mapping */
+    size_t rsize, msize;
+    uint64_t block;              /* PI_MAPPED: the physical allocation's id */
+    int dev;                     /* PI_MAPPED: its device */
+    unsigned handle_types;       /* PI_MAPPED: its requested handle types */
+};
+
+static void ptr_lookup(uintptr_t p, struct ptr_info *pi)
+{
+    memset(pi, 0, sizeof *pi);
+    pthread_mutex_lock(&g_mem_mu);
+    struct nat *a = nat_find(p);
+    struct resv *r = a ? NULL : resv_find(p);
+    struct vmap *m = r ? map_find(p, NULL) : NULL;
+    if (a) {
+        pi->kind = PI_NATIVE;
+        pi->nat = *a;
+    } else if (r) {
+        pi->kind = m ? PI_MAPPED : PI_RESERVED;
+        pi->rbase = r->base;
+        pi->rsize = r->size;
+    }
+    if (m) {
+        pi->mbase = m->base;
+        pi->msize = m->size;
+        pi->block = m->phys->id;
+        pi->dev = m->phys->dev;
+        pi->handle_types = (unsigned)m->phys->prop.requestedHandleTypes;
+    }
+    pthread_mutex_unlock(&g_mem_mu);
+}
+
+/* The answer for one attribute as a value of *size bytes (4 or 8; written
+ * little-endian into the caller's data). VMM memory belongs to no context
+ * (assumption: CONTEXT is NULL); a native allocation's range is itself, a
+ * VMM pointer's the reservation it lies in (documented). Not modelled:
+ * P2P tokens, sync memops, RDMA, access flags, decompression. */
+static CUresult ptr_attr(const struct ptr_info *pi, CUpointer_attribute a, uintptr_t p,
+                         bool have_ctx, uint64_t *v, size_t *size)
+{
+    bool nat = pi->kind == PI_NATIVE, mapped = pi->kind == PI_MAPPED;
+    bool managed = nat && pi->nat.dev < 0;
+    *size = 8;
+    *v = 0;
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        *v = nat ? (uint64_t)(uintptr_t)pi->nat.ctx : 0;
+        return nat || mapped ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *size = 4;
+        *v = CU_MEMORYTYPE_DEVICE;
+        return nat || mapped ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        if (!have_ctx)
+            return CUDA_ERROR_INVALID_CONTEXT;
+        *v = p;
+        return nat || mapped ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        *v = p;
+        return managed ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+        *v = nat ? pi->nat.id : pi->block;
+        return nat || mapped ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *size = 4;
+        *v = managed;
+        return nat || mapped ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *size = 4;
+        *v = (uint64_t)(nat ? pi->nat.acct : pi->dev);
+        return nat || mapped ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        *size = 4;
+        *v = nat && !managed && !pi->nat.async; /* cuMemAlloc and pitched memory */
+        return nat || mapped ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *v = nat ? pi->nat.base : pi->rbase;
+        return pi->kind != PI_NONE ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *v = nat ? pi->nat.size : pi->rsize;
+        return pi->kind != PI_NONE ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+        *size = 4;
+        *v = nat || mapped;
+        return pi->kind != PI_NONE ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+        *size = 4;
+        *v = mapped ? pi->handle_types : 0;
+        return nat || mapped ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+        *v = nat ? (uint64_t)(uintptr_t)pi->nat.pool : 0;
+        return nat || mapped ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+        *v = nat ? pi->nat.base : pi->mbase;
+        return nat || mapped ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+        *v = nat ? pi->nat.size : pi->msize;
+        return nat || mapped ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_P2P_TOKENS:
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+static bool have_context(void)
+{
+    struct sim_ctx *c;
+    return sim_ctx_need(&c) == CUDA_SUCCESS;
+}
+
+CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    SIM_ENTER(cuPointerGetAttribute);
+    SIM_CHECK_INIT();
+    if (!data)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct ptr_info pi;
+    ptr_lookup((uintptr_t)ptr, &pi);
+    uint64_t v;
+    size_t size;
+    CUresult r = ptr_attr(&pi, attribute, (uintptr_t)ptr, have_context(), &v, &size);
+    if (r == CUDA_SUCCESS)
+        memcpy(data, &v, size);
+    return r;
+}
+
+/* Documented: an address that is no CUDA pointer gets every attribute's
+ * NULL value and CUDA_SUCCESS. Assumption: so does an attribute that does
+ * not apply to a valid pointer (a device allocation's host pointer). */
+CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,
+                                void **data, CUdeviceptr ptr)
+{
+    SIM_ENTER(cuPointerGetAttributes);
+    SIM_CHECK_INIT();
+    if (numAttributes == 0 || !attributes || !data)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct ptr_info pi;
+    ptr_lookup((uintptr_t)ptr, &pi);
+    bool ctx = have_context();
+    for (int pass = 0; pass < 2; pass++) {
+        for (unsigned i = 0; i < numAttributes; i++) {
+            uint64_t v;
+            size_t size;
+            CUresult r = ptr_attr(&pi, attributes[i], (uintptr_t)ptr, ctx, &v, &size);
+            /* an unknown attribute stays an error */
+            if (r == CUDA_ERROR_INVALID_VALUE && attributes[i] >= CU_POINTER_ATTRIBUTE_CONTEXT &&
+                attributes[i] <= CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE) {
+                r = CUDA_SUCCESS;
+                v = 0;
+            }
+            if (r != CUDA_SUCCESS)
+                return r; /* nothing written: checked in the first pass */
+            if (pass == 1 && data[i])
+                memcpy(data[i], &v, size);
+        }
+    }
+    return CUDA_SUCCESS;
 }
 
 void sim_mem_live(long *mappings, long *handles, long *reservations, long *allocations)
