@@ -1155,6 +1155,49 @@ static int free_vmm(const struct vr_alloc_info *rec, CUcontext ctx, unsigned gen
     return 0;
 }
 
+/* Nothing of a destroyed context runs any more: nothing to wait for, and
+ * its events went with it. */
+void vr_alloc_context_destroyed(CUcontext ctx)
+{
+    if (!ctx || cfg.mode != VR_MODE_PROFILED)
+        return;
+    for (;;) {
+        CUdeviceptr base = 0;
+        pthread_rwlock_rdlock(&reg_lock);
+        for (size_t i = 0; i < nrecs && !base; i++)
+            if (recs[i].vmm && recs[i].ctx == ctx)
+                base = recs[i].base;
+        pthread_rwlock_unlock(&reg_lock);
+        struct vr_alloc_info rec;
+        if (!base)
+            break;
+        if (detach(base, &rec) != 0)
+            continue; /* freed by another thread meanwhile */
+        vr_stat_add(VR_C_vmm_bytes, -(int64_t)rec.padded);
+        vr_stat_add(VR_C_padding_bytes, -(int64_t)(rec.padded - rec.size));
+        memory_used(rec.device, -(long long)rec.padded);
+        vr_exec_forget_alloc(rec.id, false);
+        struct parked p = { .rec = rec, .steps = STEP_UNMAP | STEP_RELEASE | STEP_ADDRESS_FREE };
+        release_or_park(&p, false, 0);
+    }
+    for (;;) {
+        struct kept k;
+        bool found = false;
+        pthread_mutex_lock(&cache_lock);
+        for (size_t i = 0; i < nkept && !found; i++)
+            if (!kept[i].busy && kept[i].ctx == ctx) {
+                k = kept[i];
+                remove_kept_locked(i);
+                found = true;
+            }
+        pthread_mutex_unlock(&cache_lock);
+        if (!found)
+            break;
+        k.done = NULL;
+        release_kept(&k, false);
+    }
+}
+
 int vr_alloc_free(CUdeviceptr dptr)
 {
     struct vr_alloc_info rec;

@@ -103,6 +103,9 @@ void vr_alloc_configure(const struct vr_config *cfg);
  * results come back unchanged. */
 int vr_alloc_create(CUdeviceptr *dptr, size_t size);                       /* cuMemAlloc */
 int vr_alloc_free(CUdeviceptr dptr);                                       /* cuMemFree */
+/* The driver destroyed ctx (NULL: none): its VMM-backed allocations go as
+ * its native ones did, and memory kept from it is released. */
+void vr_alloc_context_destroyed(CUcontext ctx);
 int vr_alloc_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread); /* cuMemFreeAsync */
 int vr_alloc_address_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr);
 int vr_alloc_mem_info(size_t *free_bytes, size_t *total);                  /* cuMemGetInfo */

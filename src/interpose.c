@@ -607,6 +607,31 @@ static CUresult vr_on_cuStreamDestroy_v2(CUstream stream)
     return vr_real.cuStreamDestroy_v2(stream);
 }
 
+static CUresult vr_on_cuCtxDestroy_v2(CUcontext ctx)
+{
+    CUresult r = vr_real.cuCtxDestroy_v2(ctx);
+    if (r == CUDA_SUCCESS)
+        vr_alloc_context_destroyed(ctx);
+    return r;
+}
+
+/* The primary context's handle is asked first (retained and released
+ * again: its count is as before), and only while it is active: an inactive
+ * one holds no memory. */
+static CUresult vr_on_cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    unsigned flags;
+    int active = 0;
+    CUcontext primary = NULL;
+    if (vr_real.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active &&
+        vr_real.cuDevicePrimaryCtxRetain(&primary, dev) == CUDA_SUCCESS)
+        vr_real.cuDevicePrimaryCtxRelease_v2(dev);
+    CUresult r = vr_real.cuDevicePrimaryCtxReset_v2(dev);
+    if (r == CUDA_SUCCESS)
+        vr_alloc_context_destroyed(primary);
+    return r;
+}
+
 /* The nodes of a destroyed graph name nothing any more, also in the execs
  * instantiated from it (driver-answers.txt): their updates go to the driver,
  * which refuses them, and the shim can no longer re-point them. */

@@ -35,6 +35,9 @@
  *                          pitched, arrays, cuMemCreate), a 160 MiB buffer
  *                          allocated and freed: each then allocates 160 MiB;
  *                          on stderr the memory the shim kept before each
+ *   alloc_faults ctxgone   a created context destroyed, then the primary
+ *                          context reset, each holding a buffer and one
+ *                          freed: the kept buffer's range and free memory
  *   alloc_faults attrs     pointer attributes (cuPointerGetAttribute and
  *                          cuPointerGetAttributes) of a padded buffer, of
  *                          its padding, of it once freed, and of the buffer
@@ -629,6 +632,44 @@ static int run_attrs(void)
     return 0;
 }
 
+/* ---- contexts destroyed ---- */
+
+/* In a created context: a buffer kept, one freed (into the shim's cache);
+ * the context destroyed. Then the same in the primary context, reset. What
+ * the driver says of the kept buffer after, and how much memory is free,
+ * must be the same with the shim; nothing of it stays alive. */
+static void ctx_round(const char *what, CUcontext ctx, CUdevice dev, bool primary)
+{
+    CUdeviceptr kept_p, freed, base;
+    size_t size, free_before, free_after, total;
+    CK(cuCtxSetCurrent(ctx));
+    CK(cuMemGetInfo_v2(&free_before, &total));
+    CK(cuMemAlloc_v2(&kept_p, 4 * MIB));
+    CK(cuMemAlloc_v2(&freed, 4 * MIB));
+    fill(NULL, kept_p, 1.0f, (4 * MIB) / sizeof(float));
+    CK(cuMemFree_v2(freed));
+    if (primary)
+        CK(cuDevicePrimaryCtxReset_v2(dev));
+    else
+        CK(cuCtxDestroy_v2(ctx));
+    CUcontext p0;
+    vr_ctx_current(0, &p0);
+    CK(cuMemGetInfo_v2(&free_after, &total));
+    printf("%s range=%s free_back=%d\n", what,
+           vr_err_name(cuMemGetAddressRange_v2(&base, &size, kept_p)),
+           free_after >= free_before);
+}
+
+static int run_ctxgone(void)
+{
+    CUcontext primary, b;
+    CUdevice dev = vr_ctx_current(0, &primary);
+    CK(cuCtxCreate_v4(&b, NULL, 0, dev));
+    ctx_round("created", b, dev, false);
+    ctx_round("primary", primary, dev, true);
+    return 0;
+}
+
 /* ---- atexit, fork ---- */
 
 static CUdeviceptr late, late_async;
@@ -790,7 +831,9 @@ int main(int argc, char **argv)
         return run_atexit();
     if (!strcmp(mode, "attrs"))
         return run_attrs();
+    if (!strcmp(mode, "ctxgone"))
+        return run_ctxgone();
     fprintf(stderr, "usage: alloc_faults noctx|padding|free|fill SIZE|peer [--no-peer]|freeasync|"
-                    "churn ROUNDS|asyncreuse|refill SIZE SIZE|others|attrs|atexit|fork\n");
+                    "churn ROUNDS|asyncreuse|refill SIZE SIZE|others|attrs|ctxgone|atexit|fork\n");
     return 2;
 }

@@ -489,6 +489,23 @@ Test(alloc, pointer_attributes_look_native)
     pair_free(&p);
 }
 
+/* ---- contexts destroyed ---- */
+
+/* cuCtxDestroy and cuDevicePrimaryCtxReset take the context's cuMemAlloc
+ * memory: VMM-backed and kept memory go with it (issue 15, item 12d). */
+Test(alloc, a_destroyed_context_takes_its_memory)
+{
+    static const char *const args[] = { "ctxgone", NULL };
+    struct pair p;
+    pair_run(&p, "ctxgone", args, NULL, NULL, 0);
+    has_line(&p.plain, "created range=CUDA_ERROR_NOT_FOUND free_back=1");
+    has_line(&p.plain, "primary range=CUDA_ERROR_NOT_FOUND free_back=1");
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    cr_assert_geq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 4, "the buffers were VMM-backed");
+    nothing_alive(&p.shim);
+    pair_free(&p);
+}
+
 /* ---- exit and fork ---- */
 
 /* The program's exit handler runs after the shim's exit work and frees
