@@ -339,13 +339,14 @@ static int alloc_scratch(struct vr_exec *e)
     return e->scratch && e->xlat && e->kp ? 0 : -ENOMEM;
 }
 
-/* A reservation leaves: destroyed now when launches up to `last` are known
- * complete, else buried with an event after the last launch; never waits. */
 struct burial {
     struct vr_slices *s[2 * VR_VARIANTS_MAX + 1];
     size_t n;
 };
 
+/* A reservation leaves: destroyed now when launches up to `last` are known
+ * complete, else buried with an event after the last launch (gathered into
+ * the exec's burial while drop_slices runs); never waits. */
 static void bury_after(void *owner, struct vr_slices *sl, uint64_t last)
 {
     struct vr_exec *e = owner;
@@ -1591,16 +1592,13 @@ int vr_exec_upload(CUgraphExec exec, CUstream stream, bool per_thread)
     struct vr_exec *e = cfg.mode == VR_MODE_OFF ? NULL : acquire(exec);
     if (!e)
         return vr_err_cu(upload(exec, stream, per_thread));
-    int rc = vr_track_order(&e->t, 0, stream, per_thread);
-    if (rc > 0)
+    /* The shim's own ordering never fails the program's call. */
+    if (vr_track_order(&e->t, 0, stream, per_thread) > 0)
         e->c.rebind_waits++;
-    rc = 0; /* the shim's own ordering never fails the program's call */
-    {
-        CUresult r = upload(e->handle, stream, per_thread);
-        rc = vr_err_cu(r);
-        if (r == CUDA_SUCCESS)
-            vr_variants_upload(e->vars, stream, per_thread);
-    }
+    CUresult r = upload(e->handle, stream, per_thread);
+    if (r == CUDA_SUCCESS)
+        vr_variants_upload(e->vars, stream, per_thread);
+    int rc = vr_err_cu(r);
     vr_mutex_unlock(&e->lock);
     return rc;
 }
