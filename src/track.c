@@ -123,6 +123,8 @@ static int record_last(struct vr_track *t)
             return -1;
     }
     t->at[k] = 0;
+    /* cuda.h: an event is recorded only in a stream of its own context. */
+    VR_ASSERT(t->evctx[k] == t->sctx);
     if (vr_real.cuEventRecord(t->ev[k], t->stream) != CUDA_SUCCESS)
         return -1;
     t->at[k] = t->seq;
@@ -132,6 +134,7 @@ static int record_last(struct vr_track *t)
 
 static void completed(struct vr_track *t, uint64_t upto)
 {
+    VR_ASSERT(upto <= t->seq);
     if (upto > t->done)
         t->done = upto;
     for (int i = 0; i < VR_TRACK_EVENTS; i++)
@@ -214,6 +217,7 @@ int vr_track_order(struct vr_track *t, uint64_t var, CUstream stream, bool ptsz)
     if (k < 0)
         return host_wait(t);
     /* Waiting accepts an event of any context (cuda.h). */
+    VR_ASSERT(t->at[k] == t->seq);
     CUresult r = vr_real.cuStreamWaitEvent(s, t->ev[k], 0);
     return r == CUDA_SUCCESS ? 0 : host_wait(t);
 }
