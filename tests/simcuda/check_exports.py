@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Every driver function the toolkit's cuda.h declares is exported by
-simcuda (modelled, or a stub answering CUDA_ERROR_NOT_SUPPORTED), and a stub
-says so. usage: check_exports.py CUDA_H LIBCUDA"""
-import ctypes
+simcuda (modelled, or a stub answering CUDA_ERROR_NOT_SUPPORTED: unit_simcuda
+calls one). usage: check_exports.py CUDA_H LIBCUDA"""
 import os
 import subprocess
 import sys
@@ -23,12 +22,6 @@ def main(argv):
     if missing:
         print('check_exports: simcuda lacks %d of %d: %s' % (len(missing), len(names),
                                                              ' '.join(missing[:20])))
-        return 1
-    lib = ctypes.CDLL(argv[2])
-    # A function no program here calls: a stub, not simulated.
-    rc = lib.cuDeviceGetNvSciSyncAttributes(None, 0, 0)
-    if rc != 801:
-        print('check_exports: a stub returned %d, not CUDA_ERROR_NOT_SUPPORTED (801)' % rc)
         return 1
     print('check_exports: all %d functions of cuda.h exported' % len(names))
     return 0

@@ -169,6 +169,13 @@ static int in_child(void (*fn)(int fd), int fd)
 
 /* ---- initialization, device, context ------------------------------------------ */
 
+/* A function cuda.h declares that simcuda does not model is there all the
+ * same (gen_stubs.py): it answers CUDA_ERROR_NOT_SUPPORTED. */
+Test(simcuda, an_unmodelled_function_is_not_supported)
+{
+    cr_assert_eq(cuDeviceGetNvSciSyncAttributes(NULL, 0, 0), CUDA_ERROR_NOT_SUPPORTED);
+}
+
 Test(simcuda, init_device_context)
 {
     CUdeviceptr p;
