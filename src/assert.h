@@ -1,9 +1,12 @@
-/* assert: VR_ASSERT(cond) checks an internal invariant.
+/* assert: tiered checks of internal invariants, as mimalloc's mi_assert family.
  *
- * Tiered like the standard assert: compiled in unless NDEBUG is defined
- * (meson's default buildtype debugoptimized does not define it, so the test
- * and sanitizer builds check), and forced on by -DVR_DEBUG even where NDEBUG
- * is. Switched off, the condition is not evaluated but still type-checked.
+ * VR_CHECK_LEVEL picks the tiers compiled in:
+ *   0  none: the build `meson install` ships with NDEBUG (buildtype release);
+ *   1  VR_ASSERT: cheap checks, off the absorbed hot path (the default build);
+ *   2  + VR_ASSERT_INTERNAL and the lock-rank witness (lockrank.h);
+ *   3  + VR_ASSERT_EXPENSIVE: whole-structure checkers (the sanitizer CI job).
+ * Unset, it is 0 under NDEBUG and 1 otherwise; meson's `checks` option sets it.
+ * A tier switched off does not evaluate its condition but still type-checks it.
  * A failed check prints "varemap: assertion failed: <expr> at file:line" on
  * stderr in one write, outside the warning budget, and aborts.
  *
@@ -17,13 +20,32 @@
 #ifndef VR_ASSERT_H
 #define VR_ASSERT_H
 
-#if !defined(NDEBUG) || defined(VR_DEBUG)
-#define VR_ASSERT_ON 1
-#define VR_ASSERT(cond) \
-    ((cond) ? (void)0 : vr_assert_fail(#cond, __FILE__, __LINE__))
+#ifndef VR_CHECK_LEVEL
+#if defined(NDEBUG) && !defined(VR_DEBUG)
+#define VR_CHECK_LEVEL 0
 #else
-#define VR_ASSERT_ON 0
-#define VR_ASSERT(cond) ((void)sizeof((cond) ? 1 : 0))
+#define VR_CHECK_LEVEL 1
+#endif
+#endif
+
+#define VR_CHECK_(cond) ((cond) ? (void)0 : vr_assert_fail(#cond, __FILE__, __LINE__))
+#define VR_UNCHECKED_(cond) ((void)sizeof((cond) ? 1 : 0))
+
+#define VR_ASSERT_ON (VR_CHECK_LEVEL >= 1)
+#if VR_CHECK_LEVEL >= 1
+#define VR_ASSERT(cond) VR_CHECK_(cond)
+#else
+#define VR_ASSERT(cond) VR_UNCHECKED_(cond)
+#endif
+#if VR_CHECK_LEVEL >= 2
+#define VR_ASSERT_INTERNAL(cond) VR_CHECK_(cond)
+#else
+#define VR_ASSERT_INTERNAL(cond) VR_UNCHECKED_(cond)
+#endif
+#if VR_CHECK_LEVEL >= 3
+#define VR_ASSERT_EXPENSIVE(cond) VR_CHECK_(cond)
+#else
+#define VR_ASSERT_EXPENSIVE(cond) VR_UNCHECKED_(cond)
 #endif
 
 /* Defined in log.c. */
