@@ -312,6 +312,31 @@ __attribute__((destructor)) static void sim_dtor(void)
     fclose(f);
 }
 
+/* ---- call counters, for a program to read ------------------------------ */
+
+/* simcuda-only queries (found with dlsym; a real driver has none): entry i's
+ * exported name (NULL past the last), its calls so far and its SIMCUDA_COST
+ * price. A benchmark reads them before and after a part of its run, so the
+ * driver calls of that part come from one run, whatever the shim decided. */
+__attribute__((visibility("default"))) const char *simcuda_entry_name(int i)
+{
+    return i >= 0 && i < SIM_N_ENTRIES ? g_procs[i].sym : NULL;
+}
+
+__attribute__((visibility("default"))) unsigned long long simcuda_entry_calls(int i)
+{
+    if (i < 0 || i >= SIM_N_ENTRIES)
+        return 0;
+    return atomic_load_explicit(&sim_calls[i], memory_order_relaxed);
+}
+
+__attribute__((visibility("default"))) unsigned long long simcuda_entry_cost_ns(int i)
+{
+    if (i < 0 || i >= SIM_N_ENTRIES)
+        return 0;
+    return atomic_load_explicit(&g_cost_ns[i], memory_order_relaxed);
+}
+
 /* ---- handle registry -------------------------------------------------- */
 
 struct reg_slot {

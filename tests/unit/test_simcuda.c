@@ -2374,7 +2374,7 @@ Test(simcuda, stats_knob)
                        "%s", buf);
 }
 
-/* simcuda_heap_bytes, simcuda's only non-cu* export: the heap bytes simcuda
+/* simcuda_heap_bytes, a simcuda-only export: the heap bytes simcuda
  * holds for its own objects, in the unit mallinfo2 counts, so a benchmark
  * can tell the driver's share of the process heap from the program's and an
  * interposer's. A graph and its exec raise it by their size; destroying
@@ -2766,4 +2766,37 @@ Test(simcuda, graph_event_wait_node_orders_the_launch, .init = start)
     CK(cuStreamDestroy_v2(s2));
     CK(cuMemFree_v2(a));
     CK(cuMemFree_v2(b));
+}
+
+/* simcuda_entry_name/_calls/_cost_ns: a benchmark reads the driver calls of
+ * part of one run from them; each call counts once, under its exported name,
+ * and the price is SIMCUDA_COST's. */
+Test(simcuda, call_counters)
+{
+    setenv("SIMCUDA_COST", "cuCtxSynchronize:7", 1);
+    start();
+    const char *(*name)(int) = NULL;
+    unsigned long long (*calls)(int) = NULL, (*cost)(int) = NULL;
+    void *sym = dlsym(RTLD_DEFAULT, "simcuda_entry_name");
+    memcpy(&name, &sym, sizeof sym);
+    sym = dlsym(RTLD_DEFAULT, "simcuda_entry_calls");
+    memcpy(&calls, &sym, sizeof sym);
+    sym = dlsym(RTLD_DEFAULT, "simcuda_entry_cost_ns");
+    memcpy(&cost, &sym, sizeof sym);
+    cr_assert(name && calls && cost, "simcuda exports its call counters");
+    int sync = -1, n = 0;
+    for (; name(n); n++)
+        if (strcmp(name(n), "cuCtxSynchronize") == 0)
+            sync = n;
+    cr_assert_gt(n, 100, "every implemented entry point has a counter: %d", n);
+    cr_assert_geq(sync, 0, "cuCtxSynchronize is listed");
+    cr_assert_null(name(n), "the list ends");
+    cr_assert_eq(cost(sync), 7, "priced at SIMCUDA_COST: %llu", cost(sync));
+    cr_assert_eq(cost(sync ? sync - 1 : 1), 0, "an unpriced entry costs nothing");
+    unsigned long long before = calls(sync);
+    CK(cuCtxSynchronize());
+    CK(cuCtxSynchronize());
+    cr_assert_eq(calls(sync) - before, 2, "two calls counted: %llu", calls(sync) - before);
+    cr_assert_eq(calls(-1), 0, "out of range answers 0");
+    cr_assert_eq(calls(n), 0, "out of range answers 0");
 }

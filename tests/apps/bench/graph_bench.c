@@ -152,6 +152,10 @@ static struct {
     unsigned grid, block;
     int (*stats)(struct varemap_stats *, size_t);
     long long (*driver_heap)(void); /* simcuda only */
+    /* simcuda only: its entry points' names, call counters and prices. */
+    const char *(*entry_name)(int);
+    unsigned long long (*entry_calls)(int);
+    unsigned long long (*entry_cost)(int);
     /* calls this program made during the timed steps */
     unsigned long long c_setparams, c_launch, c_memset, c_alloc, c_free, c_sync;
     uint64_t *warm_ns; /* wall time of each untimed step */
@@ -713,6 +717,21 @@ int main(int argc, char **argv)
     memcpy(&G.stats, &sym, sizeof sym);
     sym = dlsym(RTLD_DEFAULT, "simcuda_heap_bytes");
     memcpy(&G.driver_heap, &sym, sizeof sym);
+    sym = dlsym(RTLD_DEFAULT, "simcuda_entry_name");
+    memcpy(&G.entry_name, &sym, sizeof sym);
+    sym = dlsym(RTLD_DEFAULT, "simcuda_entry_calls");
+    memcpy(&G.entry_calls, &sym, sizeof sym);
+    sym = dlsym(RTLD_DEFAULT, "simcuda_entry_cost_ns");
+    memcpy(&G.entry_cost, &sym, sizeof sym);
+    if (!G.entry_name || !G.entry_calls || !G.entry_cost)
+        G.entry_name = NULL;
+    int nentries = 0;
+    while (G.entry_name && G.entry_name(nentries))
+        nentries++;
+    unsigned long long *calls0 = calloc((size_t)nentries + 1, sizeof *calls0);
+    unsigned long long *calls1 = calloc((size_t)nentries + 1, sizeof *calls1);
+    if (!calls0 || !calls1)
+        die("out of memory");
 
     CK(cuInit(0));
     CK(cuDeviceGet(&G.dev, 0));
@@ -767,6 +786,8 @@ int main(int argc, char **argv)
                 G.stats(&s0, sizeof s0);
             cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
             pcpu0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+            for (int i = 0; i < nentries; i++)
+                calls0[i] = G.entry_calls(i);
         }
         uint64_t t0 = now_ns();
         CUdeviceptr old_x = 0, old_out = 0;
@@ -840,6 +861,9 @@ int main(int argc, char **argv)
     }
     uint64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
     uint64_t pcpu = clock_ns(CLOCK_PROCESS_CPUTIME_ID) - pcpu0;
+    /* The timed steps' driver calls, before the final synchronize (not a step's). */
+    for (int i = 0; i < nentries; i++)
+        calls1[i] = G.entry_calls(i);
     uint64_t t_issue = now_ns() - t_start;
     CK(cuStreamSynchronize(G.stream));
     uint64_t t_all = now_ns() - t_start;
@@ -922,6 +946,24 @@ int main(int argc, char **argv)
            api_syms[o->api], (double)G.c_setparams / per, (double)G.c_launch / per,
            (double)G.c_memset / per, (double)G.c_alloc / per, (double)G.c_free / per,
            (double)G.c_sync / per);
+    if (nentries) {
+        /* Every call that reached the driver in the timed steps (the
+         * program's and the shim's), and what they cost at SIMCUDA_COST's
+         * prices: noise-free, unlike the clocks above. */
+        unsigned long long priced = 0;
+        printf("\"driver_calls_per_step\": {");
+        for (int i = 0, first = 1; i < nentries; i++) {
+            unsigned long long d = calls1[i] - calls0[i];
+            if (!d)
+                continue;
+            priced += d * G.entry_cost(i);
+            printf("%s\"%s\": %.4g", first ? "" : ", ", G.entry_name(i), (double)d / per);
+            first = 0;
+        }
+        printf("}, \"priced_ns_per_step\": %.1f, ", (double)priced / per);
+    } else {
+        printf("\"driver_calls_per_step\": null, \"priced_ns_per_step\": null, ");
+    }
     printf("\"checksum\": \"%016" PRIx64 "\", \"sum\": %.9g, \"verified\": %s, "
            "\"max_rel_error\": %.3g, ",
            ck, sum, verified ? "true" : "false", max_err);
@@ -948,6 +990,8 @@ int main(int argc, char **argv)
     free(G.member);
     free(G.pool);
     free(G.warm_ns);
+    free(calls0);
+    free(calls1);
     if (!verified)
         fprintf(stderr, "%s: results differ from the host reference (max relative error %.3g)\n",
                 prog, max_err);
