@@ -121,6 +121,16 @@ Test(cudart, explicit_update)
     each_mode("rt_explicit", args, (struct expect){ 0 });
 }
 
+/* The runtime calls besides kernel nodes (pinned memory, device and
+ * function attributes, dynamic shared memory, memset/memcpy/host nodes, host
+ * functions, events, a bad call's error): the program checks itself against
+ * a host reference (exit 3) and every mode gives the same bytes. */
+Test(cudart, runtime_features)
+{
+    const char *args[] = { "--steps", "12", NULL };
+    each_mode("rt_features", args, (struct expect){ 0 });
+}
+
 /* An exec updated every few launches: each update undid the decision, and
  * its slices were made again every time (an H200 ran the program 1.7x slower
  * in CPU time under the shim). After two such short-lived decisions the exec

@@ -59,6 +59,16 @@ RT_API cudaError_t cudaMallocHost(void **ptr, size_t size)
     return cudaSuccess;
 }
 
+/* The flags change nothing on simcuda (assumption above), but are checked as
+ * the runtime documents them. */
+RT_API cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags)
+{
+    if (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped |
+                            cudaHostAllocWriteCombined))
+        return rt_ret(cudaErrorInvalidValue);
+    return cudaMallocHost(ptr, size);
+}
+
 RT_API cudaError_t cudaFreeHost(void *ptr)
 {
     free(ptr);
@@ -199,6 +209,90 @@ RT_API cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *node, cudaGraph_t g,
     ENTER_KERNEL_PARAMS(p, d);
     return rt_cu(RT_CALL(cuGraphAddKernelNode, ((CUgraphNode *)node, (CUgraph)g,
                                                 (const CUgraphNode *)deps, ndeps, &d)));
+}
+
+static CUcontext current_ctx(void)
+{
+    CUcontext c = NULL;
+    (void)RT_CALL(cuCtxGetCurrent, (&c));
+    return c;
+}
+
+RT_API cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t *node, cudaGraph_t g,
+                                          const cudaGraphNode_t *deps, size_t ndeps,
+                                          const struct cudaMemsetParams *p)
+{
+    ENTER();
+    if (!p)
+        return rt_ret(cudaErrorInvalidValue);
+    CUDA_MEMSET_NODE_PARAMS d = {
+        .dst = dp(p->dst), .pitch = p->pitch, .value = p->value,
+        .elementSize = p->elementSize, .width = p->width, .height = p->height,
+    };
+    return rt_cu(RT_CALL(cuGraphAddMemsetNode, ((CUgraphNode *)node, (CUgraph)g,
+                                                (const CUgraphNode *)deps, ndeps, &d,
+                                                current_ctx())));
+}
+
+/* One side of a copy: where the runtime's kind says the memory is (Default:
+ * wherever it is, which unified addressing lets the driver tell). */
+static void copy_side(enum cudaMemcpyKind kind, bool src, const void *p, CUmemorytype *type,
+                      const void **host, CUdeviceptr *dev)
+{
+    bool on_host = src ? kind == cudaMemcpyHostToDevice || kind == cudaMemcpyHostToHost
+                       : kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost;
+    if (kind == cudaMemcpyDefault) {
+        *type = CU_MEMORYTYPE_UNIFIED;
+        *dev = dp(p);
+    } else if (on_host) {
+        *type = CU_MEMORYTYPE_HOST;
+        *host = p;
+    } else {
+        *type = CU_MEMORYTYPE_DEVICE;
+        *dev = dp(p);
+    }
+}
+
+/* Copies between pitched pointers; arrays are not modelled (simcudart has no
+ * cudaMallocArray), so a copy naming one is not supported. */
+RT_API cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *node, cudaGraph_t g,
+                                          const cudaGraphNode_t *deps, size_t ndeps,
+                                          const struct cudaMemcpy3DParms *p)
+{
+    ENTER();
+    if (!p || (unsigned)p->kind > (unsigned)cudaMemcpyDefault)
+        return rt_ret(cudaErrorInvalidValue);
+    if (p->srcArray || p->dstArray)
+        return rt_ret(cudaErrorNotSupported);
+    CUDA_MEMCPY3D d = {
+        .srcXInBytes = p->srcPos.x, .srcY = p->srcPos.y, .srcZ = p->srcPos.z,
+        .srcPitch = p->srcPtr.pitch, .srcHeight = p->srcPtr.ysize,
+        .dstXInBytes = p->dstPos.x, .dstY = p->dstPos.y, .dstZ = p->dstPos.z,
+        .dstPitch = p->dstPtr.pitch, .dstHeight = p->dstPtr.ysize,
+        .WidthInBytes = p->extent.width, .Height = p->extent.height, .Depth = p->extent.depth,
+    };
+    const void *src_host = NULL, *dst_host = NULL;
+    copy_side(p->kind, true, p->srcPtr.ptr, &d.srcMemoryType, &src_host, &d.srcDevice);
+    copy_side(p->kind, false, p->dstPtr.ptr, &d.dstMemoryType, &dst_host, &d.dstDevice);
+    d.srcHost = src_host;
+    d.dstHost = (void *)(uintptr_t)dst_host;
+    return rt_cu(RT_CALL(cuGraphAddMemcpyNode, ((CUgraphNode *)node, (CUgraph)g,
+                                                (const CUgraphNode *)deps, ndeps, &d,
+                                                current_ctx())));
+}
+
+RT_API cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t *node, cudaGraph_t g,
+                                            const cudaGraphNode_t *deps, size_t ndeps, void *dst,
+                                            const void *src, size_t count,
+                                            enum cudaMemcpyKind kind)
+{
+    struct cudaMemcpy3DParms p = {
+        .srcPtr = {(void *)(uintptr_t)src, count, count, 1},
+        .dstPtr = {dst, count, count, 1},
+        .extent = {count, 1, 1},
+        .kind = kind,
+    };
+    return cudaGraphAddMemcpyNode(node, g, deps, ndeps, &p);
 }
 
 RT_API cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *type)

@@ -162,6 +162,55 @@ RT_API cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, 
     return rt_cu(rt_d.cuDeviceGetAttribute(value, (CUdevice_attribute)attr, (CUdevice)device));
 }
 
+/* The properties the driver has attributes for; the rest read as 0, as
+ * attributes simcuda does not model do. */
+RT_API cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
+{
+    cudaError_t e = rt_enter();
+    if (e)
+        return e;
+    if (!prop)
+        return rt_ret(cudaErrorInvalidValue);
+    struct cudaDeviceProp p;
+    memset(&p, 0, sizeof p);
+    CUdevice d = (CUdevice)device;
+    CUresult r = RT_CALL(cuDeviceGetName, (p.name, (int)sizeof p.name, d));
+    size_t total = 0;
+    if (r == CUDA_SUCCESS)
+        r = RT_CALL(cuDeviceTotalMem, (&total, d));
+    p.totalGlobalMem = total;
+    const struct {
+        int *field;
+        CUdevice_attribute attr;
+    } ints[] = {
+        {&p.major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR},
+        {&p.minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR},
+        {&p.multiProcessorCount, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT},
+        {&p.warpSize, CU_DEVICE_ATTRIBUTE_WARP_SIZE},
+        {&p.maxThreadsPerBlock, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK},
+        {&p.maxThreadsDim[0], CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X},
+        {&p.maxThreadsDim[1], CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y},
+        {&p.maxThreadsDim[2], CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z},
+        {&p.maxGridSize[0], CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X},
+        {&p.maxGridSize[1], CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y},
+        {&p.maxGridSize[2], CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z},
+        {&p.maxThreadsPerMultiProcessor, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR},
+        {&p.concurrentKernels, CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS},
+        {&p.unifiedAddressing, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING},
+        {&p.memoryPoolsSupported, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED},
+    };
+    for (size_t i = 0; r == CUDA_SUCCESS && i < sizeof ints / sizeof ints[0]; i++)
+        r = rt_d.cuDeviceGetAttribute(ints[i].field, ints[i].attr, d);
+    int smem = 0;
+    if (r == CUDA_SUCCESS)
+        r = rt_d.cuDeviceGetAttribute(&smem, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, d);
+    if (r != CUDA_SUCCESS)
+        return rt_cu(r);
+    p.sharedMemPerBlock = (size_t)smem;
+    *prop = p;
+    return cudaSuccess;
+}
+
 RT_API cudaError_t cudaDeviceSynchronize(void)
 {
     cudaError_t e = rt_enter();

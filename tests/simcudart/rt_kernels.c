@@ -243,3 +243,51 @@ RT_API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, di
 {
     return launch((const void *)kernel, gridDim, blockDim, args, sharedMem, stream, true);
 }
+
+/* ---- function attributes -------------------------------------------------- */
+
+RT_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
+{
+    cudaError_t e = rt_enter();
+    if (e)
+        return e;
+    if (!attr)
+        return rt_ret(cudaErrorInvalidValue);
+    CUfunction f = rt_function(func, &e);
+    if (!f)
+        return rt_ret(e);
+    static const CUfunction_attribute which[] = {
+        CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,   CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES,
+        CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,    CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+        CU_FUNC_ATTRIBUTE_NUM_REGS,            CU_FUNC_ATTRIBUTE_PTX_VERSION,
+        CU_FUNC_ATTRIBUTE_BINARY_VERSION,      CU_FUNC_ATTRIBUTE_CACHE_MODE_CA,
+        CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+    };
+    int v[sizeof which / sizeof which[0]];
+    for (size_t i = 0; i < sizeof which / sizeof which[0]; i++) {
+        CUresult r = RT_CALL(cuFuncGetAttribute, (&v[i], which[i], f));
+        if (r != CUDA_SUCCESS)
+            return rt_cu(r);
+    }
+    /* Output written only once every attribute was answered. */
+    *attr = (struct cudaFuncAttributes){
+        .sharedSizeBytes = (size_t)v[0], .constSizeBytes = (size_t)v[1],
+        .localSizeBytes = (size_t)v[2], .maxThreadsPerBlock = v[3], .numRegs = v[4],
+        .ptxVersion = v[5], .binaryVersion = v[6], .cacheModeCA = v[7],
+        .maxDynamicSharedSizeBytes = v[8], .preferredShmemCarveout = v[9],
+    };
+    return cudaSuccess;
+}
+
+RT_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
+{
+    cudaError_t e = rt_enter();
+    if (e)
+        return e;
+    CUfunction f = rt_function(func, &e);
+    if (!f)
+        return rt_ret(e);
+    /* The runtime's attribute numbers are the driver's. */
+    return rt_cu(RT_CALL(cuFuncSetAttribute, (f, (CUfunction_attribute)attr, value)));
+}
