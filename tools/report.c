@@ -226,6 +226,47 @@ static void table_process(FILE *f, const struct dl_proc *p)
         fputc('\n', f);
 }
 
+/* The whole job: every process's summary counters added up, so a job of
+ * several processes (the %p logs of an MPI run) reads as one. */
+static const char *const job_keys[] = {
+    "setparams_seen", "setparams_skipped", "setparams_forwarded", "transition_updates",
+    "launches", "rebinds", "vmm_fallbacks", "unrouted_procs",
+};
+#define NJOB (sizeof job_keys / sizeof job_keys[0])
+
+struct job {
+    size_t summaries, execs;
+    uint64_t sum[NJOB];
+};
+
+static struct job job_of(const struct dl_model *m)
+{
+    struct job j = {0};
+    for (size_t i = 0; i < m->nprocs; i++) {
+        const struct dl_proc *p = &m->procs[i];
+        j.execs += p->nexecs;
+        if (!p->has_summary)
+            continue;
+        j.summaries++;
+        for (size_t k = 0; k < NJOB; k++)
+            j.sum[k] += dl_summary_u64(p, job_keys[k]);
+    }
+    return j;
+}
+
+static void table_job(FILE *f, const struct dl_model *m)
+{
+    struct job j = job_of(m);
+    fprintf(f, "== job: %zu processes (%zu exited with a summary), %zu execs\n", m->nprocs,
+            j.summaries, j.execs);
+    fprintf(f, "   SetParams %" PRIu64 " seen, %" PRIu64 " absorbed (%.1f%%), %" PRIu64
+               " forwarded, %" PRIu64 " transition updates\n",
+            j.sum[0], j.sum[1], pct(j.sum[1], j.sum[0]), j.sum[2], j.sum[3]);
+    fprintf(f, "   launches %" PRIu64 ", rebinds %" PRIu64 ", VMM fallbacks %" PRIu64
+               ", unrouted procs %" PRIu64 "\n",
+            j.sum[4], j.sum[5], j.sum[6], j.sum[7]);
+}
+
 void report_table(FILE *f, const struct dl_model *m)
 {
     size_t readable = 0;
@@ -237,6 +278,8 @@ void report_table(FILE *f, const struct dl_model *m)
     if (m->nbads)
         fprintf(f, " (%zu bad lines skipped)", m->nbads);
     fputc('\n', f);
+    if (m->nprocs > 1)
+        table_job(f, m);
     for (size_t i = 0; i < m->nprocs; i++)
         table_process(f, &m->procs[i]);
 }
@@ -370,7 +413,12 @@ void report_json(FILE *f, const struct dl_model *m)
         }
         fputc('}', f);
     }
-    fputs("]}\n", f);
+    struct job j = job_of(m);
+    fprintf(f, "],\n\"job\":{\"processes\":%zu,\"summaries\":%zu,\"execs\":%zu", m->nprocs,
+            j.summaries, j.execs);
+    for (size_t k = 0; k < NJOB; k++)
+        fprintf(f, ",\"%s\":%" PRIu64, job_keys[k], j.sum[k]);
+    fputs("}}\n", f);
 }
 
 /* ---- the command's summary --------------------------------------------- */
