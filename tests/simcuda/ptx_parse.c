@@ -676,6 +676,10 @@ static bool modifier(struct dec *d, struct ptx_ins *in, const char *t, size_t n,
         in->space2 = 1;
         return true;
     }
+    if (in->op == OP_BAR && tokeq(t, n, ".warp")) {
+        in->space2 = 2;
+        return true;
+    }
     if (tokeq(t, n, ".v2")) {
         in->vec = 2;
         return true;
@@ -689,9 +693,50 @@ static bool modifier(struct dec *d, struct ptx_ins *in, const char *t, size_t n,
     return false;
 }
 
+/* The fewest operands each instruction takes (the interpreter reads them
+ * unchecked). */
+static unsigned min_operands(uint8_t op)
+{
+    switch (op) {
+    case OP_BRA: return 1;
+    case OP_RET: case OP_NOP: case OP_TRAP: case OP_BAR: return 0;
+    case OP_ACTIVEMASK: case OP_RED: return 1 + (op == OP_RED);
+    case OP_MOV: case OP_LD: case OP_ST: case OP_CVTA: case OP_CVTA_TO: case OP_CVT:
+    case OP_ABS: case OP_NEG: case OP_NOT: case OP_CNOT: case OP_POPC: case OP_CLZ:
+    case OP_BREV: case OP_SQRT: case OP_RSQRT: case OP_RCP: case OP_EX2: case OP_LG2:
+    case OP_SIN: case OP_COS: case OP_TANH:
+        return 2;
+    case OP_MAD: case OP_FMA: case OP_SELP: case OP_BFE: case OP_PRMT: case OP_MAD24:
+        return 4;
+    case OP_BFI: case OP_LOP3: case OP_SHFL: return 5;
+    default: return 3;
+    }
+}
+
 /* Checks that the decoded form is one the interpreter runs. */
 static bool ins_ok(const struct ptx_ins *in)
 {
+    if (in->nops < min_operands(in->op))
+        return false;
+    /* every destination a register (or a vector of them, or `_`) */
+    bool has_dest = in->op != OP_BRA && in->op != OP_RET && in->op != OP_NOP &&
+                    in->op != OP_TRAP && in->op != OP_BAR && in->op != OP_ST &&
+                    in->op != OP_RED;
+    if (has_dest && in->o[0].kind != OK_REG && in->o[0].kind != OK_SINK &&
+        !(in->o[0].kind == OK_VEC && (in->op == OP_LD || in->op == OP_MOV)))
+        return false;
+    if (has_dest && in->o[0].kind == OK_SINK && in->op != OP_SETP && in->op != OP_ATOM)
+        return false;
+    if (in->op == OP_SETP && in->o[0].kind == OK_SINK && in->o[5].kind != OK_REG)
+        return false;
+    if ((in->op == OP_LD || in->op == OP_ST || in->op == OP_ATOM || in->op == OP_RED) &&
+        in->o[in->op == OP_LD || in->op == OP_ATOM ? 1 : 0].kind != OK_ADDR)
+        return false;
+    if ((in->op == OP_LD && in->vec && in->o[0].kind != OK_VEC) ||
+        (in->op == OP_ST && in->vec && in->o[1].kind != OK_VEC))
+        return false;
+    if (in->op == OP_BRA && in->o[0].kind != OK_LABEL)
+        return false;
     switch (in->op) {
     case OP_BAR: /* bar.sync / barrier.sync [id [, count]]: only the full barrier */
         return in->nops >= 1 && in->nops <= 1 && in->sub == SUB_NONE;
@@ -771,6 +816,8 @@ static void decode_ins(struct dec *d, const char *p, const char *end, struct ptx
     }
     if (in->op == OP_CVTA && in->space2)
         in->op = OP_CVTA_TO;
+    if (in->op == OP_BAR && in->space2 == 2)
+        in->op = OP_NOP; /* bar.warp.sync: the lanes of a warp run in lockstep */
     if (in->op == OP_CVT && ntypes < 2) {
         fail(d, "unsupported PTX instruction", opc, oplen);
         return;
@@ -782,7 +829,7 @@ static void decode_ins(struct dec *d, const char *p, const char *end, struct ptx
     /* operands, split at top-level commas; `a|b` is two destinations */
     bool label_ok = in->op == OP_BRA;
     uint8_t oty = in->ty, obits = in->bits;
-    while (p < end && in->nops < 6) {
+    while (p < end && in->nops < 5) {
         p = skipws(p);
         if (p >= end)
             break;
@@ -825,7 +872,7 @@ static void decode_ins(struct dec *d, const char *p, const char *end, struct ptx
         if (p < end && (*p == ',' || *p == '|'))
             p++;
     }
-    if (!ins_ok(in))
+    if (skipws(p) < end || !ins_ok(in))
         fail(d, "unsupported PTX instruction", opc, oplen);
 }
 
@@ -928,7 +975,7 @@ static void decode_body(struct dec *d, const char *b, const char *e)
         }
         nins = pc;
     }
-    k->nins = nins;
+    k->nins = k->error ? 0 : nins;
 }
 
 /* ---- module ---------------------------------------------------------------------- */
