@@ -134,3 +134,33 @@ extern "C" __global__ void pt_convert(long long *out, const double *in, unsigned
     out[i * 8 + 6] = (long long)(__fdiv_rn(f, 4.0f) * 8.0f);
     out[i * 8 + 7] = (long long)__dsqrt_rn(d * d);
 }
+
+/* Module-scope variables, local arrays and barrier reductions:
+ * out[blockIdx.x*4 + 0..3] = count of odd tids, or(tid == 5), and(tid < 1000),
+ * a local-array lookup; pt_counter counts every thread. */
+__device__ unsigned pt_counter;
+__constant__ int pt_table[8] = {3, 1, 4, 1, 5, 9, 2, 6};
+
+extern "C" __global__ void pt_misc(int *out, int k)
+{
+    int a[40];
+    for (int j = 0; j < 40; j++)
+        a[j] = j * (int)threadIdx.x + pt_table[j & 7];
+    atomicAdd(&pt_counter, 1u);
+    int c = __syncthreads_count(threadIdx.x & 1);
+    int o = __syncthreads_or(threadIdx.x == 5);
+    int n = __syncthreads_and(threadIdx.x < 1000);
+    if (threadIdx.x == 0) {
+        out[blockIdx.x * 5 + 0] = c;
+        out[blockIdx.x * 5 + 1] = o;
+        out[blockIdx.x * 5 + 2] = n;
+        out[blockIdx.x * 5 + 3] = a[k % 40];
+    }
+    if (threadIdx.x == 1)
+        out[blockIdx.x * 5 + 4] = a[(k + 7) % 40];
+}
+
+extern "C" __global__ void pt_read_counter(unsigned *out)
+{
+    *out = pt_counter;
+}

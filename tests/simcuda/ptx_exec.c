@@ -31,6 +31,7 @@ struct warp {
     uint32_t lpc[32]; /* while diverged */
     bool div, done, at_bar;
     unsigned id;
+    const struct ptx_ins *red; /* waiting in a bar.red: its result goes here */
 };
 
 struct blk {
@@ -42,6 +43,9 @@ struct blk {
     unsigned ctaid[3];
     unsigned nthreads;
     uint64_t icount;
+    /* bar.red of the barrier being gathered: count, and, or */
+    uint32_t red_count;
+    bool red_and, red_or;
 };
 
 static _Noreturn void fault(const struct blk *b, uint32_t pc, const char *what)
@@ -773,6 +777,17 @@ static int run_warp(struct blk *b, struct warp *w)
         case OP_BAR:
             if (em != mask || mask != w->live)
                 fault(b, pc, "a barrier reached by part of a warp");
+            if (in->space2 == 3) {
+                uint32_t ballot = 0;
+                LANES {
+                    LANE;
+                    ballot |= (uint32_t)((V(b, w, &o[2], l) != 0) ^ o[2].neg) << l;
+                }
+                b->red_count += (uint32_t)__builtin_popcount(ballot);
+                b->red_and = b->red_and && ballot == em;
+                b->red_or = b->red_or || ballot != 0;
+                w->red = in;
+            }
             if (!w->div)
                 w->pc = next;
             else
@@ -1084,7 +1099,11 @@ uint64_t ptx_run(const struct ptx_kernel *k, const struct ptx_launch *l)
                 b.ctaid[0] = x;
                 b.ctaid[1] = y;
                 b.ctaid[2] = z;
+                b.red_count = 0;
+                b.red_and = true;
+                b.red_or = false;
                 for (unsigned i = 0; i < nwarps; i++) {
+                    ws[i].red = NULL;
                     unsigned n = b.nthreads - i * 32u;
                     ws[i].live = n >= 32 ? ~0u : (1u << n) - 1;
                     ws[i].pc = 0;
@@ -1103,6 +1122,20 @@ uint64_t ptx_run(const struct ptx_kernel *k, const struct ptx_launch *l)
                     }
                     if (!any_live || !any_bar)
                         break;
+                    /* the barrier releases: bar.red results to their warps */
+                    for (unsigned i = 0; i < nwarps; i++) {
+                        struct warp *w = &ws[i];
+                        if (!w->red)
+                            continue;
+                        uint64_t v = w->red->sub == SUB_A_ADD ? b.red_count
+                                     : w->red->sub == SUB_A_AND ? b.red_and : b.red_or;
+                        for (uint32_t mm = w->live; mm; mm &= mm - 1)
+                            R(w->red->o[0].reg[0], __builtin_ctz(mm)) = v;
+                        w->red = NULL;
+                    }
+                    b.red_count = 0;
+                    b.red_and = true;
+                    b.red_or = false;
                 }
             }
     sim_free(ws);

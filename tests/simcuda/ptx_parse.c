@@ -680,6 +680,14 @@ static bool modifier(struct dec *d, struct ptx_ins *in, const char *t, size_t n,
         in->space2 = 2;
         return true;
     }
+    if (in->op == OP_BAR && tokeq(t, n, ".red")) {
+        in->space2 = 3; /* bar.red.{popc,and,or}: d, id, {!}c */
+        return true;
+    }
+    if (in->op == OP_BAR && tokeq(t, n, ".popc")) {
+        in->sub = SUB_A_ADD;
+        return true;
+    }
     if (tokeq(t, n, ".v2")) {
         in->vec = 2;
         return true;
@@ -738,8 +746,11 @@ static bool ins_ok(const struct ptx_ins *in)
     if (in->op == OP_BRA && in->o[0].kind != OK_LABEL)
         return false;
     switch (in->op) {
-    case OP_BAR: /* bar.sync / barrier.sync [id [, count]]: only the full barrier */
-        return in->nops >= 1 && in->nops <= 1 && in->sub == SUB_NONE;
+    case OP_BAR: /* bar.sync / barrier.sync id, bar.red: only the whole block */
+        if (in->space2 == 3)
+            return in->nops == 3 && in->o[0].kind == OK_REG &&
+                   (in->sub == SUB_A_ADD || in->sub == SUB_A_AND || in->sub == SUB_A_OR);
+        return in->nops == 1 && in->sub == SUB_NONE;
     case OP_ATOM:
     case OP_RED:
         return in->sub >= SUB_A_ADD && in->sub <= SUB_A_XOR &&

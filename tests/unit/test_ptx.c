@@ -443,3 +443,28 @@ Test(ptx, shared_access_out_of_bounds_aborts, .signal = SIGABRT)
     CK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
     CK(cuCtxSynchronize());
 }
+
+Test(ptx, module_variables_local_arrays_barrier_reductions)
+{
+    CUfunction f = tk("pt_misc"), g = tk("pt_read_counter");
+    unsigned blocks = 3, threads = 100;
+    int k = 53;
+    CUdeviceptr dout = dalloc(blocks * 5 * sizeof(int), NULL), dc = dalloc(4, NULL);
+    void *a[] = {&dout, &k};
+    launch(f, blocks, threads, 0, a);
+    void *b[] = {&dc};
+    launch(g, 1, 1, 0, b);
+    int out[15];
+    unsigned cnt;
+    CK(cuMemcpyDtoH_v2(out, dout, sizeof out));
+    CK(cuMemcpyDtoH_v2(&cnt, dc, sizeof cnt));
+    static const int table[8] = {3, 1, 4, 1, 5, 9, 2, 6};
+    for (unsigned i = 0; i < blocks; i++) {
+        cr_assert_eq(out[i * 5 + 0], 50);
+        cr_assert_eq(out[i * 5 + 1], 1);
+        cr_assert_eq(out[i * 5 + 2], 1);
+        cr_assert_eq(out[i * 5 + 3], (k % 40) * 0 + table[(k % 40) & 7]);
+        cr_assert_eq(out[i * 5 + 4], ((k + 7) % 40) * 1 + table[((k + 7) % 40) & 7]);
+    }
+    cr_assert_eq(cnt, blocks * threads);
+}
