@@ -164,3 +164,22 @@ extern "C" __global__ void pt_read_counter(unsigned *out)
 {
     *out = pt_counter;
 }
+
+/* Calls of device functions nvcc does not inline, and the double sine
+ * whose large-argument path is such a call (with carry chains). */
+__device__ __noinline__ long long pt_mix(long long a, int b, double *acc)
+{
+    *acc += (double)b;
+    return a * 3 + b;
+}
+
+extern "C" __global__ void pt_call(long long *out, double *dout, const double *in, unsigned n)
+{
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    double acc = 0.5;
+    long long v = (i & 1) ? pt_mix((long long)i, 7, &acc) : -(long long)i;
+    out[i] = v + (long long)acc;
+    dout[i] = sin(in[i]);
+}

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+enum { PTX_CALL_DEPTH = 8 };
+
 __extension__ typedef __int128 i128;
 __extension__ typedef unsigned __int128 u128;
 
@@ -32,6 +34,10 @@ struct warp {
     bool div, done, at_bar;
     unsigned id;
     const struct ptx_ins *red; /* waiting in a bar.red: its result goes here */
+    uint8_t depth[32];         /* each lane's calls in progress */
+    uint8_t cf[32];            /* each lane's carry flag (CC.CF) */
+    uint32_t frame[32][PTX_CALL_DEPTH]; /* the calls (indices into k->calls) */
+    uint32_t ret_pc[32][PTX_CALL_DEPTH];
 };
 
 struct blk {
@@ -769,11 +775,76 @@ static int run_warp(struct blk *b, struct warp *w)
             }
             continue;
         }
-        case OP_RET:
-            w->live &= ~em;
+        case OP_CALL: {
+            const struct ptx_call *c = &k->calls[o[0].imm];
+            LANES {
+                LANE;
+                unsigned char *loc = b->local + (size_t)(w->id * 32u + (unsigned)l) * k->local_bytes;
+                if (w->depth[l] == PTX_CALL_DEPTH)
+                    fault(b, pc, "calls nested too deep");
+                for (unsigned f = 0; f < w->depth[l]; f++)
+                    if (k->calls[w->frame[l][f]].target == c->target)
+                        fault(b, pc, "a recursive call (not supported)");
+                for (uint32_t a = 0; a < c->nargs; a++)
+                    memmove(loc + c->dst[a], loc + c->src[a], c->size[a]);
+                w->frame[l][w->depth[l]] = (uint32_t)o[0].imm;
+                w->ret_pc[l][w->depth[l]++] = next;
+            }
+            if (em == mask && !w->div) {
+                w->pc = c->target;
+                continue;
+            }
+            if (!w->div) {
+                w->div = true;
+                for (int l = 0; l < 32; l++)
+                    w->lpc[l] = pc;
+            }
+            for (uint32_t mm = mask; mm; mm &= mm - 1) {
+                int l = __builtin_ctz(mm);
+                w->lpc[l] = (em >> l & 1) ? c->target : next;
+            }
+            continue;
+        }
+        case OP_RET: {
+            uint32_t exiting = 0, back = 0, to = UINT32_MAX;
+            bool same = true;
+            uint32_t dest[32];
+            LANES {
+                LANE;
+                if (!w->depth[l]) {
+                    exiting |= 1u << l;
+                    continue;
+                }
+                unsigned f = --w->depth[l];
+                const struct ptx_call *c = &k->calls[w->frame[l][f]];
+                unsigned char *loc = b->local + (size_t)(w->id * 32u + (unsigned)l) * k->local_bytes;
+                if (c->ret_size)
+                    memmove(loc + c->ret_to, loc + c->ret_from, c->ret_size);
+                dest[l] = w->ret_pc[l][f];
+                same = same && (to == UINT32_MAX || to == dest[l]);
+                to = dest[l];
+                back |= 1u << l;
+            }
+            w->live &= ~exiting;
             if (!w->live)
                 return W_DONE;
-            break;
+            if (!back)
+                break;
+            if (!w->div && back == mask && same) {
+                w->pc = to;
+                continue;
+            }
+            if (!w->div) {
+                w->div = true;
+                for (int l = 0; l < 32; l++)
+                    w->lpc[l] = pc;
+            }
+            for (uint32_t mm = mask & w->live; mm; mm &= mm - 1) {
+                int l = __builtin_ctz(mm);
+                w->lpc[l] = (back >> l & 1) ? dest[l] : next;
+            }
+            continue;
+        }
         case OP_BAR:
             if (em != mask || mask != w->live)
                 fault(b, pc, "a barrier reached by part of a warp");
@@ -926,7 +997,7 @@ static int run_warp(struct blk *b, struct warp *w)
         }
         case OP_ADD:
         case OP_SUB:
-            if (in->ty != TY_F && !in->sat && o[1].kind == OK_REG) {
+            if (in->ty != TY_F && !in->sat && !in->cc && o[1].kind == OK_REG) {
                 /* the common case, kept tight */
                 const uint64_t *x = &w->r[(size_t)o[1].reg[0] * 32u];
                 uint64_t *d = &w->r[(size_t)o[0].reg[0] * 32u];
@@ -949,6 +1020,33 @@ static int run_warp(struct blk *b, struct warp *w)
             }
             /* fall through */
         default: {
+            if (in->cc) {
+                /* carry chains: .cc writes CC.CF, addc/subc/madc read it */
+                const unsigned bits = in->bits;
+                LANES {
+                    LANE;
+                    u128 x = zx(V(b, w, &o[1], l), bits), y = zx(V(b, w, &o[2], l), bits);
+                    u128 cin = (in->cc & 2) ? w->cf[l] : 0, r;
+                    bool carry;
+                    if (in->op == OP_SUB) {
+                        r = x - y - cin;
+                        carry = x < y + cin; /* a borrow */
+                    } else {
+                        u128 t = x;
+                        if (in->op == OP_MAD) {
+                            u128 p = x * y;
+                            t = in->sub == SUB_HI ? p >> bits : zx((uint64_t)p, bits);
+                            y = zx(V(b, w, &o[3], l), bits);
+                        }
+                        r = t + y + cin;
+                        carry = (r >> bits) != 0;
+                    }
+                    if (in->cc & 1)
+                        w->cf[l] = carry;
+                    R(o[0].reg[0], l) = zx((uint64_t)r, bits);
+                }
+                break;
+            }
             uint64_t tmp[32];
             LANES {
                 LANE;
@@ -1104,6 +1202,7 @@ uint64_t ptx_run(const struct ptx_kernel *k, const struct ptx_launch *l)
                 b.red_or = false;
                 for (unsigned i = 0; i < nwarps; i++) {
                     ws[i].red = NULL;
+                    memset(ws[i].depth, 0, sizeof ws[i].depth);
                     unsigned n = b.nthreads - i * 32u;
                     ws[i].live = n >= 32 ? ~0u : (1u << n) - 1;
                     ws[i].pc = 0;

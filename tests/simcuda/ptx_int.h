@@ -24,7 +24,7 @@ enum ptx_op {
     OP_SETP, OP_SELP, OP_BRA, OP_RET, OP_BAR, OP_NOP,
     OP_ATOM, OP_RED, OP_SHFL, OP_VOTE, OP_ACTIVEMASK, OP_MATCH,
     OP_SQRT, OP_RSQRT, OP_RCP, OP_EX2, OP_LG2, OP_SIN, OP_COS, OP_TANH,
-    OP_COPYSIGN, OP_TRAP, OP_MUL24, OP_MAD24,
+    OP_COPYSIGN, OP_TRAP, OP_MUL24, OP_MAD24, OP_CALL,
 };
 
 /* value types */
@@ -76,14 +76,30 @@ struct ptx_ins {
     uint8_t sty, sbits;     /* cvt: the source type; setp/cmp operands */
     uint8_t space, rnd, cmp, sub, vec;
     uint8_t ftz, sat, approx, space2;
+    uint8_t cc;             /* 1: writes the carry flag (.cc), 2: reads it (addc ...) */
     int32_t guard;          /* predicate register, -1: none */
     uint8_t guard_neg;
     uint8_t nops;
     struct ptx_opnd o[6];   /* destination(s) first, as written */
 };
 
+/* A call site: the callee's first instruction, and the parameter and
+ * return bytes to copy (offsets in the thread's local memory, where both
+ * the caller's call-sequence `.param` variables and the callee's
+ * parameters live). */
+enum { PTX_MAX_ARGS = 16 };
+struct ptx_call {
+    uint32_t target;
+    uint32_t func;   /* while decoding: the callee's index */
+    uint32_t nargs;
+    uint32_t src[PTX_MAX_ARGS], dst[PTX_MAX_ARGS], size[PTX_MAX_ARGS];
+    uint32_t ret_from, ret_to, ret_size; /* ret_size 0: nothing returned */
+};
+
 struct ptx_kernel {
     struct ptx_module *mod;
+    struct ptx_call *calls; /* OP_CALL: o[0].imm indexes this */
+    size_t ncalls;
     char *name;
     const char *error;      /* set: cannot run (points into errbuf) */
     char errbuf[96];

@@ -108,6 +108,7 @@ struct rfam {
 struct sym {
     char name[96];
     uint64_t value;
+    uint64_t size;
     uint8_t space;
     bool dyn_shared; /* value resolved when the static shared size is known */
 };
@@ -116,6 +117,8 @@ struct label {
     char name[64];
     uint32_t pc;
 };
+
+struct func;
 
 struct dec {
     struct ptx_kernel *k;
@@ -130,6 +133,24 @@ struct dec {
     size_t shared_off, local_off;
     uint32_t shared_align;
     bool oom;
+    uint8_t addr_space; /* the space of the last address operand's symbol */
+    bool in_func;       /* decoding a .func body (no .shared there) */
+    size_t capcalls;
+    struct func *funcs;
+    size_t nfuncs;
+};
+
+/* A module's `.func` definitions (found once per module). */
+struct func {
+    const char *name;
+    size_t nlen;
+    const char *ret, *ret_end;       /* "(.param ... retval)" contents, or NULL */
+    const char *params, *params_end; /* parameter list contents, or NULL */
+    const char *body, *body_end;     /* NULL: a prototype */
+    /* per kernel while decoding */
+    uint32_t start;
+    uint32_t nparams, poff[PTX_MAX_ARGS], psize[PTX_MAX_ARGS];
+    uint32_t roff, rsize;
 };
 
 static bool grow(void **v, size_t *cap, size_t n, size_t elem)
@@ -176,7 +197,7 @@ static struct sym *sym_find(struct dec *d, const char *name, size_t n)
 
 static int64_t reg_find(struct dec *d, const char *t, size_t n)
 {
-    for (size_t i = 0; i < d->nfams; i++)
+    for (size_t i = d->nfams; i-- > 0;) /* innermost scope first */
         if (!d->fams[i].family && tokeq(t, n, d->fams[i].name))
             return d->fams[i].base;
     size_t e = n;
@@ -185,7 +206,7 @@ static int64_t reg_find(struct dec *d, const char *t, size_t n)
     if (e == n || e == 0)
         return -1;
     unsigned long idx = strtoul(t + e, NULL, 10);
-    for (size_t i = 0; i < d->nfams; i++)
+    for (size_t i = d->nfams; i-- > 0;)
         if (d->fams[i].family && tokeq(t, e, d->fams[i].name) && idx < d->fams[i].count)
             return d->fams[i].base + (uint32_t)idx;
     return -1;
@@ -471,13 +492,16 @@ static bool parse_opnd(struct dec *d, const char *t, size_t n, uint8_t ty, uint8
         } else {
             struct sym *sy = sym_find(d, s, m);
             uint64_t v;
-            if (sy)
+            if (sy) {
                 o->imm = sy->value;
+                d->addr_space = sy->space;
+            }
             else if (parse_imm(s, (size_t)(end - s), TY_U, 64, &v)) {
                 o->imm = v;
                 return true;
-            } else
+            } else {
                 return false;
+            }
         }
         p = skipws(p);
         if (p < end) {
@@ -561,6 +585,7 @@ static const struct {
     {"sin", OP_SIN},       {"cos", OP_COS},       {"tanh", OP_TANH},    {"copysign", OP_COPYSIGN},
     {"trap", OP_TRAP},     {"mul24", OP_MUL24},   {"mad24", OP_MAD24},  {"prefetch", OP_NOP},
     {"prefetchu", OP_NOP}, {"pmevent", OP_NOP},   {"nanosleep", OP_NOP},
+    {"call", OP_CALL},     {"addc", OP_ADD},      {"subc", OP_SUB},     {"madc", OP_MAD},
 };
 
 /* Modifiers that change nothing in a sequential, coherent memory model. */
@@ -660,6 +685,10 @@ static bool modifier(struct dec *d, struct ptx_ins *in, const char *t, size_t n,
             in->sub = subs[i].sub;
             return true;
         }
+    if (tokeq(t, n, ".cc") && (in->op == OP_ADD || in->op == OP_SUB || in->op == OP_MAD)) {
+        in->cc |= 1;
+        return true;
+    }
     if (tokeq(t, n, ".ftz")) {
         in->ftz = 1;
         return true;
@@ -707,7 +736,7 @@ static unsigned min_operands(uint8_t op)
 {
     switch (op) {
     case OP_BRA: return 1;
-    case OP_RET: case OP_NOP: case OP_TRAP: case OP_BAR: return 0;
+    case OP_RET: case OP_NOP: case OP_TRAP: case OP_BAR: case OP_CALL: return 0;
     case OP_ACTIVEMASK: case OP_RED: return 1 + (op == OP_RED);
     case OP_MOV: case OP_LD: case OP_ST: case OP_CVTA: case OP_CVTA_TO: case OP_CVT:
     case OP_ABS: case OP_NEG: case OP_NOT: case OP_CNOT: case OP_POPC: case OP_CLZ:
@@ -728,6 +757,7 @@ static bool ins_ok(const struct ptx_ins *in)
         return false;
     /* every destination a register (or a vector of them, or `_`) */
     bool has_dest = in->op != OP_BRA && in->op != OP_RET && in->op != OP_NOP &&
+                    in->op != OP_CALL &&
                     in->op != OP_TRAP && in->op != OP_BAR && in->op != OP_ST &&
                     in->op != OP_RED;
     if (has_dest && in->o[0].kind != OK_REG && in->o[0].kind != OK_SINK &&
@@ -744,6 +774,8 @@ static bool ins_ok(const struct ptx_ins *in)
         (in->op == OP_ST && in->vec && in->o[1].kind != OK_VEC))
         return false;
     if (in->op == OP_BRA && in->o[0].kind != OK_LABEL)
+        return false;
+    if (in->cc && (in->ty == TY_F || in->bits < 32 || in->sat || in->sub == SUB_WIDE))
         return false;
     switch (in->op) {
     case OP_BAR: /* bar.sync / barrier.sync id, bar.red: only the whole block */
@@ -777,8 +809,92 @@ static bool ins_ok(const struct ptx_ins *in)
     }
 }
 
+/* A local (call-sequence) symbol by name, or NULL. */
+static struct sym *local_sym(struct dec *d, const char *t, size_t n)
+{
+    struct sym *sy = sym_find(d, t, n);
+    return sy && sy->space == SP_LOCAL ? sy : NULL;
+}
+
+/* `call[.uni] [(ret),] fname[, (args)]`: a direct call of a module .func. */
+static void decode_call(struct dec *d, struct ptx_ins *in, const char *p, const char *end)
+{
+    struct ptx_kernel *k = d->k;
+    struct ptx_call c;
+    memset(&c, 0, sizeof c);
+    p = skipws(p);
+    if (*p == '(') {
+        size_t n;
+        const char *t = word(p + 1, &n);
+        struct sym *sy = local_sym(d, t, n);
+        const char *close = memchr(p, ')', (size_t)(end - p));
+        if (!sy || !close || skipws(t + n) != close) {
+            fail(d, "unsupported call return", p, (size_t)(end - p));
+            return;
+        }
+        c.ret_to = (uint32_t)sy->value;
+        c.ret_size = (uint32_t)sy->size;
+        p = skipws(close + 1);
+        if (*p == ',')
+            p++;
+    }
+    size_t n;
+    const char *fn = word(p, &n);
+    size_t fi = d->nfuncs;
+    for (size_t i = 0; i < d->nfuncs; i++)
+        if (d->funcs[i].nlen == n && memcmp(d->funcs[i].name, fn, n) == 0)
+            fi = i;
+    if (fi == d->nfuncs) {
+        fail(d, "unsupported call of", fn, n);
+        return;
+    }
+    c.func = (uint32_t)fi;
+    p = skipws(fn + n);
+    if (*p == ',') {
+        p = skipws(p + 1);
+        if (*p != '(') {
+            fail(d, "unsupported call form", fn, n);
+            return;
+        }
+        p++;
+        for (;;) {
+            const char *t = word(p, &n);
+            if (!n)
+                break;
+            struct sym *sy = local_sym(d, t, n);
+            if (!sy || c.nargs == PTX_MAX_ARGS) {
+                fail(d, "unsupported call argument", t, n);
+                return;
+            }
+            c.src[c.nargs] = (uint32_t)sy->value;
+            c.size[c.nargs++] = (uint32_t)sy->size;
+            p = skipws(t + n);
+            if (*p == ',')
+                p++;
+        }
+        p = skipws(p);
+        if (*p != ')') {
+            fail(d, "unsupported call form", fn, n);
+            return;
+        }
+        p++;
+    }
+    if (skipws(p) < end) {
+        fail(d, "unsupported call form (indirect or prototype)", fn, n);
+        return;
+    }
+    if (!grow((void **)&k->calls, &d->capcalls, k->ncalls, sizeof *k->calls)) {
+        d->oom = true;
+        return;
+    }
+    in->o[0].kind = OK_IMM;
+    in->o[0].imm = k->ncalls;
+    k->calls[k->ncalls++] = c;
+}
+
 static void decode_ins(struct dec *d, const char *p, const char *end, struct ptx_ins *in)
 {
+    d->addr_space = SP_GENERIC;
     memset(in, 0, sizeof *in);
     in->guard = -1;
     p = skipws(p);
@@ -810,6 +926,8 @@ static void decode_ins(struct dec *d, const char *p, const char *end, struct ptx
             in->op = g_ops[i].op;
             break;
         }
+    if (tokeq(opc, blen, "addc") || tokeq(opc, blen, "subc") || tokeq(opc, blen, "madc"))
+        in->cc = 2; /* carry in */
     if (!in->op) {
         fail(d, "unsupported PTX instruction", opc, oplen);
         return;
@@ -824,6 +942,10 @@ static void decode_ins(struct dec *d, const char *p, const char *end, struct ptx
             return;
         }
         m = nx;
+    }
+    if (in->op == OP_CALL) {
+        decode_call(d, in, p, end);
+        return;
     }
     if (in->op == OP_CVTA && in->space2)
         in->op = OP_CVTA_TO;
@@ -883,6 +1005,8 @@ static void decode_ins(struct dec *d, const char *p, const char *end, struct ptx
         if (p < end && (*p == ',' || *p == '|'))
             p++;
     }
+    if (in->space == SP_PARAM && d->addr_space == SP_LOCAL)
+        in->space = SP_LOCAL; /* a call's parameter: in the thread's local memory */
     if (skipws(p) < end || !ins_ok(in))
         fail(d, "unsupported PTX instruction", opc, oplen);
 }
@@ -903,30 +1027,45 @@ static const char *stmt_end(const char *p, const char *end)
 static void decode_body(struct dec *d, const char *b, const char *e)
 {
     struct ptx_kernel *k = d->k;
-    size_t nins = 0;
+    size_t nins = 0, base = k->nins;
     for (int pass = 1; pass <= 2 && !k->error && !d->oom; pass++) {
         if (pass == 2) {
-            k->ins = sim_calloc(nins ? nins : 1, sizeof *k->ins);
-            if (!k->ins) {
+            struct ptx_ins *ni = sim_realloc(k->ins, (base + nins + 1) * sizeof *k->ins);
+            if (!ni) {
                 d->oom = true;
                 return;
             }
-            /* the dynamic shared window starts after every static variable */
-            size_t dyn = (d->shared_off + 15) / 16 * 16;
-            for (size_t i = 0; i < d->nsyms; i++)
-                if (d->syms[i].dyn_shared)
-                    d->syms[i].value = dyn;
-            k->shared_static = d->shared_off;
-            k->shared_dyn_off = dyn;
-            k->local_bytes = d->local_off;
-            k->nregs = d->nregs;
+            k->ins = ni;
+            memset(ni + base, 0, (nins + 1) * sizeof *ni);
+            if (!d->in_func) {
+                /* the dynamic shared window starts after every static variable */
+                size_t dyn = (d->shared_off + 15) / 16 * 16;
+                for (size_t i = 0; i < d->nsyms; i++)
+                    if (d->syms[i].dyn_shared)
+                        d->syms[i].value = dyn;
+                k->shared_static = d->shared_off;
+                k->shared_dyn_off = dyn;
+            }
         }
-        size_t pc = 0;
+        size_t pc = base;
+        /* registers are declared in pass 2, scope by scope: a `{ .reg %r1; }`
+         * block shadows the outer %r1 only inside it */
+        size_t scope[32];
+        unsigned depth = 0;
         for (const char *p = b; p < e && !k->error;) {
             p = skipws(p);
             if (p >= e)
                 break;
-            if (*p == '{' || *p == '}') {
+            if (*p == '{') {
+                if (depth < 32)
+                    scope[depth] = d->nfams;
+                depth++;
+                p++;
+                continue;
+            }
+            if (*p == '}') {
+                if (depth > 0 && --depth < 32)
+                    d->nfams = scope[depth];
                 p++;
                 continue;
             }
@@ -949,9 +1088,34 @@ static void decode_body(struct dec *d, const char *b, const char *e)
             }
             const char *se = stmt_end(p, e);
             if (*t == '.') {
+                if (pass == 2 && tokeq(t, n, ".reg"))
+                    decl_reg(d, p, se);
                 if (pass == 1) {
                     if (tokeq(t, n, ".reg")) {
-                        decl_reg(d, p, se);
+                        /* pass 2 */
+                    } else if (tokeq(t, n, ".param")) {
+                        /* a call sequence's parameter: thread-local bytes,
+                         * one place per name (the largest declared) */
+                        const char *nm, *init;
+                        size_t nl, sz, al;
+                        if (!decl_var(t + n, se, &nm, &nl, &sz, &al, &init) || init) {
+                            fail(d, "unsupported declaration", p, (size_t)(se - p));
+                        } else {
+                            struct sym *s = local_sym(d, nm, nl);
+                            if (!s || s->size < sz) {
+                                d->local_off = (d->local_off + al - 1) / al * al;
+                                if (!s)
+                                    s = sym_add(d, nm, nl);
+                                if (s) {
+                                    s->space = SP_LOCAL;
+                                    s->value = d->local_off;
+                                    s->size = sz;
+                                }
+                                d->local_off += sz;
+                            }
+                        }
+                    } else if (d->in_func && tokeq(t, n, ".shared")) {
+                        fail(d, "unsupported .shared in a .func", t, n);
                     } else if (tokeq(t, n, ".shared") || tokeq(t, n, ".local")) {
                         const char *nm, *init;
                         size_t nl, sz, al;
@@ -984,9 +1148,11 @@ static void decode_body(struct dec *d, const char *b, const char *e)
             pc++;
             p = se + 1;
         }
-        nins = pc;
+        nins = pc - base;
     }
-    k->nins = k->error ? 0 : nins;
+    k->nins = k->error ? 0 : base + nins;
+    k->local_bytes = d->local_off;
+    k->nregs = d->nregs;
 }
 
 /* ---- module ---------------------------------------------------------------------- */
@@ -1170,6 +1336,138 @@ static void kernel_free(struct ptx_kernel *k)
 {
     sim_free(k->name);
     sim_free(k->ins);
+    sim_free(k->calls);
+}
+
+/* Every `.func` of the module: name, return and parameter lists, body. */
+static int scan_funcs(const char *t, struct func **out, size_t *nout)
+{
+    struct func *v = NULL;
+    size_t n = 0, cap = 0;
+    for (const char *p = t; (p = strstr(p, ".func")) != NULL;) {
+        bool ok = (p == t || isspace((unsigned char)p[-1])) && isspace((unsigned char)p[5]);
+        p += 5;
+        if (!ok)
+            continue;
+        struct func f;
+        memset(&f, 0, sizeof f);
+        p = skipws(p);
+        if (*p == '(') {
+            const char *c = match_close(p, '(', ')');
+            if (!c)
+                break;
+            f.ret = p + 1;
+            f.ret_end = c;
+            p = c + 1;
+        }
+        f.name = word(p, &f.nlen);
+        if (!f.nlen)
+            continue;
+        p = skipws(f.name + f.nlen);
+        if (*p == '(') {
+            const char *c = match_close(p, '(', ')');
+            if (!c)
+                break;
+            f.params = p + 1;
+            f.params_end = c;
+            p = c + 1;
+        }
+        while (*p && *p != '{' && *p != ';')
+            p++;
+        if (*p == '{') {
+            const char *c = match_close(p, '{', '}');
+            if (!c)
+                break;
+            f.body = p + 1;
+            f.body_end = c;
+            p = c + 1;
+        }
+        if (!grow((void **)&v, &cap, n, sizeof *v)) {
+            sim_free(v);
+            return -ENOMEM;
+        }
+        v[n++] = f;
+    }
+    *out = v;
+    *nout = n;
+    return 0;
+}
+
+/* A .func's return and parameter declarations: thread-local bytes. */
+static uint32_t func_decls(struct dec *d, const char *p, const char *close, uint32_t *offs,
+                           uint32_t *sizes, uint32_t max)
+{
+    uint32_t k = 0;
+    while (p && p < close) {
+        const char *comma = memchr(p, ',', (size_t)(close - p));
+        const char *e = comma ? comma : close;
+        const char *nm, *init;
+        size_t nl, sz, al;
+        if (decl_var(p, e, &nm, &nl, &sz, &al, &init) && k < max) {
+            d->local_off = (d->local_off + al - 1) / al * al;
+            struct sym *s = sym_add(d, nm, nl);
+            if (s) {
+                s->space = SP_LOCAL;
+                s->value = d->local_off;
+                s->size = sz;
+            }
+            offs[k] = (uint32_t)d->local_off;
+            sizes[k++] = (uint32_t)sz;
+            d->local_off += sz;
+        } else if (k >= max) {
+            fail(d, "too many parameters in a .func", p, (size_t)(e - p));
+        }
+        p = comma ? comma + 1 : close;
+    }
+    return k;
+}
+
+/* The module's functions, appended after the kernel's instructions, and
+ * its call sites pointed at them. Each function gets registers and local
+ * bytes of its own (no recursion: checked when it runs). */
+static void decode_funcs(struct dec *d)
+{
+    struct ptx_kernel *k = d->k;
+    for (size_t i = 0; i < d->nfuncs && !k->error && !d->oom; i++) {
+        struct func *f = &d->funcs[i];
+        if (!f->body)
+            continue;
+        d->nfams = 0;
+        d->nsyms = d->nsyms_module;
+        d->nlabels = 0;
+        d->in_func = true;
+        f->start = (uint32_t)k->nins;
+        uint32_t rs[1];
+        f->rsize = 0;
+        if (f->ret && func_decls(d, f->ret, f->ret_end, &f->roff, rs, 1) == 1)
+            f->rsize = rs[0];
+        f->nparams = f->params ? func_decls(d, f->params, f->params_end, f->poff, f->psize,
+                                            PTX_MAX_ARGS)
+                               : 0;
+        decode_body(d, f->body, f->body_end);
+    }
+    for (size_t i = 0; i < k->ncalls && !k->error; i++) {
+        struct ptx_call *c = &k->calls[i];
+        const struct func *f = &d->funcs[c->func];
+        if (!f->body) {
+            fail(d, "unsupported call of an external function", f->name, f->nlen);
+            break;
+        }
+        if (c->nargs != f->nparams || (c->ret_size && !f->rsize)) {
+            fail(d, "call with a mismatched signature:", f->name, f->nlen);
+            break;
+        }
+        c->target = f->start;
+        for (uint32_t a = 0; a < c->nargs; a++) {
+            c->dst[a] = f->poff[a];
+            if (c->size[a] > f->psize[a])
+                c->size[a] = f->psize[a];
+        }
+        c->ret_from = f->roff;
+        if (c->ret_size > f->rsize)
+            c->ret_size = f->rsize;
+    }
+    d->in_func = false;
 }
 
 static void module_free(struct ptx_module *m)
@@ -1208,6 +1506,10 @@ int ptx_module_load(const char *text, struct ptx_module **out)
     }
     d.nsyms_module = d.nsyms;
     size_t module_shared = d.shared_off;
+    if (scan_funcs(t, &d.funcs, &d.nfuncs) != 0) {
+        r = -ENOMEM;
+        goto out;
+    }
     size_t cap = 0;
     for (const char *p = t; (p = strstr(p, ".entry")) != NULL;) {
         bool start_ok = p == t || isspace((unsigned char)p[-1]);
@@ -1233,6 +1535,7 @@ int ptx_module_load(const char *text, struct ptx_module **out)
         }
         /* per-entry state: module symbols kept, registers and labels new */
         d.k = k;
+        d.capcalls = 0;
         d.nsyms = d.nsyms_module;
         d.nfams = d.nregs = 0;
         d.nlabels = 0;
@@ -1260,6 +1563,10 @@ int ptx_module_load(const char *text, struct ptx_module **out)
             break;
         }
         decode_body(&d, p + 1, close);
+        if (k->ncalls && !k->error)
+            decode_funcs(&d);
+        if (k->error)
+            k->nins = 0;
         if (d.oom) {
             r = -ENOMEM;
             goto out;
@@ -1267,6 +1574,7 @@ int ptx_module_load(const char *text, struct ptx_module **out)
         p = close + 1;
     }
 out:
+    sim_free(d.funcs);
     sim_free(d.fams);
     sim_free(d.syms);
     sim_free(d.labels);

@@ -468,3 +468,29 @@ Test(ptx, module_variables_local_arrays_barrier_reductions)
     }
     cr_assert_eq(cnt, blocks * threads);
 }
+
+Test(ptx, calls_of_device_functions)
+{
+    CUfunction f = tk("pt_call");
+    unsigned n = 200;
+    double *in = malloc(n * sizeof *in), *dres = malloc(n * sizeof *dres);
+    long long *res = malloc(n * sizeof *res);
+    for (unsigned i = 0; i < n; i++)
+        in[i] = (i % 3 == 0) ? 1e9 * (double)(i + 1) + 0.25 : (double)i * 0.37 - 20.0;
+    CUdeviceptr dout = dalloc(n * 8, NULL), ddout = dalloc(n * 8, NULL), din = dalloc(n * 8, in);
+    void *a[] = {&dout, &ddout, &din, &n};
+    launch(f, 4, 64, 0, a);
+    CK(cuMemcpyDtoH_v2(res, dout, n * 8));
+    CK(cuMemcpyDtoH_v2(dres, ddout, n * 8));
+    for (unsigned i = 0; i < n; i++) {
+        long long want = (i & 1) ? (long long)i * 3 + 7 + 7 : -(long long)i + 0;
+        cr_assert_eq(res[i], want, "element %u: %lld, want %lld", i, res[i], want);
+        /* CUDA's sin: within 2 ulp (of a result of magnitude <= 1) */
+        double ref = __builtin_sin(in[i]);
+        double err = dres[i] > ref ? dres[i] - ref : ref - dres[i];
+        cr_assert(err <= 4.5e-16, "sin(%.17g) = %.17g, want %.17g", in[i], dres[i], ref);
+    }
+    free(in);
+    free(dres);
+    free(res);
+}
