@@ -910,6 +910,27 @@ static int run_warp(struct blk *b, struct warp *w)
         case OP_LD: {
             const unsigned es = in->bits / 8, nv = in->vec ? in->vec : 1;
             const struct ptx_opnd *a = &o[1];
+            if (nv == 1 && a->has_base && in->ty != TY_S && o[0].kind == OK_REG &&
+                (in->space == SP_GLOBAL || in->space == SP_GENERIC) && (es == 4 || es == 8)) {
+                /* the common case: a global word through a register */
+                const uint64_t *ab = &w->r[(size_t)a->reg[0] * 32u];
+                uint64_t *d = &w->r[(size_t)o[0].reg[0] * 32u];
+                const uint64_t off = a->imm;
+                LANES {
+                    LANE;
+                    uint64_t ad = ab[l] + off;
+                    if (ad < 4096)
+                        fault(b, pc, "a null pointer dereferenced");
+                    if (es == 4) {
+                        uint32_t v;
+                        memcpy(&v, (const void *)(uintptr_t)ad, 4);
+                        d[l] = v;
+                    } else {
+                        memcpy(&d[l], (const void *)(uintptr_t)ad, 8);
+                    }
+                }
+                break;
+            }
             LANES {
                 LANE;
                 uint64_t ad = a->imm + (a->has_base ? R(a->reg[0], l) : 0);
@@ -929,6 +950,25 @@ static int run_warp(struct blk *b, struct warp *w)
         case OP_ST: {
             const unsigned es = in->bits / 8, nv = in->vec ? in->vec : 1;
             const struct ptx_opnd *a = &o[0];
+            if (nv == 1 && a->has_base && o[1].kind == OK_REG &&
+                (in->space == SP_GLOBAL || in->space == SP_GENERIC) && (es == 4 || es == 8)) {
+                const uint64_t *ab = &w->r[(size_t)a->reg[0] * 32u];
+                const uint64_t *v = &w->r[(size_t)o[1].reg[0] * 32u];
+                const uint64_t off = a->imm;
+                LANES {
+                    LANE;
+                    uint64_t ad = ab[l] + off;
+                    if (ad < 4096)
+                        fault(b, pc, "a null pointer dereferenced");
+                    if (es == 4) {
+                        uint32_t x = (uint32_t)v[l];
+                        memcpy((void *)(uintptr_t)ad, &x, 4);
+                    } else {
+                        memcpy((void *)(uintptr_t)ad, &v[l], 8);
+                    }
+                }
+                break;
+            }
             LANES {
                 LANE;
                 uint64_t ad = a->imm + (a->has_base ? R(a->reg[0], l) : 0);
@@ -966,6 +1006,20 @@ static int run_warp(struct blk *b, struct warp *w)
         case OP_SETP: {
             bool fl = in->sty == TY_F, sg = in->sty == TY_S;
             unsigned sb = in->sbits;
+            if (!fl && !sg && in->sub == SUB_NONE && o[0].kind == OK_REG &&
+                o[5].kind == OK_NONE && o[1].kind == OK_REG &&
+                (in->cmp == CMP_LT || in->cmp == CMP_GE)) {
+                /* loop bounds: unsigned < and >= */
+                const uint64_t *x = &w->r[(size_t)o[1].reg[0] * 32u];
+                uint64_t *d = &w->r[(size_t)o[0].reg[0] * 32u];
+                const bool ge = in->cmp == CMP_GE;
+                LANES {
+                    LANE;
+                    uint64_t y = zx(V(b, w, &o[2], l), sb);
+                    d[l] = (zx(x[l], sb) < y) != ge;
+                }
+                break;
+            }
             LANES {
                 LANE;
                 uint64_t x = V(b, w, &o[1], l), y = V(b, w, &o[2], l);
@@ -1019,7 +1073,34 @@ static int run_warp(struct blk *b, struct warp *w)
                 break;
             }
             /* fall through */
+        case OP_MUL:
+            if (in->op == OP_MUL && in->ty == TY_F && in->bits == 32 &&
+                (in->rnd == RND_NONE || in->rnd == RND_RN) &&
+                !in->ftz && !in->sat && o[1].kind == OK_REG && o[2].kind == OK_REG) {
+                const uint64_t *x = &w->r[(size_t)o[1].reg[0] * 32u];
+                const uint64_t *y = &w->r[(size_t)o[2].reg[0] * 32u];
+                uint64_t *d = &w->r[(size_t)o[0].reg[0] * 32u];
+                LANES {
+                    LANE;
+                    d[l] = of_f(as_f(x[l]) * as_f(y[l]));
+                }
+                break;
+            }
+            /* fall through */
         default: {
+            if (in->ty == TY_F && in->bits == 32 && (in->op == OP_ADD || in->op == OP_SUB) &&
+                (in->rnd == RND_NONE || in->rnd == RND_RN) && !in->ftz && !in->sat &&
+                o[1].kind == OK_REG && o[2].kind == OK_REG) {
+                const uint64_t *x = &w->r[(size_t)o[1].reg[0] * 32u];
+                const uint64_t *y = &w->r[(size_t)o[2].reg[0] * 32u];
+                uint64_t *d = &w->r[(size_t)o[0].reg[0] * 32u];
+                const bool sub = in->op == OP_SUB;
+                LANES {
+                    LANE;
+                    d[l] = of_f(sub ? as_f(x[l]) - as_f(y[l]) : as_f(x[l]) + as_f(y[l]));
+                }
+                break;
+            }
             if (in->cc) {
                 /* carry chains: .cc writes CC.CF, addc/subc/madc read it */
                 const unsigned bits = in->bits;
