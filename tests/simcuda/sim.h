@@ -70,6 +70,7 @@ struct sim_knobs {
     bool proc_internal;
     int devices;             /* SIMCUDA_DEVICES, 1..SIM_MAX_DEVICES */
     size_t mem_bytes;        /* SIMCUDA_MEM_BYTES: each device's total memory */
+    bool kernels_ptx;        /* SIMCUDA_KERNELS=ptx: standard kernels interpreted too */
 };
 extern struct sim_knobs sim_knob;
 
@@ -213,8 +214,16 @@ struct sim_work {
     void *arg;
 };
 
+struct ptx_kernel;
+
+/* One kernel to run: a host version (fn), or else the PTX interpreter (pk),
+ * or else (both NULL) a graph's other node: w. */
 struct sim_kcall {
-    sim_kernel_fn fn;  /* NULL: a graph's other node: w */
+    sim_kernel_fn fn;
+    struct ptx_kernel *pk;   /* referenced when set (ptx_kernel_ref) */
+    const char *name;        /* for fault messages (the function's name) */
+    unsigned dims[6];        /* grid x y z, block x y z */
+    unsigned shmem;          /* dynamic shared memory bytes */
     const unsigned char *args;
     const struct sim_kernel_impl *impl;
     size_t argsize;
@@ -332,10 +341,18 @@ struct sim_func {
     size_t argsize;          /* end of the last parameter */
     sim_kernel_fn fn;        /* NULL: no host implementation */
     const struct sim_kernel_impl *impl;
+    struct ptx_kernel *pk;   /* its decoded PTX (the module holds it), or NULL */
 };
 
-/* A valid, launchable function handle (registered, with a host kernel). */
+/* A valid, launchable function handle (registered, with a host kernel or
+ * decoded PTX). */
 CUresult sim_func_get(CUfunction h, struct sim_func **out);
+/* How a launch of f runs: *fn (a host version, as SIMCUDA_KERNELS chooses)
+ * or *pk (the interpreter; referenced for the caller). Refuses (one line on
+ * stderr) a kernel the interpreter cannot run, or shared memory over the
+ * limit. */
+CUresult sim_func_plan(const struct sim_func *f, unsigned shmem, sim_kernel_fn *fn,
+                       struct ptx_kernel **pk);
 /* Copy arguments from kernelParams or extra into dst (f->argsize bytes). */
 CUresult sim_pack_args(const struct sim_func *f, void **kernelParams, void **extra,
                        unsigned char *dst);

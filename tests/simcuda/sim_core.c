@@ -43,7 +43,7 @@ _Atomic uint64_t sim_calls[SIM_N_ENTRIES];
 _Atomic long sim_live_events, sim_live_execs;
 atomic_bool sim_knobs_any;
 atomic_bool sim_initialized;
-struct sim_knobs sim_knob = {0, (size_t)2 << 20, true, false, 1, SIM_TOTAL_MEM};
+struct sim_knobs sim_knob = {0, (size_t)2 << 20, true, false, 1, SIM_TOTAL_MEM, false};
 
 static _Atomic uint64_t g_fail_nth[SIM_N_ENTRIES]; /* 0: never, UINT64_MAX: every call */
 /* SIMCUDA_FAIL=name:N@other:M counts name's calls from the Mth call of
@@ -261,6 +261,7 @@ static void knobs_load(void)
     if ((s = getenv("SIMCUDA_STATS")) && *s)
         g_stats_path = sim_strdup(s);
     sim_knob.proc_internal = (s = getenv("SIMCUDA_PROC_INTERNAL")) && strcmp(s, "1") == 0;
+    sim_knob.kernels_ptx = (s = getenv("SIMCUDA_KERNELS")) && strcmp(s, "ptx") == 0;
     /* The device count is fixed once initialized (contexts exist per device). */
     if (!atomic_load(&sim_initialized)) {
         sim_knob.devices = 1;

@@ -5,6 +5,7 @@
  * exec's parameters, cuGraphExecUpdate.
  */
 #include "sim.h"
+#include "ptx.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@ struct knode {
     CUkernel kern;    /* the node was given kern (func NULL) */
     sim_kernel_fn fn;
     const struct sim_kernel_impl *impl;
+    struct ptx_kernel *pk;  /* referenced: the interpreter runs it (fn NULL) */
     size_t nparams;
     unsigned dims[6];
     unsigned shmem;
@@ -82,6 +84,7 @@ static _Atomic uint64_t g_graph_ids;
 
 static void knode_clear(struct knode *k)
 {
+    ptx_kernel_unref(k->pk);
     sim_free(k->args);
     sim_free(k->argptrs);
     memset(k, 0, sizeof *k);
@@ -101,14 +104,22 @@ static CUresult knode_set(struct knode *k, const CUDA_KERNEL_NODE_PARAMS *p, boo
         return CUDA_ERROR_INVALID_VALUE;
     if (p->kernelParams && p->extra)
         return CUDA_ERROR_INVALID_VALUE;
+    sim_kernel_fn fn;
+    struct ptx_kernel *pk;
+    CUresult r = sim_func_plan(f, p->sharedMemBytes, &fn, &pk);
+    if (r)
+        return r == CUDA_ERROR_NOT_SUPPORTED ? r : CUDA_ERROR_INVALID_VALUE;
     unsigned char stackbuf[1024];
     unsigned char *tmp = f->argsize <= sizeof stackbuf ? stackbuf : sim_malloc(f->argsize);
-    if (!tmp)
+    if (!tmp) {
+        ptx_kernel_unref(pk);
         return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = sim_pack_args(f, p->kernelParams, p->extra, tmp);
+    }
+    r = sim_pack_args(f, p->kernelParams, p->extra, tmp);
     if (r) {
         if (tmp != stackbuf)
             sim_free(tmp);
+        ptx_kernel_unref(pk);
         return r;
     }
     /* Storage is reused while the layout size stays the same, so pointers
@@ -121,6 +132,7 @@ static CUresult knode_set(struct knode *k, const CUDA_KERNEL_NODE_PARAMS *p, boo
             sim_free(np);
             if (tmp != stackbuf)
                 sim_free(tmp);
+            ptx_kernel_unref(pk);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
         sim_free(k->args);
@@ -138,8 +150,10 @@ static CUresult knode_set(struct knode *k, const CUDA_KERNEL_NODE_PARAMS *p, boo
             k->argptrs[i] = k->args + f->offsets[i];
     k->func = h;
     k->kern = p->func ? NULL : p->kern;
-    k->fn = f->fn;
+    k->fn = fn;
     k->impl = f->impl;
+    ptx_kernel_unref(k->pk);
+    k->pk = pk;
     k->dims[0] = p->gridDimX;
     k->dims[1] = p->gridDimY;
     k->dims[2] = p->gridDimZ;
@@ -164,6 +178,7 @@ static bool knode_copy(struct knode *dst, const struct knode *src)
     dst->kern = src->kern;
     dst->fn = src->fn;
     dst->impl = src->impl;
+    dst->pk = NULL; /* referenced once the copy succeeded */
     dst->nparams = src->nparams;
     memcpy(dst->dims, src->dims, sizeof dst->dims);
     dst->shmem = src->shmem;
@@ -173,6 +188,8 @@ static bool knode_copy(struct knode *dst, const struct knode *src)
     if (!dst->args)
         return false;
     memcpy(dst->args, src->args, src->argsize);
+    ptx_kernel_ref(src->pk);
+    dst->pk = src->pk;
     return true;
 }
 
@@ -1354,6 +1371,11 @@ static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt)
         const struct knode *k = &xn->k;
         memcpy(args, k->args, k->argsize);
         calls[c].fn = k->fn;
+        calls[c].pk = k->pk;
+        ptx_kernel_ref(k->pk);
+        calls[c].name = k->pk ? ptx_kernel_name(k->pk) : NULL;
+        memcpy(calls[c].dims, k->dims, sizeof calls[c].dims);
+        calls[c].shmem = k->shmem;
         calls[c].args = args;
         calls[c].impl = k->impl;
         calls[c].argsize = k->argsize;

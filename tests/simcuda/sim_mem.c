@@ -1525,7 +1525,7 @@ static _Noreturn void fault(const struct sim_ctx *ctx, const struct sim_kcall *c
     fprintf(stderr,
             "simcuda: fatal: kernel %s running on device %d touched %#lx (memory of device %d) "
             "%s: an illegal memory access; the context is lost, aborting\n",
-            call->impl ? call->impl->name : "?", ctx->dev, (unsigned long)addr, owner, why);
+            call->name ? call->name : call->impl ? call->impl->name : "?", ctx->dev, (unsigned long)addr, owner, why);
     fflush(stderr);
     abort();
 }

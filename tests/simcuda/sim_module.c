@@ -4,6 +4,7 @@
  * host implementation (the standard kernels) can be launched.
  */
 #include "sim.h"
+#include "ptx.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 
 struct sim_module {
+    struct ptx_module *ptx; /* the decoded text (one reference), or NULL */
     size_t nfuncs;
     struct sim_func **funcs;
     struct sim_func **kerns; /* libraries: the CUkernel of each entry */
@@ -328,6 +330,7 @@ static void module_free(struct sim_module *m)
     }
     sim_free(m->funcs);
     sim_free(m->kerns);
+    ptx_module_unref(m->ptx);
     sim_free(m);
 }
 
@@ -348,8 +351,15 @@ static CUresult module_load(CUmodule *out, const void *image, bool library)
     CUresult r;
     if ((r = ptx_parse(text, &ents, &n)) != CUDA_SUCCESS)
         return r;
+    struct ptx_module *pm = NULL;
+    int pr = ptx_module_load(text, &pm);
+    if (pr == -ENOMEM) {
+        free_entries(ents, n);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     struct sim_module *m = sim_calloc(1, sizeof *m);
     if (m) {
+        m->ptx = pm; /* NULL when undecodable: only host versions run */
         m->library = library;
         m->funcs = sim_calloc(n ? n : 1, sizeof *m->funcs);
         m->kerns = library ? sim_calloc(n ? n : 1, sizeof *m->kerns) : NULL;
@@ -371,6 +381,7 @@ static CUresult module_load(CUmodule *out, const void *image, bool library)
         /* a same-named kernel with another signature has no host version */
         f->impl = k && layout_matches(&ents[i], k) ? k : NULL;
         f->fn = f->impl ? k->fn : NULL;
+        f->pk = ptx_module_kernel(pm, f->name);
         ents[i].name = NULL;
         ents[i].offsets = ents[i].sizes = NULL;
         m->funcs[i] = f;
@@ -392,6 +403,8 @@ static CUresult module_load(CUmodule *out, const void *image, bool library)
             module_free(m);
         else if (m)
             sim_free(m);
+        if (!m || !m->funcs)
+            ptx_module_unref(pm);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     for (size_t i = 0; i < n; i++) {
@@ -490,8 +503,8 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
     for (size_t i = 0; i < m->nfuncs; i++) {
         if (strcmp(m->funcs[i]->name, name) != 0)
             continue;
-        if (!m->funcs[i]->fn)
-            return CUDA_ERROR_NOT_FOUND; /* no host implementation in simcuda */
+        if (!m->funcs[i]->fn && !m->funcs[i]->pk)
+            return CUDA_ERROR_NOT_FOUND; /* neither a host version nor its PTX */
         *hfunc = (CUfunction)m->funcs[i];
         return CUDA_SUCCESS;
     }
@@ -506,9 +519,30 @@ CUresult sim_func_get(CUfunction h, struct sim_func **out)
         f = f->target;
     else if (!sim_reg_has(f, SIM_T_FUNC))
         return CUDA_ERROR_INVALID_HANDLE;
-    if (!f->fn)
+    if (!f->fn && !f->pk)
         return CUDA_ERROR_INVALID_HANDLE;
     *out = f;
+    return CUDA_SUCCESS;
+}
+
+CUresult sim_func_plan(const struct sim_func *f, unsigned shmem, sim_kernel_fn *fn,
+                       struct ptx_kernel **pk)
+{
+    *fn = NULL;
+    *pk = NULL;
+    if (f->fn && (!sim_knob.kernels_ptx || !f->pk)) {
+        *fn = f->fn;
+        return CUDA_SUCCESS;
+    }
+    const char *why = ptx_kernel_error(f->pk);
+    if (why) {
+        fprintf(stderr, "simcuda: kernel %s cannot run: %s\n", f->name, why);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (ptx_kernel_static_shared(f->pk) + shmem > SIM_MAX_SHARED_PER_BLOCK)
+        return CUDA_ERROR_INVALID_VALUE;
+    ptx_kernel_ref(f->pk);
+    *pk = f->pk;
     return CUDA_SUCCESS;
 }
 
@@ -572,8 +606,8 @@ CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *na
     for (size_t i = 0; i < m->nfuncs; i++) {
         if (strcmp(m->funcs[i]->name, name) != 0)
             continue;
-        if (!m->funcs[i]->fn)
-            return CUDA_ERROR_NOT_FOUND; /* no host implementation in simcuda */
+        if (!m->funcs[i]->fn && !m->funcs[i]->pk)
+            return CUDA_ERROR_NOT_FOUND; /* neither a host version nor its PTX */
         *pKernel = (CUkernel)m->kerns[i];
         return CUDA_SUCCESS;
     }
@@ -729,18 +763,34 @@ static CUresult launch(CUfunction hf, unsigned gx, unsigned gy, unsigned gz, uns
     }
     if ((r = sim_capture_check_legacy(s)) != CUDA_SUCCESS)
         return r;
+    sim_kernel_fn fn;
+    struct ptx_kernel *pk;
+    if ((r = sim_func_plan(f, shmem, &fn, &pk)) != CUDA_SUCCESS)
+        return r;
     struct sim_op *op = sim_op_new(SIM_OP_KERNELS, sizeof(struct sim_kcall) + f->argsize);
-    if (!op)
+    if (!op) {
+        ptx_kernel_unref(pk);
         return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     struct sim_kcall *call = (struct sim_kcall *)(op + 1);
     unsigned char *args = (unsigned char *)(call + 1);
     memset(call, 0, sizeof *call + f->argsize); /* one call: the padding too */
     /* arguments are copied now: the caller may reuse its buffers */
     if ((r = sim_pack_args(f, kp, extra, args)) != CUDA_SUCCESS) {
         sim_op_free(op);
+        ptx_kernel_unref(pk);
         return r;
     }
-    call->fn = f->fn;
+    call->fn = fn;
+    call->pk = pk;
+    call->name = pk ? ptx_kernel_name(pk) : NULL; /* f's name goes with an unload */
+    call->dims[0] = gx;
+    call->dims[1] = gy;
+    call->dims[2] = gz;
+    call->dims[3] = bx;
+    call->dims[4] = by;
+    call->dims[5] = bz;
+    call->shmem = shmem;
     call->args = args;
     call->impl = f->impl;
     call->argsize = f->argsize;

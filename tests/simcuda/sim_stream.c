@@ -7,6 +7,7 @@
  * launch ordering are modelled.
  */
 #include "sim.h"
+#include "ptx.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -76,6 +77,9 @@ void sim_op_free(struct sim_op *op)
         sim_free(op->u.copy.staging);
     if (op->kind == SIM_OP_EVENT)
         event_unref(op->u.ev.ev);
+    if (op->kind == SIM_OP_KERNELS)
+        for (size_t i = 0; i < op->u.k.ncalls; i++)
+            ptx_kernel_unref(op->u.k.calls[i].pk);
     sim_free(op);
 }
 
@@ -125,14 +129,27 @@ static void run_op(struct sim_op *op, struct sim_seen *seen)
     switch (op->kind) {
     case SIM_OP_KERNELS:
         for (size_t i = 0; i < op->u.k.ncalls; i++) {
-            if (!op->u.k.calls[i].fn) {
-                sim_work_run(&op->u.k.calls[i].w);
+            const struct sim_kcall *c = &op->u.k.calls[i];
+            if (!c->fn && !c->pk) {
+                sim_work_run(&c->w);
                 continue;
             }
             if (sim_knob.kernel_delay_us)
                 sleep_us(sim_knob.kernel_delay_us);
-            sim_mem_check_kernel(op->u.k.ctx, &op->u.k.calls[i], seen);
-            op->u.k.calls[i].fn(op->u.k.calls[i].args);
+            sim_mem_check_kernel(op->u.k.ctx, c, seen);
+            if (c->fn) {
+                c->fn(c->args);
+                continue;
+            }
+            struct ptx_launch l = {
+                .grid = {c->dims[0], c->dims[1], c->dims[2]},
+                .block = {c->dims[3], c->dims[4], c->dims[5]},
+                .shmem = c->shmem,
+                .args = c->args,
+                .argsize = c->argsize,
+                .dev = op->u.k.ctx ? op->u.k.ctx->dev : 0,
+            };
+            ptx_run(c->pk, &l);
         }
         break;
     case SIM_OP_COPY:

@@ -1,0 +1,1324 @@
+/*
+ * PTX execution (contract: ptx.h): one launch, block after block; a block
+ * is warps of 32 lanes, each warp run in lockstep under an active mask
+ * until it exits or reaches a barrier, then the next warp; a barrier
+ * releases when every warp of the block that still has live threads is
+ * waiting in it. Divergence: while the lanes of a warp disagree on the
+ * program counter, the lanes with the smallest one run (and reconverge
+ * where they meet). Registers are kept lane-major per register (32
+ * consecutive slots), so an instruction is one loop over the lanes.
+ *
+ * Compiled with -frounding-math: the rounding modifiers other than .rn
+ * switch the host's rounding mode around one operation, and the compiler
+ * must not move floating-point work across that switch.
+ */
+#include "ptx_int.h"
+#include "sim.h"
+
+#include <fenv.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { PTX_CALL_DEPTH = 8 };
+
+__extension__ typedef __int128 i128;
+__extension__ typedef unsigned __int128 u128;
+
+struct warp {
+    uint64_t *r;      /* nregs * 32 slots */
+    uint32_t live;    /* lanes not exited */
+    uint32_t pc;      /* while converged */
+    uint32_t lpc[32]; /* while diverged */
+    bool div, done, at_bar;
+    unsigned id;
+    const struct ptx_ins *red; /* waiting in a bar.red: its result goes here */
+    uint8_t depth[32];         /* each lane's calls in progress */
+    uint8_t cf[32];            /* each lane's carry flag (CC.CF) */
+    uint32_t frame[32][PTX_CALL_DEPTH]; /* the calls (indices into k->calls) */
+    uint32_t ret_pc[32][PTX_CALL_DEPTH];
+};
+
+struct blk {
+    const struct ptx_kernel *k;
+    const struct ptx_launch *l;
+    unsigned char *shared;
+    size_t shsize;
+    unsigned char *local;
+    unsigned ctaid[3];
+    unsigned nthreads;
+    uint64_t icount;
+    /* bar.red of the barrier being gathered: count, and, or */
+    uint32_t red_count;
+    bool red_and, red_or;
+};
+
+static _Noreturn void fault(const struct blk *b, uint32_t pc, const char *what)
+{
+    fprintf(stderr,
+            "simcuda: fatal: kernel %s running on device %d: %s (PTX instruction %u, block "
+            "%u,%u,%u): the context is lost, aborting\n",
+            b->k->name, b->l->dev, what, pc, b->ctaid[0], b->ctaid[1], b->ctaid[2]);
+    fflush(stderr);
+    abort();
+}
+
+#define R(i, l) (w->r[(size_t)(i) * 32u + (unsigned)(l)])
+#define LANES for (uint32_t mm_ = em; mm_; mm_ &= mm_ - 1)
+#define LANE const int l = __builtin_ctz(mm_)
+
+static inline uint64_t zx(uint64_t v, unsigned bits)
+{
+    return bits >= 64 ? v : v & ((1ull << bits) - 1);
+}
+
+static inline int64_t sx(uint64_t v, unsigned bits)
+{
+    if (bits >= 64)
+        return (int64_t)v;
+    unsigned sh = 64 - bits;
+    return (int64_t)(v << sh) >> sh;
+}
+
+static inline float as_f(uint64_t v)
+{
+    float f;
+    uint32_t u = (uint32_t)v;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline double as_d(uint64_t v)
+{
+    double d;
+    memcpy(&d, &v, 8);
+    return d;
+}
+
+static inline uint64_t of_f(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static inline uint64_t of_d(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, 8);
+    return u;
+}
+
+static inline float ftzf(float f)
+{
+    return fpclassify(f) == FP_SUBNORMAL ? copysignf(0.0f, f) : f;
+}
+
+static uint64_t sreg(const struct blk *b, const struct warp *w, unsigned id, int lane)
+{
+    const struct ptx_launch *L = b->l;
+    unsigned t = w->id * 32u + (unsigned)lane;
+    switch (id) {
+    case SR_TID_X: return t % L->block[0];
+    case SR_TID_Y: return t / L->block[0] % L->block[1];
+    case SR_TID_Z: return t / (L->block[0] * L->block[1]);
+    case SR_NTID_X: return L->block[0];
+    case SR_NTID_Y: return L->block[1];
+    case SR_NTID_Z: return L->block[2];
+    case SR_CTAID_X: return b->ctaid[0];
+    case SR_CTAID_Y: return b->ctaid[1];
+    case SR_CTAID_Z: return b->ctaid[2];
+    case SR_NCTAID_X: return L->grid[0];
+    case SR_NCTAID_Y: return L->grid[1];
+    case SR_NCTAID_Z: return L->grid[2];
+    case SR_LANEID: return (unsigned)lane;
+    case SR_WARPID: return w->id;
+    case SR_NWARPID: return (b->nthreads + 31) / 32;
+    case SR_SMID: return 0;
+    case SR_NSMID: return 1;
+    case SR_GRIDID: return 1;
+    case SR_LANEMASK_EQ: return 1u << lane;
+    case SR_LANEMASK_LT: return (1u << lane) - 1;
+    case SR_LANEMASK_LE: return (uint32_t)((2ull << lane) - 1);
+    case SR_LANEMASK_GT: return (uint32_t)~((2ull << lane) - 1);
+    case SR_LANEMASK_GE: return (uint32_t)~((1u << lane) - 1);
+    case SR_CLOCK: return (uint32_t)b->icount;
+    case SR_CLOCK64: return b->icount;
+    case SR_GLOBALTIMER: return sim_now_ns();
+    case SR_DYN_SMEM: return L->shmem;
+    case SR_TOTAL_SMEM: return b->shsize;
+    case SR_WARPSZ: return 32;
+    default: return 0;
+    }
+}
+
+/* An operand's value for one lane. */
+static inline uint64_t V(const struct blk *b, const struct warp *w, const struct ptx_opnd *o,
+                         int l)
+{
+    if (o->kind == OK_REG)
+        return R(o->reg[0], l);
+    if (o->kind == OK_IMM)
+        return o->imm;
+    return sreg(b, w, (unsigned)o->imm, l);
+}
+
+/* The host address of `size` bytes at a state-space address. */
+static inline unsigned char *addr(const struct blk *b, const struct warp *w, uint32_t pc,
+                                  uint8_t space, uint64_t a, size_t size, int l)
+{
+    switch (space) {
+    case SP_SHARED:
+        if (a > b->shsize || size > b->shsize - a)
+            fault(b, pc, "shared memory access out of bounds");
+        return b->shared + a;
+    case SP_LOCAL:
+        if (a > b->k->local_bytes || size > b->k->local_bytes - a)
+            fault(b, pc, "local memory access out of bounds");
+        return b->local + (size_t)(w->id * 32u + (unsigned)l) * b->k->local_bytes + a;
+    case SP_PARAM:
+        if (a > b->l->argsize || size > b->l->argsize - a)
+            fault(b, pc, "parameter access out of bounds");
+        return (unsigned char *)(uintptr_t)b->l->args + a;
+    default:
+        if (a < 4096)
+            fault(b, pc, "a null pointer dereferenced");
+        return (unsigned char *)(uintptr_t)a;
+    }
+}
+
+static int round_mode(uint8_t rnd)
+{
+    switch (rnd) {
+    case RND_RZ: case RND_RZI: return FE_TOWARDZERO;
+    case RND_RM: case RND_RMI: return FE_DOWNWARD;
+    case RND_RP: case RND_RPI: return FE_UPWARD;
+    default: return FE_TONEAREST;
+    }
+}
+
+/* Floating-point binary/ternary operations under a rounding mode. */
+static uint64_t fop(const struct ptx_ins *in, uint64_t a, uint64_t b, uint64_t c)
+{
+    int mode = round_mode(in->rnd), old = 0;
+    if (mode != FE_TONEAREST) {
+        old = fegetround();
+        fesetround(mode);
+    }
+    uint64_t r = 0;
+    if (in->bits == 32) {
+        float x = as_f(a), y = as_f(b), z = as_f(c), v = 0;
+        if (in->ftz) {
+            x = ftzf(x);
+            y = ftzf(y);
+            z = ftzf(z);
+        }
+        switch (in->op) {
+        case OP_ADD: v = x + y; break;
+        case OP_SUB: v = x - y; break;
+        case OP_MUL: v = x * y; break;
+        case OP_DIV: v = x / y; break;
+        case OP_MAD:
+        case OP_FMA: v = fmaf(x, y, z); break;
+        case OP_SQRT: v = sqrtf(x); break;
+        case OP_RCP: v = 1.0f / x; break;
+        case OP_RSQRT: v = 1.0f / sqrtf(x); break;
+        case OP_EX2: v = exp2f(x); break;
+        case OP_LG2: v = log2f(x); break;
+        case OP_SIN: v = sinf(x); break;
+        case OP_COS: v = cosf(x); break;
+        case OP_TANH: v = tanhf(x); break;
+        default: break;
+        }
+        if (in->ftz)
+            v = ftzf(v);
+        if (in->sat)
+            v = isnan(v) ? 0.0f : v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
+        r = of_f(v);
+    } else {
+        double x = as_d(a), y = as_d(b), z = as_d(c), v = 0;
+        switch (in->op) {
+        case OP_ADD: v = x + y; break;
+        case OP_SUB: v = x - y; break;
+        case OP_MUL: v = x * y; break;
+        case OP_DIV: v = x / y; break;
+        case OP_MAD:
+        case OP_FMA: v = fma(x, y, z); break;
+        case OP_SQRT: v = sqrt(x); break;
+        case OP_RCP: v = 1.0 / x; break;
+        case OP_RSQRT: v = 1.0 / sqrt(x); break;
+        case OP_EX2: v = exp2(x); break;
+        case OP_LG2: v = log2(x); break;
+        case OP_SIN: v = sin(x); break;
+        case OP_COS: v = cos(x); break;
+        case OP_TANH: v = tanh(x); break;
+        default: break;
+        }
+        if (in->sat)
+            v = isnan(v) ? 0.0 : v < 0.0 ? 0.0 : v > 1.0 ? 1.0 : v;
+        r = of_d(v);
+    }
+    if (mode != FE_TONEAREST)
+        fesetround(old);
+    return r;
+}
+
+static bool fcmp(uint8_t cmp, double x, double y)
+{
+    bool un = isnan(x) || isnan(y);
+    switch (cmp) {
+    case CMP_EQ: return !un && x == y;
+    case CMP_NE: return !un && x != y;
+    case CMP_LT: return !un && x < y;
+    case CMP_LE: return !un && x <= y;
+    case CMP_GT: return !un && x > y;
+    case CMP_GE: return !un && x >= y;
+    case CMP_EQU: return un || x == y;
+    case CMP_NEU: return un || x != y;
+    case CMP_LTU: return un || x < y;
+    case CMP_LEU: return un || x <= y;
+    case CMP_GTU: return un || x > y;
+    case CMP_GEU: return un || x >= y;
+    case CMP_NUM: return !un;
+    case CMP_NAN: return un;
+    default: return false;
+    }
+}
+
+static bool icmp(uint8_t cmp, bool sgn, uint64_t a, uint64_t b, unsigned bits)
+{
+    if (sgn) {
+        int64_t x = sx(a, bits), y = sx(b, bits);
+        switch (cmp) {
+        case CMP_EQ: return x == y;
+        case CMP_NE: return x != y;
+        case CMP_LT: return x < y;
+        case CMP_LE: return x <= y;
+        case CMP_GT: return x > y;
+        case CMP_GE: return x >= y;
+        default: return false;
+        }
+    }
+    uint64_t x = zx(a, bits), y = zx(b, bits);
+    switch (cmp) {
+    case CMP_EQ: return x == y;
+    case CMP_NE: return x != y;
+    case CMP_LT: return x < y;
+    case CMP_LE: return x <= y;
+    case CMP_GT: return x > y;
+    case CMP_GE: return x >= y;
+    default: return false;
+    }
+}
+
+/* cvt: every combination of integer and float types. */
+static uint64_t cvt(const struct ptx_ins *in, uint64_t v)
+{
+    unsigned db = in->bits, sb = in->sbits;
+    if (in->sty != TY_F && in->ty != TY_F) {
+        if (in->sat) {
+            int64_t lo, hi;
+            bool ssrc = in->sty == TY_S;
+            if (in->ty == TY_S) {
+                hi = db >= 64 ? INT64_MAX : (int64_t)((1ull << (db - 1)) - 1);
+                lo = -hi - 1;
+            } else {
+                lo = 0;
+                hi = db >= 64 ? INT64_MAX : (int64_t)((1ull << db) - 1);
+            }
+            if (ssrc) {
+                int64_t x = sx(v, sb);
+                x = x < lo ? lo : x > hi ? hi : x;
+                return zx((uint64_t)x, db);
+            }
+            uint64_t x = zx(v, sb);
+            if (x > (uint64_t)hi && !(db == 64 && in->ty != TY_S))
+                x = (uint64_t)hi;
+            return zx(x, db);
+        }
+        uint64_t x = in->sty == TY_S ? (uint64_t)sx(v, sb) : zx(v, sb);
+        return zx(x, db);
+    }
+    int mode = round_mode(in->rnd), old = 0;
+    if (mode != FE_TONEAREST) {
+        old = fegetround();
+        fesetround(mode);
+    }
+    uint64_t r;
+    if (in->sty == TY_F && in->ty == TY_F) {
+        double x = sb == 32 ? (double)(in->ftz ? ftzf(as_f(v)) : as_f(v)) : as_d(v);
+        if (in->rnd >= RND_RNI)
+            x = in->rnd == RND_RNI ? nearbyint(x) : in->rnd == RND_RZI ? trunc(x)
+                : in->rnd == RND_RMI ? floor(x) : ceil(x);
+        if (db == 32) {
+            float f = sb == 32 && in->rnd >= RND_RNI
+                          ? (float)x
+                          : sb == 32 ? as_f(v) : (float)x; /* one rounding, in mode */
+            if (sb == 32 && in->rnd >= RND_RNI)
+                f = (float)x;
+            if (in->ftz)
+                f = ftzf(f);
+            if (in->sat)
+                f = isnan(f) ? 0.0f : f < 0.0f ? 0.0f : f > 1.0f ? 1.0f : f;
+            r = of_f(f);
+        } else {
+            if (in->sat)
+                x = isnan(x) ? 0.0 : x < 0.0 ? 0.0 : x > 1.0 ? 1.0 : x;
+            r = of_d(x);
+        }
+    } else if (in->ty == TY_F) { /* integer to float */
+        if (db == 32) {
+            float f = in->sty == TY_S ? (float)sx(v, sb) : (float)zx(v, sb);
+            if (in->sat)
+                f = f < 0.0f ? 0.0f : f > 1.0f ? 1.0f : f;
+            r = of_f(f);
+        } else {
+            double d = in->sty == TY_S ? (double)sx(v, sb) : (double)zx(v, sb);
+            if (in->sat)
+                d = d < 0.0 ? 0.0 : d > 1.0 ? 1.0 : d;
+            r = of_d(d);
+        }
+    } else { /* float to integer: rounded, then saturated; NaN is 0 */
+        double x = sb == 32 ? (double)(in->ftz ? ftzf(as_f(v)) : as_f(v)) : as_d(v);
+        x = in->rnd == RND_RNI ? nearbyint(x) : in->rnd == RND_RMI ? floor(x)
+            : in->rnd == RND_RPI ? ceil(x) : trunc(x);
+        if (isnan(x)) {
+            r = 0;
+        } else if (in->ty == TY_S) {
+            double hi = ldexp(1.0, (int)db - 1);
+            int64_t m = db >= 64 ? INT64_MAX : (int64_t)((1ull << (db - 1)) - 1);
+            int64_t y = x >= hi ? m : x < -hi ? -m - 1 : (int64_t)x;
+            r = zx((uint64_t)y, db);
+        } else {
+            double hi = ldexp(1.0, (int)db);
+            uint64_t y = x <= 0 ? 0 : x >= hi ? zx(~0ull, db) : (uint64_t)x;
+            r = y;
+        }
+    }
+    if (mode != FE_TONEAREST)
+        fesetround(old);
+    return r;
+}
+
+static uint64_t atomic_rmw(const struct blk *b, uint32_t pc, const struct ptx_ins *in,
+                           unsigned char *p, uint64_t x, uint64_t y)
+{
+    if ((uintptr_t)p % (in->bits / 8))
+        fault(b, pc, "misaligned atomic");
+    if (in->bits == 32) {
+        uint32_t *q = (uint32_t *)(void *)p;
+        uint32_t v = (uint32_t)x;
+        switch (in->sub) {
+        case SUB_A_ADD:
+            if (in->ty == TY_F) {
+                uint32_t old = __atomic_load_n(q, __ATOMIC_RELAXED), nw;
+                do
+                    nw = (uint32_t)of_f(as_f(old) + as_f(v));
+                while (!__atomic_compare_exchange_n(q, &old, nw, false, __ATOMIC_SEQ_CST,
+                                                    __ATOMIC_RELAXED));
+                return old;
+            }
+            return __atomic_fetch_add(q, v, __ATOMIC_SEQ_CST);
+        case SUB_A_AND: return __atomic_fetch_and(q, v, __ATOMIC_SEQ_CST);
+        case SUB_A_OR: return __atomic_fetch_or(q, v, __ATOMIC_SEQ_CST);
+        case SUB_A_XOR: return __atomic_fetch_xor(q, v, __ATOMIC_SEQ_CST);
+        case SUB_A_EXCH: return __atomic_exchange_n(q, v, __ATOMIC_SEQ_CST);
+        case SUB_A_CAS: {
+            uint32_t old = v;
+            __atomic_compare_exchange_n(q, &old, (uint32_t)y, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST);
+            return old;
+        }
+        default: {
+            uint32_t old = __atomic_load_n(q, __ATOMIC_RELAXED), nw = 0;
+            do {
+                switch (in->sub) {
+                case SUB_A_MIN:
+                    nw = in->ty == TY_S ? ((int32_t)old < (int32_t)v ? old : v)
+                                        : (old < v ? old : v);
+                    break;
+                case SUB_A_MAX:
+                    nw = in->ty == TY_S ? ((int32_t)old > (int32_t)v ? old : v)
+                                        : (old > v ? old : v);
+                    break;
+                case SUB_A_INC: nw = old >= v ? 0 : old + 1; break;
+                case SUB_A_DEC: nw = (old == 0 || old > v) ? v : old - 1; break;
+                default: break;
+                }
+            } while (!__atomic_compare_exchange_n(q, &old, nw, false, __ATOMIC_SEQ_CST,
+                                                  __ATOMIC_RELAXED));
+            return old;
+        }
+        }
+    }
+    uint64_t *q = (uint64_t *)(void *)p;
+    switch (in->sub) {
+    case SUB_A_ADD:
+        if (in->ty == TY_F) {
+            uint64_t old = __atomic_load_n(q, __ATOMIC_RELAXED), nw;
+            do
+                nw = of_d(as_d(old) + as_d(x));
+            while (!__atomic_compare_exchange_n(q, &old, nw, false, __ATOMIC_SEQ_CST,
+                                                __ATOMIC_RELAXED));
+            return old;
+        }
+        return __atomic_fetch_add(q, x, __ATOMIC_SEQ_CST);
+    case SUB_A_AND: return __atomic_fetch_and(q, x, __ATOMIC_SEQ_CST);
+    case SUB_A_OR: return __atomic_fetch_or(q, x, __ATOMIC_SEQ_CST);
+    case SUB_A_XOR: return __atomic_fetch_xor(q, x, __ATOMIC_SEQ_CST);
+    case SUB_A_EXCH: return __atomic_exchange_n(q, x, __ATOMIC_SEQ_CST);
+    case SUB_A_CAS: {
+        uint64_t old = x;
+        __atomic_compare_exchange_n(q, &old, y, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+        return old;
+    }
+    default: {
+        uint64_t old = __atomic_load_n(q, __ATOMIC_RELAXED), nw = 0;
+        do {
+            switch (in->sub) {
+            case SUB_A_MIN:
+                nw = in->ty == TY_S ? ((int64_t)old < (int64_t)x ? old : x) : (old < x ? old : x);
+                break;
+            case SUB_A_MAX:
+                nw = in->ty == TY_S ? ((int64_t)old > (int64_t)x ? old : x) : (old > x ? old : x);
+                break;
+            case SUB_A_INC: nw = old >= x ? 0 : old + 1; break;
+            case SUB_A_DEC: nw = (old == 0 || old > x) ? x : old - 1; break;
+            default: break;
+            }
+        } while (!__atomic_compare_exchange_n(q, &old, nw, false, __ATOMIC_SEQ_CST,
+                                              __ATOMIC_RELAXED));
+        return old;
+    }
+    }
+}
+
+static uint64_t int_binop(const struct ptx_ins *in, uint64_t a, uint64_t b, uint64_t c)
+{
+    unsigned bits = in->bits;
+    bool s = in->ty == TY_S;
+    switch (in->op) {
+    case OP_ADD:
+        if (in->sat) {
+            int64_t r = sx(a, 32) + sx(b, 32);
+            r = r > INT32_MAX ? INT32_MAX : r < INT32_MIN ? INT32_MIN : r;
+            return zx((uint64_t)r, 32);
+        }
+        return zx(a + b, bits);
+    case OP_SUB:
+        if (in->sat) {
+            int64_t r = sx(a, 32) - sx(b, 32);
+            r = r > INT32_MAX ? INT32_MAX : r < INT32_MIN ? INT32_MIN : r;
+            return zx((uint64_t)r, 32);
+        }
+        return zx(a - b, bits);
+    case OP_MUL:
+    case OP_MAD: {
+        uint64_t r;
+        if (in->sub == SUB_WIDE) {
+            r = s ? (uint64_t)(sx(a, bits) * sx(b, bits)) : zx(a, bits) * zx(b, bits);
+            if (in->op == OP_MAD)
+                r += c;
+            return zx(r, bits * 2);
+        }
+        if (in->sub == SUB_HI) {
+            if (bits == 64) {
+                r = s ? (uint64_t)((i128)(int64_t)a * (int64_t)b >> 64)
+                      : (uint64_t)((u128)a * b >> 64);
+            } else {
+                uint64_t p = s ? (uint64_t)(sx(a, bits) * sx(b, bits)) : zx(a, bits) * zx(b, bits);
+                r = s ? (uint64_t)((int64_t)p >> bits) : p >> bits;
+            }
+        } else {
+            r = a * b;
+        }
+        if (in->op == OP_MAD)
+            r += c;
+        return zx(r, bits);
+    }
+    case OP_DIV:
+        if (s) {
+            int64_t x = sx(a, bits), y = sx(b, bits);
+            if (y == 0)
+                return zx(~0ull, bits);
+            if (y == -1)
+                return zx((uint64_t)0 - (uint64_t)x, bits);
+            return zx((uint64_t)(x / y), bits);
+        } else {
+            uint64_t x = zx(a, bits), y = zx(b, bits);
+            return y ? x / y : zx(~0ull, bits);
+        }
+    case OP_REM:
+        if (s) {
+            int64_t x = sx(a, bits), y = sx(b, bits);
+            if (y == 0)
+                return zx((uint64_t)x, bits);
+            if (y == -1)
+                return 0;
+            return zx((uint64_t)(x % y), bits);
+        } else {
+            uint64_t x = zx(a, bits), y = zx(b, bits);
+            return y ? x % y : x;
+        }
+    case OP_MIN:
+        if (s)
+            return sx(a, bits) < sx(b, bits) ? zx(a, bits) : zx(b, bits);
+        return zx(a, bits) < zx(b, bits) ? zx(a, bits) : zx(b, bits);
+    case OP_MAX:
+        if (s)
+            return sx(a, bits) > sx(b, bits) ? zx(a, bits) : zx(b, bits);
+        return zx(a, bits) > zx(b, bits) ? zx(a, bits) : zx(b, bits);
+    case OP_AND: return a & b;
+    case OP_OR: return a | b;
+    case OP_XOR: return zx(a ^ b, bits);
+    case OP_SHL: {
+        uint32_t n = (uint32_t)b;
+        return n >= bits ? 0 : zx(a << n, bits);
+    }
+    case OP_SHR: {
+        uint32_t n = (uint32_t)b;
+        if (s)
+            return zx((uint64_t)(sx(a, bits) >> (n >= bits ? bits - 1 : n)), bits);
+        return n >= bits ? 0 : zx(a, bits) >> n;
+    }
+    case OP_MUL24:
+    case OP_MAD24: {
+        int64_t x = s ? sx(a, 24) : (int64_t)zx(a, 24), y = s ? sx(b, 24) : (int64_t)zx(b, 24);
+        uint64_t r = (uint64_t)(x * y);
+        if (in->op == OP_MAD24)
+            r += c;
+        return zx(r, 32);
+    }
+    default:
+        return 0;
+    }
+}
+
+/* One lane's result of the simple (non-memory, non-warp) instructions. */
+static uint64_t alu(const struct blk *b, const struct warp *w, const struct ptx_ins *in, int l)
+{
+    const unsigned bits = in->bits;
+    uint64_t a = in->nops > 1 ? V(b, w, &in->o[1], l) : 0;
+    uint64_t c2 = in->nops > 2 ? V(b, w, &in->o[2], l) : 0;
+    uint64_t c3 = in->nops > 3 ? V(b, w, &in->o[3], l) : 0;
+    switch (in->op) {
+    case OP_ABS:
+        if (in->ty == TY_F)
+            return bits == 32 ? (in->ftz ? of_f(ftzf(fabsf(as_f(a)))) : (a & 0x7fffffffu))
+                              : a & 0x7fffffffffffffffull;
+        return zx((uint64_t)(sx(a, bits) < 0 ? -sx(a, bits) : sx(a, bits)), bits);
+    case OP_NEG:
+        if (in->ty == TY_F)
+            return bits == 32 ? (in->ftz ? of_f(ftzf(-as_f(a))) : (a ^ 0x80000000u))
+                              : a ^ 0x8000000000000000ull;
+        return zx(0 - a, bits);
+    case OP_NOT:
+        return in->ty == TY_PRED ? !a : zx(~a, bits);
+    case OP_CNOT:
+        return zx(a, bits) == 0;
+    case OP_POPC:
+        return (uint64_t)__builtin_popcountll(zx(a, bits));
+    case OP_CLZ:
+        return zx(a, bits) ? (uint64_t)(__builtin_clzll(zx(a, bits)) - (64 - (int)bits)) : bits;
+    case OP_BREV: {
+        uint64_t r = 0, x = zx(a, bits);
+        for (unsigned i = 0; i < bits; i++)
+            r |= ((x >> i) & 1) << (bits - 1 - i);
+        return r;
+    }
+    case OP_BFE: {
+        unsigned pos = (unsigned)(c2 & 0xff), len = (unsigned)(c3 & 0xff);
+        uint64_t x = zx(a, bits);
+        uint64_t r = 0;
+        for (unsigned i = 0; i < bits; i++) {
+            uint64_t bit;
+            if (i < len && pos + i < bits)
+                bit = (x >> (pos + i)) & 1;
+            else if (in->ty == TY_S)
+                bit = len == 0 ? 0 : (x >> (pos + len - 1 < bits ? pos + len - 1 : bits - 1)) & 1;
+            else
+                bit = 0;
+            r |= bit << i;
+        }
+        return r;
+    }
+    case OP_BFI: {
+        uint64_t c4 = V(b, w, &in->o[4], l);
+        unsigned pos = (unsigned)(c3 & 0xff), len = (unsigned)(c4 & 0xff);
+        uint64_t r = zx(c2, bits);
+        for (unsigned i = 0; i < len && pos + i < bits; i++)
+            r = (r & ~(1ull << (pos + i))) | (((a >> i) & 1) << (pos + i));
+        return r;
+    }
+    case OP_LOP3: {
+        uint64_t lut = V(b, w, &in->o[4], l), r = 0;
+        for (unsigned k = 0; k < 8; k++)
+            if (lut >> k & 1)
+                r |= ((k & 4) ? a : ~a) & ((k & 2) ? c2 : ~c2) & ((k & 1) ? c3 : ~c3);
+        return zx(r, bits);
+    }
+    case OP_PRMT: {
+        uint64_t bytes = zx(a, 32) | zx(c2, 32) << 32, r = 0;
+        for (unsigned i = 0; i < 4; i++) {
+            unsigned sel = (unsigned)(c3 >> (4 * i)) & 0xf;
+            uint64_t byte = bytes >> (8 * (sel & 7)) & 0xff;
+            if (sel & 8)
+                byte = byte & 0x80 ? 0xff : 0;
+            r |= byte << (8 * i);
+        }
+        return r;
+    }
+    case OP_SELP:
+        return c3 ? a : c2;
+    case OP_COPYSIGN:
+        if (bits == 32)
+            return (c2 & 0x7fffffffu) | (a & 0x80000000u);
+        return (c2 & 0x7fffffffffffffffull) | (a & 0x8000000000000000ull);
+    case OP_MIN:
+    case OP_MAX:
+        if (in->ty == TY_F) {
+            if (bits == 32) {
+                float x = as_f(a), y = as_f(c2);
+                if (in->ftz) {
+                    x = ftzf(x);
+                    y = ftzf(y);
+                }
+                return of_f(in->op == OP_MIN ? fminf(x, y) : fmaxf(x, y));
+            }
+            return of_d(in->op == OP_MIN ? fmin(as_d(a), as_d(c2)) : fmax(as_d(a), as_d(c2)));
+        }
+        return int_binop(in, a, c2, 0);
+    case OP_CVT:
+        return cvt(in, a);
+    default:
+        if (in->ty == TY_F)
+            return fop(in, a, c2, c3);
+        return int_binop(in, a, c2, c3);
+    }
+}
+
+enum { W_DONE, W_BAR };
+
+static int run_warp(struct blk *b, struct warp *w)
+{
+    const struct ptx_kernel *k = b->k;
+    const struct ptx_ins *ins = k->ins;
+    for (;;) {
+        uint32_t mask, pc;
+        if (!w->div) {
+            mask = w->live;
+            pc = w->pc;
+        } else {
+            pc = UINT32_MAX;
+            mask = 0;
+            for (uint32_t mm = w->live; mm; mm &= mm - 1) {
+                int l = __builtin_ctz(mm);
+                if (w->lpc[l] < pc) {
+                    pc = w->lpc[l];
+                    mask = 1u << l;
+                } else if (w->lpc[l] == pc) {
+                    mask |= 1u << l;
+                }
+            }
+            if (mask == w->live) {
+                w->div = false;
+                w->pc = pc;
+            }
+        }
+        if (!mask)
+            return W_DONE;
+        if (pc >= k->nins) {
+            w->live &= ~mask; /* falling off the end is a return */
+            if (!w->live)
+                return W_DONE;
+            continue;
+        }
+        const struct ptx_ins *in = &ins[pc];
+        uint32_t em = mask;
+        if (in->guard >= 0) {
+            uint32_t gm = 0;
+            const uint64_t *g = &w->r[(size_t)in->guard * 32u];
+            for (uint32_t mm = mask; mm; mm &= mm - 1) {
+                int l = __builtin_ctz(mm);
+                gm |= (uint32_t)((g[l] != 0) ^ in->guard_neg) << l;
+            }
+            em = gm;
+        }
+        b->icount += (uint64_t)__builtin_popcount(mask);
+        uint32_t next = pc + 1;
+        const struct ptx_opnd *o = in->o;
+        switch (in->op) {
+        case OP_BRA: {
+            uint32_t t = (uint32_t)o[0].imm;
+            if (em == mask) {
+                if (!w->div) {
+                    w->pc = t;
+                    continue;
+                }
+                LANES {
+                    LANE;
+                    w->lpc[l] = t;
+                }
+                continue;
+            }
+            if (em == 0)
+                break;
+            if (!w->div) {
+                w->div = true;
+                for (int l = 0; l < 32; l++)
+                    w->lpc[l] = pc;
+            }
+            for (uint32_t mm = mask; mm; mm &= mm - 1) {
+                int l = __builtin_ctz(mm);
+                w->lpc[l] = (em >> l & 1) ? t : next;
+            }
+            continue;
+        }
+        case OP_CALL: {
+            const struct ptx_call *c = &k->calls[o[0].imm];
+            LANES {
+                LANE;
+                unsigned char *loc = b->local + (size_t)(w->id * 32u + (unsigned)l) * k->local_bytes;
+                if (w->depth[l] == PTX_CALL_DEPTH)
+                    fault(b, pc, "calls nested too deep");
+                for (unsigned f = 0; f < w->depth[l]; f++)
+                    if (k->calls[w->frame[l][f]].target == c->target)
+                        fault(b, pc, "a recursive call (not supported)");
+                for (uint32_t a = 0; a < c->nargs; a++)
+                    memmove(loc + c->dst[a], loc + c->src[a], c->size[a]);
+                w->frame[l][w->depth[l]] = (uint32_t)o[0].imm;
+                w->ret_pc[l][w->depth[l]++] = next;
+            }
+            if (em == mask && !w->div) {
+                w->pc = c->target;
+                continue;
+            }
+            if (!w->div) {
+                w->div = true;
+                for (int l = 0; l < 32; l++)
+                    w->lpc[l] = pc;
+            }
+            for (uint32_t mm = mask; mm; mm &= mm - 1) {
+                int l = __builtin_ctz(mm);
+                w->lpc[l] = (em >> l & 1) ? c->target : next;
+            }
+            continue;
+        }
+        case OP_RET: {
+            uint32_t exiting = 0, back = 0, to = UINT32_MAX;
+            bool same = true;
+            uint32_t dest[32];
+            LANES {
+                LANE;
+                if (!w->depth[l]) {
+                    exiting |= 1u << l;
+                    continue;
+                }
+                unsigned f = --w->depth[l];
+                const struct ptx_call *c = &k->calls[w->frame[l][f]];
+                unsigned char *loc = b->local + (size_t)(w->id * 32u + (unsigned)l) * k->local_bytes;
+                if (c->ret_size)
+                    memmove(loc + c->ret_to, loc + c->ret_from, c->ret_size);
+                dest[l] = w->ret_pc[l][f];
+                same = same && (to == UINT32_MAX || to == dest[l]);
+                to = dest[l];
+                back |= 1u << l;
+            }
+            w->live &= ~exiting;
+            if (!w->live)
+                return W_DONE;
+            if (!back)
+                break;
+            if (!w->div && back == mask && same) {
+                w->pc = to;
+                continue;
+            }
+            if (!w->div) {
+                w->div = true;
+                for (int l = 0; l < 32; l++)
+                    w->lpc[l] = pc;
+            }
+            for (uint32_t mm = mask & w->live; mm; mm &= mm - 1) {
+                int l = __builtin_ctz(mm);
+                w->lpc[l] = (back >> l & 1) ? dest[l] : next;
+            }
+            continue;
+        }
+        case OP_BAR:
+            if (em != mask || mask != w->live)
+                fault(b, pc, "a barrier reached by part of a warp");
+            if (in->space2 == 3) {
+                uint32_t ballot = 0;
+                LANES {
+                    LANE;
+                    ballot |= (uint32_t)((V(b, w, &o[2], l) != 0) ^ o[2].neg) << l;
+                }
+                b->red_count += (uint32_t)__builtin_popcount(ballot);
+                b->red_and = b->red_and && ballot == em;
+                b->red_or = b->red_or || ballot != 0;
+                w->red = in;
+            }
+            if (!w->div)
+                w->pc = next;
+            else
+                LANES {
+                    LANE;
+                    w->lpc[l] = next;
+                }
+            return W_BAR;
+        case OP_TRAP:
+            if (em)
+                fault(b, pc, "trap");
+            break;
+        case OP_NOP:
+            break;
+        case OP_MOV:
+            if (o[0].kind == OK_VEC) { /* unpack */
+                unsigned part = in->bits / o[0].nvec;
+                LANES {
+                    LANE;
+                    uint64_t v = V(b, w, &o[1], l);
+                    for (unsigned i = 0; i < o[0].nvec; i++)
+                        if (o[0].reg[i] != UINT32_MAX)
+                            R(o[0].reg[i], l) = zx(v >> (i * part), part);
+                }
+            } else if (o[1].kind == OK_VEC) { /* pack */
+                unsigned part = in->bits / o[1].nvec;
+                LANES {
+                    LANE;
+                    uint64_t v = 0;
+                    for (unsigned i = 0; i < o[1].nvec; i++)
+                        v |= zx(R(o[1].reg[i], l), part) << (i * part);
+                    R(o[0].reg[0], l) = v;
+                }
+            } else if (o[1].kind == OK_REG) {
+                const uint64_t *s = &w->r[(size_t)o[1].reg[0] * 32u];
+                uint64_t *d = &w->r[(size_t)o[0].reg[0] * 32u];
+                LANES {
+                    LANE;
+                    d[l] = s[l];
+                }
+            } else {
+                unsigned bits = in->bits;
+                LANES {
+                    LANE;
+                    R(o[0].reg[0], l) = zx(V(b, w, &o[1], l), bits);
+                }
+            }
+            break;
+        case OP_LD: {
+            const unsigned es = in->bits / 8, nv = in->vec ? in->vec : 1;
+            const struct ptx_opnd *a = &o[1];
+            if (nv == 1 && a->has_base && in->ty != TY_S && o[0].kind == OK_REG &&
+                (in->space == SP_GLOBAL || in->space == SP_GENERIC) && (es == 4 || es == 8)) {
+                /* the common case: a global word through a register */
+                const uint64_t *ab = &w->r[(size_t)a->reg[0] * 32u];
+                uint64_t *d = &w->r[(size_t)o[0].reg[0] * 32u];
+                const uint64_t off = a->imm;
+                LANES {
+                    LANE;
+                    uint64_t ad = ab[l] + off;
+                    if (ad < 4096)
+                        fault(b, pc, "a null pointer dereferenced");
+                    if (es == 4) {
+                        uint32_t v;
+                        memcpy(&v, (const void *)(uintptr_t)ad, 4);
+                        d[l] = v;
+                    } else {
+                        memcpy(&d[l], (const void *)(uintptr_t)ad, 8);
+                    }
+                }
+                break;
+            }
+            LANES {
+                LANE;
+                uint64_t ad = a->imm + (a->has_base ? R(a->reg[0], l) : 0);
+                const unsigned char *p = addr(b, w, pc, in->space, ad, es * nv, l);
+                for (unsigned i = 0; i < nv; i++) {
+                    uint64_t v = 0;
+                    memcpy(&v, p + i * es, es);
+                    if (in->ty == TY_S)
+                        v = (uint64_t)sx(v, in->bits);
+                    uint32_t dr = o[0].kind == OK_VEC ? o[0].reg[i] : o[0].reg[0];
+                    if (dr != UINT32_MAX)
+                        R(dr, l) = v;
+                }
+            }
+            break;
+        }
+        case OP_ST: {
+            const unsigned es = in->bits / 8, nv = in->vec ? in->vec : 1;
+            const struct ptx_opnd *a = &o[0];
+            if (nv == 1 && a->has_base && o[1].kind == OK_REG &&
+                (in->space == SP_GLOBAL || in->space == SP_GENERIC) && (es == 4 || es == 8)) {
+                const uint64_t *ab = &w->r[(size_t)a->reg[0] * 32u];
+                const uint64_t *v = &w->r[(size_t)o[1].reg[0] * 32u];
+                const uint64_t off = a->imm;
+                LANES {
+                    LANE;
+                    uint64_t ad = ab[l] + off;
+                    if (ad < 4096)
+                        fault(b, pc, "a null pointer dereferenced");
+                    if (es == 4) {
+                        uint32_t x = (uint32_t)v[l];
+                        memcpy((void *)(uintptr_t)ad, &x, 4);
+                    } else {
+                        memcpy((void *)(uintptr_t)ad, &v[l], 8);
+                    }
+                }
+                break;
+            }
+            LANES {
+                LANE;
+                uint64_t ad = a->imm + (a->has_base ? R(a->reg[0], l) : 0);
+                unsigned char *p = addr(b, w, pc, in->space, ad, es * nv, l);
+                for (unsigned i = 0; i < nv; i++) {
+                    uint64_t v;
+                    if (o[1].kind == OK_VEC)
+                        v = o[1].reg[i] == UINT32_MAX ? 0 : R(o[1].reg[i], l);
+                    else
+                        v = V(b, w, &o[1], l);
+                    memcpy(p + i * es, &v, es);
+                }
+            }
+            break;
+        }
+        case OP_CVTA:
+        case OP_CVTA_TO: {
+            bool to = in->op == OP_CVTA_TO;
+            LANES {
+                LANE;
+                uint64_t v = V(b, w, &o[1], l), base = 0;
+                switch (in->space) {
+                case SP_SHARED: base = (uintptr_t)b->shared; break;
+                case SP_LOCAL:
+                    base = (uintptr_t)(b->local + (size_t)(w->id * 32u + (unsigned)l) *
+                                                      k->local_bytes);
+                    break;
+                case SP_PARAM: base = (uintptr_t)b->l->args; break;
+                default: break;
+                }
+                R(o[0].reg[0], l) = zx(to ? v - base : v + base, in->bits);
+            }
+            break;
+        }
+        case OP_SETP: {
+            bool fl = in->sty == TY_F, sg = in->sty == TY_S;
+            unsigned sb = in->sbits;
+            if (!fl && !sg && in->sub == SUB_NONE && o[0].kind == OK_REG &&
+                o[5].kind == OK_NONE && o[1].kind == OK_REG &&
+                (in->cmp == CMP_LT || in->cmp == CMP_GE)) {
+                /* loop bounds: unsigned < and >= */
+                const uint64_t *x = &w->r[(size_t)o[1].reg[0] * 32u];
+                uint64_t *d = &w->r[(size_t)o[0].reg[0] * 32u];
+                const bool ge = in->cmp == CMP_GE;
+                LANES {
+                    LANE;
+                    uint64_t y = zx(V(b, w, &o[2], l), sb);
+                    d[l] = (zx(x[l], sb) < y) != ge;
+                }
+                break;
+            }
+            LANES {
+                LANE;
+                uint64_t x = V(b, w, &o[1], l), y = V(b, w, &o[2], l);
+                bool r;
+                if (fl)
+                    r = sb == 32 ? fcmp(in->cmp, as_f(x), as_f(y)) : fcmp(in->cmp, as_d(x), as_d(y));
+                else
+                    r = icmp(in->cmp, sg, x, y, sb);
+                bool q = !r;
+                if (in->sub != SUB_NONE) {
+                    bool c = (V(b, w, &o[3], l) != 0) ^ o[3].neg;
+                    if (in->sub == SUB_BAND) {
+                        r = r && c;
+                        q = q && c;
+                    } else if (in->sub == SUB_BOR) {
+                        r = r || c;
+                        q = q || c;
+                    } else {
+                        r = r != c;
+                        q = q != c;
+                    }
+                }
+                if (o[0].kind == OK_REG)
+                    R(o[0].reg[0], l) = r;
+                if (o[5].kind == OK_REG)
+                    R(o[5].reg[0], l) = q;
+            }
+            break;
+        }
+        case OP_ADD:
+        case OP_SUB:
+            if (in->ty != TY_F && !in->sat && !in->cc && o[1].kind == OK_REG) {
+                /* the common case, kept tight */
+                const uint64_t *x = &w->r[(size_t)o[1].reg[0] * 32u];
+                uint64_t *d = &w->r[(size_t)o[0].reg[0] * 32u];
+                const unsigned bits = in->bits;
+                const bool sub = in->op == OP_SUB;
+                if (o[2].kind == OK_REG) {
+                    const uint64_t *y = &w->r[(size_t)o[2].reg[0] * 32u];
+                    LANES {
+                        LANE;
+                        d[l] = zx(sub ? x[l] - y[l] : x[l] + y[l], bits);
+                    }
+                } else {
+                    uint64_t y = V(b, w, &o[2], 0);
+                    LANES {
+                        LANE;
+                        d[l] = zx(sub ? x[l] - y : x[l] + y, bits);
+                    }
+                }
+                break;
+            }
+            /* fall through */
+        case OP_MUL:
+            if (in->op == OP_MUL && in->ty == TY_F && in->bits == 32 &&
+                (in->rnd == RND_NONE || in->rnd == RND_RN) &&
+                !in->ftz && !in->sat && o[1].kind == OK_REG && o[2].kind == OK_REG) {
+                const uint64_t *x = &w->r[(size_t)o[1].reg[0] * 32u];
+                const uint64_t *y = &w->r[(size_t)o[2].reg[0] * 32u];
+                uint64_t *d = &w->r[(size_t)o[0].reg[0] * 32u];
+                LANES {
+                    LANE;
+                    d[l] = of_f(as_f(x[l]) * as_f(y[l]));
+                }
+                break;
+            }
+            /* fall through */
+        default: {
+            if (in->ty == TY_F && in->bits == 32 && (in->op == OP_ADD || in->op == OP_SUB) &&
+                (in->rnd == RND_NONE || in->rnd == RND_RN) && !in->ftz && !in->sat &&
+                o[1].kind == OK_REG && o[2].kind == OK_REG) {
+                const uint64_t *x = &w->r[(size_t)o[1].reg[0] * 32u];
+                const uint64_t *y = &w->r[(size_t)o[2].reg[0] * 32u];
+                uint64_t *d = &w->r[(size_t)o[0].reg[0] * 32u];
+                const bool sub = in->op == OP_SUB;
+                LANES {
+                    LANE;
+                    d[l] = of_f(sub ? as_f(x[l]) - as_f(y[l]) : as_f(x[l]) + as_f(y[l]));
+                }
+                break;
+            }
+            if (in->cc) {
+                /* carry chains: .cc writes CC.CF, addc/subc/madc read it */
+                const unsigned bits = in->bits;
+                LANES {
+                    LANE;
+                    u128 x = zx(V(b, w, &o[1], l), bits), y = zx(V(b, w, &o[2], l), bits);
+                    u128 cin = (in->cc & 2) ? w->cf[l] : 0, r;
+                    bool carry;
+                    if (in->op == OP_SUB) {
+                        r = x - y - cin;
+                        carry = x < y + cin; /* a borrow */
+                    } else {
+                        u128 t = x;
+                        if (in->op == OP_MAD) {
+                            u128 p = x * y;
+                            t = in->sub == SUB_HI ? p >> bits : zx((uint64_t)p, bits);
+                            y = zx(V(b, w, &o[3], l), bits);
+                        }
+                        r = t + y + cin;
+                        carry = (r >> bits) != 0;
+                    }
+                    if (in->cc & 1)
+                        w->cf[l] = carry;
+                    R(o[0].reg[0], l) = zx((uint64_t)r, bits);
+                }
+                break;
+            }
+            uint64_t tmp[32];
+            LANES {
+                LANE;
+                tmp[l] = alu(b, w, in, l);
+            }
+            LANES {
+                LANE;
+                R(o[0].reg[0], l) = tmp[l];
+            }
+            break;
+        }
+        case OP_ATOM:
+        case OP_RED: {
+            bool red = in->op == OP_RED;
+            const struct ptx_opnd *a = &o[red ? 0 : 1];
+            LANES {
+                LANE;
+                uint64_t ad = a->imm + (a->has_base ? R(a->reg[0], l) : 0);
+                unsigned char *p = addr(b, w, pc, in->space, ad, in->bits / 8, l);
+                uint64_t x = V(b, w, &o[red ? 1 : 2], l);
+                uint64_t y = in->sub == SUB_A_CAS ? V(b, w, &o[3], l) : 0;
+                uint64_t old = atomic_rmw(b, pc, in, p, zx(x, in->bits), zx(y, in->bits));
+                if (!red && o[0].kind == OK_REG)
+                    R(o[0].reg[0], l) = zx(old, in->bits);
+            }
+            break;
+        }
+        case OP_SHFL: {
+            uint64_t val[32];
+            for (int l = 0; l < 32; l++)
+                val[l] = R(o[1].kind == OK_REG ? o[1].reg[0] : 0, l);
+            uint64_t outv[32];
+            bool pv[32];
+            LANES {
+                LANE;
+                uint32_t bv = (uint32_t)V(b, w, &o[2], l), cv = (uint32_t)V(b, w, &o[3], l);
+                uint32_t seg = (cv >> 8) & 0x1f, clamp = cv & 0x1f;
+                uint32_t minl = (uint32_t)l & seg, maxl = minl | (clamp & ~seg);
+                int64_t j = 0;
+                bool ok = false;
+                switch (in->sub) {
+                case SUB_UP: j = l - (int64_t)bv; ok = j >= (int64_t)maxl; break;
+                case SUB_DOWN: j = l + (int64_t)bv; ok = j <= (int64_t)maxl; break;
+                case SUB_BFLY: j = l ^ (int64_t)bv; ok = j <= (int64_t)maxl; break;
+                default: j = minl | (bv & 0x1f & ~seg); ok = j <= (int64_t)maxl; break;
+                }
+                if (!ok)
+                    j = l;
+                uint64_t src = o[1].kind == OK_REG ? val[j] : o[1].imm;
+                outv[l] = zx(src, 32);
+                pv[l] = ok;
+            }
+            LANES {
+                LANE;
+                if (o[0].kind == OK_REG)
+                    R(o[0].reg[0], l) = outv[l];
+                if (o[5].kind == OK_REG)
+                    R(o[5].reg[0], l) = pv[l];
+            }
+            break;
+        }
+        case OP_VOTE: {
+            uint32_t ballot = 0;
+            LANES {
+                LANE;
+                ballot |= (uint32_t)((V(b, w, &o[1], l) != 0) ^ o[1].neg) << l;
+            }
+            uint64_t r = 0;
+            switch (in->sub) {
+            case SUB_ALL: r = ballot == em; break;
+            case SUB_ANY: r = ballot != 0; break;
+            case SUB_UNI: r = ballot == 0 || ballot == em; break;
+            default: r = ballot; break;
+            }
+            LANES {
+                LANE;
+                R(o[0].reg[0], l) = r;
+            }
+            break;
+        }
+        case OP_ACTIVEMASK:
+            LANES {
+                LANE;
+                R(o[0].reg[0], l) = em;
+            }
+            break;
+        case OP_MATCH: {
+            uint64_t v[32];
+            LANES {
+                LANE;
+                v[l] = zx(V(b, w, &o[1], l), in->bits);
+            }
+            uint32_t same[32];
+            bool all = true;
+            LANES {
+                LANE;
+                uint32_t s = 0;
+                for (uint32_t m2 = em; m2; m2 &= m2 - 1) {
+                    int j = __builtin_ctz(m2);
+                    s |= (uint32_t)(v[j] == v[l]) << j;
+                }
+                same[l] = s;
+                all = all && s == em;
+            }
+            LANES {
+                LANE;
+                R(o[0].reg[0], l) = in->sub == SUB_ANY ? same[l] : (all ? em : 0);
+                if (o[5].kind == OK_REG)
+                    R(o[5].reg[0], l) = all;
+            }
+            break;
+        }
+        }
+        if (!w->div)
+            w->pc = next;
+        else
+            for (uint32_t mm = mask; mm; mm &= mm - 1)
+                w->lpc[__builtin_ctz(mm)] = next;
+    }
+}
+
+uint64_t ptx_run(const struct ptx_kernel *k, const struct ptx_launch *l)
+{
+    struct blk b;
+    memset(&b, 0, sizeof b);
+    b.k = k;
+    b.l = l;
+    b.nthreads = l->block[0] * l->block[1] * l->block[2];
+    unsigned nwarps = (b.nthreads + 31) / 32;
+    b.shsize = k->shared_dyn_off + l->shmem;
+    size_t regbytes = (size_t)(k->nregs ? k->nregs : 1) * 32u * sizeof(uint64_t);
+    unsigned char *mem = sim_calloc(1, (size_t)nwarps * regbytes + b.shsize + 16 +
+                                           (size_t)nwarps * 32u * k->local_bytes + 16);
+    struct warp *ws = sim_calloc(nwarps, sizeof *ws);
+    if (!mem || !ws) {
+        fprintf(stderr, "simcuda: fatal: out of memory running kernel %s\n", k->name);
+        abort();
+    }
+    b.shared = mem + (size_t)nwarps * regbytes;
+    b.local = b.shared + ((b.shsize + 15) / 16 * 16);
+    for (unsigned i = 0; i < nwarps; i++) {
+        ws[i].r = (uint64_t *)(void *)(mem + (size_t)i * regbytes);
+        ws[i].id = i;
+    }
+    for (unsigned z = 0; z < l->grid[2]; z++)
+        for (unsigned y = 0; y < l->grid[1]; y++)
+            for (unsigned x = 0; x < l->grid[0]; x++) {
+                b.ctaid[0] = x;
+                b.ctaid[1] = y;
+                b.ctaid[2] = z;
+                b.red_count = 0;
+                b.red_and = true;
+                b.red_or = false;
+                for (unsigned i = 0; i < nwarps; i++) {
+                    ws[i].red = NULL;
+                    memset(ws[i].depth, 0, sizeof ws[i].depth);
+                    unsigned n = b.nthreads - i * 32u;
+                    ws[i].live = n >= 32 ? ~0u : (1u << n) - 1;
+                    ws[i].pc = 0;
+                    ws[i].div = ws[i].done = ws[i].at_bar = false;
+                }
+                for (;;) {
+                    bool any_bar = false, any_live = false;
+                    for (unsigned i = 0; i < nwarps; i++) {
+                        if (ws[i].done)
+                            continue;
+                        if (run_warp(&b, &ws[i]) == W_DONE)
+                            ws[i].done = true;
+                        else
+                            any_bar = true;
+                        any_live = any_live || !ws[i].done;
+                    }
+                    if (!any_live || !any_bar)
+                        break;
+                    /* the barrier releases: bar.red results to their warps */
+                    for (unsigned i = 0; i < nwarps; i++) {
+                        struct warp *w = &ws[i];
+                        if (!w->red)
+                            continue;
+                        uint64_t v = w->red->sub == SUB_A_ADD ? b.red_count
+                                     : w->red->sub == SUB_A_AND ? b.red_and : b.red_or;
+                        for (uint32_t mm = w->live; mm; mm &= mm - 1)
+                            R(w->red->o[0].reg[0], __builtin_ctz(mm)) = v;
+                        w->red = NULL;
+                    }
+                    b.red_count = 0;
+                    b.red_and = true;
+                    b.red_or = false;
+                }
+            }
+    sim_free(ws);
+    sim_free(mem);
+    return b.icount;
+}

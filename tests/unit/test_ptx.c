@@ -1,0 +1,496 @@
+/*
+ * simcuda's PTX interpreter (tests/simcuda/ptx.h, issue 18): every standard
+ * kernel run both ways, host version and interpreter, compared byte for
+ * byte (the interpreted copy is the same PTX text with the kernels renamed,
+ * so no host version matches it); kernels written for the interpreter
+ * (tests/kernels/ptx_tests.cu) checked against host references; an unknown
+ * instruction refuses the launch; a shared-memory access out of bounds
+ * aborts the process as a GPU fault would.
+ */
+#include <criterion/criterion.h>
+#include <cuda.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CK(call)                                                               \
+    do {                                                                       \
+        CUresult ck_r_ = (call);                                               \
+        cr_assert_eq(ck_r_, CUDA_SUCCESS, "%s -> %d", #call, (int)ck_r_);      \
+    } while (0)
+
+static char *slurp(const char *env)
+{
+    const char *path = getenv(env);
+    cr_assert(path, "%s not set", env);
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    cr_assert(b);
+    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+    b[n] = 0;
+    fclose(f);
+    return b;
+}
+
+static void setup(void)
+{
+    CUdevice d;
+    CUcontext c;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&d, 0));
+    CK(cuDevicePrimaryCtxRetain(&c, d));
+    CK(cuCtxSetCurrent(c));
+}
+
+static CUdeviceptr dalloc(size_t n, const void *init)
+{
+    CUdeviceptr p;
+    CK(cuMemAlloc_v2(&p, n));
+    if (init)
+        CK(cuMemcpyHtoD_v2(p, init, n));
+    else
+        CK(cuMemsetD8_v2(p, 0, n));
+    return p;
+}
+
+static void launch(CUfunction f, unsigned g, unsigned b, unsigned shmem, void **args)
+{
+    CK(cuLaunchKernel(f, g, 1, 1, b, 1, 1, shmem, NULL, args, NULL));
+    CK(cuCtxSynchronize());
+}
+
+/* ---- the standard kernels, host version against interpreter ---------------- */
+
+struct vr_affine {
+    CUdeviceptr out, in;
+    float scale, shift;
+    unsigned long long n;
+};
+
+/* Runs kernel `name` (vr_ or px_ prefix) on fresh buffers made from seed,
+ * shape g x b; returns the output bytes. */
+static unsigned char *run_std(CUmodule m, const char *prefix, const char *kname, size_t n,
+                              unsigned g, unsigned b)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s%s", prefix, kname);
+    CUfunction f;
+    CK(cuModuleGetFunction(&f, m, name));
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    for (size_t i = 0; i < n; i++) {
+        x[i] = (float)((i * 2654435761u) % 1000003) / 7.0f - 300.0f;
+        y[i] = 1.0f / (float)(i + 1) + (float)i * 0.3f;
+    }
+    size_t bytes = n * sizeof(float);
+    CUdeviceptr out = dalloc(bytes, y), in = dalloc(bytes, x), in2 = dalloc(bytes, y);
+    unsigned long long nn = n;
+    float s = 1.7f, v = -2.25f;
+    if (!strcmp(kname, "fill_f32")) {
+        void *a[] = {&out, &v, &nn};
+        launch(f, g, b, 0, a);
+    } else if (!strcmp(kname, "scale_f32") || !strcmp(kname, "axpy_f32")) {
+        void *a[] = {&out, &in, &s, &nn};
+        launch(f, g, b, 0, a);
+    } else if (!strcmp(kname, "add_f32")) {
+        void *a[] = {&out, &in, &in2, &nn};
+        launch(f, g, b, 0, a);
+    } else if (!strcmp(kname, "affine_struct")) {
+        struct vr_affine p = {out, in, s, v, nn};
+        void *a[] = {&p};
+        launch(f, g, b, 0, a);
+    } else if (!strcmp(kname, "copy_u8")) {
+        unsigned long long nb = bytes - 3;
+        void *a[] = {&out, &in, &nb};
+        launch(f, g, b, 0, a);
+    } else if (!strcmp(kname, "sum_range_f32")) {
+        CUdeviceptr end = in + bytes;
+        void *a[] = {&out, &in, &end};
+        launch(f, g, b, 0, a);
+    }
+    unsigned char *res = malloc(bytes);
+    CK(cuMemcpyDtoH_v2(res, out, bytes));
+    CK(cuMemFree_v2(out));
+    CK(cuMemFree_v2(in));
+    CK(cuMemFree_v2(in2));
+    free(x);
+    free(y);
+    return res;
+}
+
+/* The PTX text with every `vr_` renamed `px_`: no host version matches. */
+static char *renamed(const char *t)
+{
+    char *r = strdup(t);
+    for (char *p = r; (p = strstr(p, "vr_")) != NULL; p += 3)
+        p[0] = 'p', p[1] = 'x';
+    return r;
+}
+
+Test(ptx, standard_kernels_match_host_versions)
+{
+    setup();
+    char *text = slurp("SIMCUDA_TEST_PTX"), *text2 = renamed(text);
+    CUmodule mh, mp;
+    CK(cuModuleLoadData(&mh, text));
+    CK(cuModuleLoadData(&mp, text2));
+    static const char *const ks[] = {"fill_f32", "scale_f32", "axpy_f32", "add_f32",
+                                     "affine_struct", "copy_u8", "sum_range_f32"};
+    static const struct {
+        size_t n;
+        unsigned g, b;
+    } shapes[] = {{1000, 4, 128}, {4099, 3, 67}, {77, 1, 1024}, {5000, 40, 32}, {1, 1, 1}};
+    for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            size_t n = shapes[s].n;
+            unsigned char *h = run_std(mh, "vr_", ks[k], n, shapes[s].g, shapes[s].b);
+            unsigned char *p = run_std(mp, "px_", ks[k], n, shapes[s].g, shapes[s].b);
+            cr_assert(memcmp(h, p, n * sizeof(float)) == 0,
+                      "%s, n %zu, grid %u block %u: the interpreter differs from the host version",
+                      ks[k], n, shapes[s].g, shapes[s].b);
+            free(h);
+            free(p);
+        }
+    CK(cuModuleUnload(mh));
+    CK(cuModuleUnload(mp));
+    free(text);
+    free(text2);
+}
+
+/* The same through a graph (kernel nodes hold the decoded kernel) after the
+ * module is unloaded: the exec keeps what it runs. */
+Test(ptx, graph_node_outlives_its_module)
+{
+    setup();
+    char *text = renamed(slurp("SIMCUDA_TEST_PTX"));
+    CUmodule m;
+    CUfunction f;
+    CK(cuModuleLoadData(&m, text));
+    CK(cuModuleGetFunction(&f, m, "px_fill_f32"));
+    size_t n = 3000;
+    CUdeviceptr out = dalloc(n * 4, NULL);
+    float v = 3.5f;
+    unsigned long long nn = n;
+    void *args[] = {&out, &v, &nn};
+    CUDA_KERNEL_NODE_PARAMS p = {0};
+    p.func = f;
+    p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = 256;
+    p.blockDimY = p.blockDimZ = 1;
+    p.kernelParams = args;
+    CUgraph g;
+    CUgraphNode nd;
+    CUgraphExec x;
+    CK(cuGraphCreate(&g, 0));
+    CK(cuGraphAddKernelNode_v2(&nd, g, NULL, 0, &p));
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    CK(cuGraphDestroy(g));
+    CK(cuModuleUnload(m));
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    float *r = malloc(n * 4);
+    CK(cuMemcpyDtoH_v2(r, out, n * 4));
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(r[i], 3.5f, "element %zu", i);
+    CK(cuGraphExecDestroy(x));
+    free(r);
+    free(text);
+}
+
+/* ---- kernels written for the interpreter ------------------------------------- */
+
+static CUmodule g_tm;
+
+static CUfunction tk(const char *name)
+{
+    if (!g_tm) {
+        setup();
+        CK(cuModuleLoadData(&g_tm, slurp("PTX_TEST_KERNELS")));
+    }
+    CUfunction f;
+    CK(cuModuleGetFunction(&f, g_tm, name));
+    return f;
+}
+
+Test(ptx, shared_memory_shuffle_reduction_with_double_atomics)
+{
+    CUfunction f = tk("pt_reduce");
+    unsigned n = 100003;
+    double *in = malloc(n * sizeof *in), want = 0;
+    for (unsigned i = 0; i < n; i++) {
+        in[i] = (double)((i * 7919u) % 2001) - 1000.0;
+        want += in[i];
+    }
+    static const unsigned shapes[][2] = {{13, 256}, {1, 1024}, {7, 96}, {64, 32}};
+    for (size_t s = 0; s < 4; s++) {
+        CUdeviceptr din = dalloc(n * sizeof *in, in), dout = dalloc(sizeof(double), NULL);
+        void *a[] = {&dout, &din, &n};
+        launch(f, shapes[s][0], shapes[s][1], 0, a);
+        double got;
+        CK(cuMemcpyDtoH_v2(&got, dout, sizeof got));
+        cr_assert_eq(got, want, "grid %u block %u: %.1f, want %.1f", shapes[s][0], shapes[s][1],
+                     got, want);
+        CK(cuMemFree_v2(din));
+        CK(cuMemFree_v2(dout));
+    }
+    free(in);
+}
+
+static int diverge_ref(int v)
+{
+    int r = 0;
+    if (v % 3 == 0) {
+        for (int k = 0; k < (v & 15); k++)
+            r += k * v;
+    } else if (v % 3 == 1) {
+        r = v * 7 - 3;
+        if (v & 4)
+            r ^= 0x5a5a;
+        else
+            r = -r;
+    } else {
+        unsigned x = (unsigned)v;
+        while (x > 1) {
+            x = (x & 1) ? 3 * x + 1 : x / 2;
+            r++;
+        }
+    }
+    return r;
+}
+
+Test(ptx, divergent_branches)
+{
+    CUfunction f = tk("pt_diverge");
+    unsigned n = 5000;
+    int *in = malloc(n * sizeof *in), *out = malloc(n * sizeof *out);
+    for (unsigned i = 0; i < n; i++)
+        in[i] = (int)((i * 2654435761u) >> 20) - 1000;
+    CUdeviceptr din = dalloc(n * 4, in), dout = dalloc(n * 4, NULL);
+    void *a[] = {&dout, &din, &n};
+    launch(f, (n + 127) / 128, 128, 0, a);
+    CK(cuMemcpyDtoH_v2(out, dout, n * 4));
+    for (unsigned i = 0; i < n; i++)
+        cr_assert_eq(out[i], diverge_ref(in[i]), "element %u (input %d): %d, want %d", i, in[i],
+                     out[i], diverge_ref(in[i]));
+    free(in);
+    free(out);
+}
+
+Test(ptx, atomics)
+{
+    CUfunction f = tk("pt_atomics");
+    unsigned n = 3001;
+    int *in = malloc(n * sizeof *in);
+    int res0[9] = {0, INT32_MAX, INT32_MIN, 0, 0, 0, 0, 0, 0};
+    unsigned ures0[4] = {0xffffffffu, 0, 0, 0};
+    int want[9] = {0, INT32_MAX, INT32_MIN, 0, 0, 0, (int)n, 12345, 0};
+    unsigned uwant[4] = {0xffffffffu, 0, 0, 0};
+    float fwant = 0;
+    for (unsigned i = 0; i < n; i++) {
+        int v = (int)((i * 40503u) % 100000) - 50000;
+        in[i] = v;
+        want[0] += v;
+        want[1] = v < want[1] ? v : want[1];
+        want[2] = v > want[2] ? v : want[2];
+        uwant[0] &= (unsigned)v | 0xffff0000u;
+        uwant[1] |= (unsigned)v;
+        uwant[2] ^= (unsigned)v;
+        unsigned h = (unsigned)v * 2654435761u;
+        uwant[3] = h > uwant[3] ? h : uwant[3];
+        fwant += (float)(v & 255); /* small integers: exact in any order */
+    }
+    want[8] = want[0];
+    CUdeviceptr dres = dalloc(sizeof res0, res0), dures = dalloc(sizeof ures0, ures0),
+                dfres = dalloc(sizeof(float), NULL), din = dalloc(n * 4, in);
+    void *a[] = {&dres, &dures, &dfres, &din, &n};
+    launch(f, (n + 255) / 256, 256, 0, a);
+    int res[9];
+    unsigned ures[4];
+    float fres;
+    CK(cuMemcpyDtoH_v2(res, dres, sizeof res));
+    CK(cuMemcpyDtoH_v2(ures, dures, sizeof ures));
+    CK(cuMemcpyDtoH_v2(&fres, dfres, sizeof fres));
+    for (int i = 0; i < 9; i++)
+        cr_assert_eq(res[i], want[i], "res[%d] %d, want %d", i, res[i], want[i]);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(ures[i], uwant[i], "ures[%d] %#x, want %#x", i, ures[i], uwant[i]);
+    cr_assert_eq(fres, fwant);
+    free(in);
+}
+
+Test(ptx, dynamic_shared_memory)
+{
+    CUfunction f = tk("pt_reverse");
+    unsigned n = 1000, b = 192;
+    float *in = malloc(n * 4), *out = malloc(n * 4);
+    for (unsigned i = 0; i < n; i++)
+        in[i] = (float)i * 0.5f;
+    CUdeviceptr din = dalloc(n * 4, in), dout = dalloc(n * 4, NULL);
+    void *a[] = {&dout, &din, &n};
+    launch(f, (n + b - 1) / b, b, b * 4, a);
+    CK(cuMemcpyDtoH_v2(out, dout, n * 4));
+    for (unsigned i = 0; i < n; i++) {
+        unsigned base = i / b * b, m = n - base < b ? n - base : b;
+        cr_assert_eq(out[i], in[base + m - 1 - (i - base)], "element %u", i);
+    }
+    free(in);
+    free(out);
+}
+
+Test(ptx, votes_and_shuffles)
+{
+    CUfunction f = tk("pt_vote");
+    unsigned n = 256;
+    int *in = malloc(n * 4);
+    unsigned *out = malloc(n * 16);
+    for (unsigned i = 0; i < n; i++)
+        in[i] = (int)((i * 7u + (i >> 5) * 13u) % 1500);
+    in[40] = -1; /* warp 1: not all >= 0 */
+    CUdeviceptr din = dalloc(n * 4, in), dout = dalloc(n * 16, NULL);
+    void *a[] = {&dout, &din};
+    launch(f, 2, 128, 0, a);
+    CK(cuMemcpyDtoH_v2(out, dout, n * 16));
+    for (unsigned w = 0; w < n / 32; w++) {
+        unsigned ballot = 0;
+        int any = 0, all = 1;
+        for (unsigned l = 0; l < 32; l++) {
+            int v = in[w * 32 + l];
+            ballot |= (unsigned)(v & 1) << l;
+            any |= v > 1000;
+            all &= v >= 0;
+        }
+        for (unsigned l = 0; l < 32; l++) {
+            unsigned i = w * 32 + l, t = i % 128;
+            cr_assert_eq(out[i * 4], ballot, "thread %u ballot", i);
+            cr_assert_eq(out[i * 4 + 1],
+                         (unsigned)any | (unsigned)all << 1 | (unsigned)__builtin_popcount(ballot) << 2,
+                         "thread %u any/all/popc", i);
+            cr_assert_eq(out[i * 4 + 2], (unsigned)in[l >= 3 ? i - 3 : i], "thread %u up", i);
+            cr_assert_eq(out[i * 4 + 3], (unsigned)in[w * 32 + ((t * 7) & 31)], "thread %u idx", i);
+        }
+    }
+    free(in);
+    free(out);
+}
+
+Test(ptx, conversions)
+{
+    CUfunction f = tk("pt_convert");
+    static const double in[] = {2.5, -2.5, 3.5, -0.75, 1e9 + 0.5, 123456.789, -7.0, 0.0};
+    unsigned n = sizeof in / sizeof in[0];
+    CUdeviceptr din = dalloc(sizeof in, in), dout = dalloc(n * 64, NULL);
+    void *a[] = {&dout, &din, &n};
+    launch(f, 1, 32, 0, a);
+    long long out[64];
+    CK(cuMemcpyDtoH_v2(out, dout, n * 64));
+    for (unsigned i = 0; i < n; i++) {
+        double d = in[i];
+        float fl = (float)d;
+        long long q = (long long)(i + 1) * -123456789LL;
+        long long want[8] = {
+            (long long)d,
+            (long long)__builtin_rintf(fl), /* ties to even */
+            (long long)__builtin_floorf(fl),
+            (long long)__builtin_ceilf(fl),
+            (long long)(unsigned)(d < 0 ? -d : d),
+            q / 7 + q % 7,
+            (long long)(fl / 4.0f * 8.0f),
+            (long long)__builtin_sqrt(d * d),
+        };
+        for (int k = 0; k < 8; k++)
+            cr_assert_eq(out[i * 8 + k], want[k], "input %g, result %d: %lld, want %lld", d, k,
+                         out[i * 8 + k], want[k]);
+    }
+}
+
+/* ---- refusals and faults --------------------------------------------------------- */
+
+Test(ptx, unknown_instruction_refuses_the_launch)
+{
+    setup();
+    static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                              ".visible .entry weird(.param .u64 p)\n{\n"
+                              "\t.reg .b32 %r<3>;\n\tmov.u32 %r1, 1;\n"
+                              "\tfrobnicate.b32 %r2, %r1;\n\tret;\n}\n";
+    CUmodule m;
+    CUfunction f;
+    CK(cuModuleLoadData(&m, ptx));
+    CK(cuModuleGetFunction(&f, m, "weird"));
+    unsigned long long x = 0;
+    void *a[] = {&x};
+    CUresult r = cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, a, NULL);
+    cr_assert_eq(r, CUDA_ERROR_NOT_SUPPORTED, "launch -> %d", (int)r);
+    CK(cuModuleUnload(m));
+}
+
+Test(ptx, shared_access_out_of_bounds_aborts, .signal = SIGABRT)
+{
+    setup();
+    static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                              ".visible .entry oob()\n{\n"
+                              "\t.reg .b32 %r<3>;\n\t.shared .align 4 .b8 s[64];\n"
+                              "\tmov.u32 %r1, s;\n\tadd.s32 %r2, %r1, 64;\n"
+                              "\tst.shared.u32 [%r2], %r1;\n\tret;\n}\n";
+    CUmodule m;
+    CUfunction f;
+    CK(cuModuleLoadData(&m, ptx));
+    CK(cuModuleGetFunction(&f, m, "oob"));
+    CK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+    CK(cuCtxSynchronize());
+}
+
+Test(ptx, module_variables_local_arrays_barrier_reductions)
+{
+    CUfunction f = tk("pt_misc"), g = tk("pt_read_counter");
+    unsigned blocks = 3, threads = 100;
+    int k = 53;
+    CUdeviceptr dout = dalloc(blocks * 5 * sizeof(int), NULL), dc = dalloc(4, NULL);
+    void *a[] = {&dout, &k};
+    launch(f, blocks, threads, 0, a);
+    void *b[] = {&dc};
+    launch(g, 1, 1, 0, b);
+    int out[15];
+    unsigned cnt;
+    CK(cuMemcpyDtoH_v2(out, dout, sizeof out));
+    CK(cuMemcpyDtoH_v2(&cnt, dc, sizeof cnt));
+    static const int table[8] = {3, 1, 4, 1, 5, 9, 2, 6};
+    for (unsigned i = 0; i < blocks; i++) {
+        cr_assert_eq(out[i * 5 + 0], 50);
+        cr_assert_eq(out[i * 5 + 1], 1);
+        cr_assert_eq(out[i * 5 + 2], 1);
+        cr_assert_eq(out[i * 5 + 3], (k % 40) * 0 + table[(k % 40) & 7]);
+        cr_assert_eq(out[i * 5 + 4], ((k + 7) % 40) * 1 + table[((k + 7) % 40) & 7]);
+    }
+    cr_assert_eq(cnt, blocks * threads);
+}
+
+Test(ptx, calls_of_device_functions)
+{
+    CUfunction f = tk("pt_call");
+    unsigned n = 200;
+    double *in = malloc(n * sizeof *in), *dres = malloc(n * sizeof *dres);
+    long long *res = malloc(n * sizeof *res);
+    for (unsigned i = 0; i < n; i++)
+        in[i] = (i % 3 == 0) ? 1e9 * (double)(i + 1) + 0.25 : (double)i * 0.37 - 20.0;
+    CUdeviceptr dout = dalloc(n * 8, NULL), ddout = dalloc(n * 8, NULL), din = dalloc(n * 8, in);
+    void *a[] = {&dout, &ddout, &din, &n};
+    launch(f, 4, 64, 0, a);
+    CK(cuMemcpyDtoH_v2(res, dout, n * 8));
+    CK(cuMemcpyDtoH_v2(dres, ddout, n * 8));
+    for (unsigned i = 0; i < n; i++) {
+        long long want = (i & 1) ? (long long)i * 3 + 7 + 7 : -(long long)i + 0;
+        cr_assert_eq(res[i], want, "element %u: %lld, want %lld", i, res[i], want);
+        /* CUDA's sin: within 2 ulp (of a result of magnitude <= 1) */
+        double ref = __builtin_sin(in[i]);
+        double err = dres[i] > ref ? dres[i] - ref : ref - dres[i];
+        cr_assert(err <= 4.5e-16, "sin(%.17g) = %.17g, want %.17g", in[i], dres[i], ref);
+    }
+    free(in);
+    free(dres);
+    free(res);
+}
