@@ -139,14 +139,6 @@ const struct vr_slice_bind *vr_slices_target(const struct vr_slices *s, size_t s
     return &s->slots[slot].target;
 }
 
-size_t vr_slices_mapped_bytes(const struct vr_slices *s)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < s->n; i++)
-        n += s->slots[i].cur.id ? s->slots[i].cur.padded : 0;
-    return n;
-}
-
 static int by_lo(const void *a, const void *b)
 {
     const struct vr_xlat_range *x = a, *y = b;

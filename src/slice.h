@@ -51,8 +51,6 @@ CUdeviceptr vr_slices_va(const struct vr_slices *s, size_t slot);
 size_t vr_slices_size(const struct vr_slices *s, size_t slot);
 const struct vr_slice_bind *vr_slices_current(const struct vr_slices *s, size_t slot);
 const struct vr_slice_bind *vr_slices_target(const struct vr_slices *s, size_t slot);
-/* Bytes of the allocations mapped now. */
-size_t vr_slices_mapped_bytes(const struct vr_slices *s);
 
 /* Maps b into an unbound slot now (current = target = b). */
 int vr_slices_bind(struct vr_slices *s, size_t slot, const struct vr_slice_bind *b);
