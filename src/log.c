@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "assert.h"
+#include "lockrank.h"
 
 /* Long enough for a warning that quotes a full path; longer ones are cut
  * and marked rather than split over two writes. */
@@ -44,6 +45,18 @@ static atomic_uint msgs_printed;
 
 /* Serializes (re)opening; guards the two paths below. */
 static pthread_mutex_t reopen_lock = PTHREAD_MUTEX_INITIALIZER;
+static void reopen_take(void)
+{
+    vr_rank_take(VR_RANK_LOG);
+    pthread_mutex_lock(&reopen_lock);
+}
+
+static void reopen_drop(void)
+{
+    pthread_mutex_unlock(&reopen_lock);
+    vr_rank_drop(VR_RANK_LOG);
+}
+
 static char open_path[VR_PATH_MAX]; /* what log_fd was opened from */
 static char pattern[VR_PATH_MAX];   /* VAREMAP_LOG before %p expansion, for a forked child */
 
@@ -217,6 +230,7 @@ static int switch_to(const char *path)
 
 static int open_locked(const char *path, enum vr_level level)
 {
+    VR_ASSERT_HELD(VR_RANK_LOG);
     int saved = errno, rc;
 
     /* The level goes first so an emitter that sees the new fd also sees it. */
@@ -236,10 +250,10 @@ int vr_log_open(const char *path, enum vr_level level)
 {
     int rc;
 
-    pthread_mutex_lock(&reopen_lock);
+    reopen_take();
     pattern[0] = '\0';
     rc = open_locked(path, level);
-    pthread_mutex_unlock(&reopen_lock);
+    reopen_drop();
     return rc;
 }
 
@@ -247,13 +261,13 @@ int vr_log_start(const struct vr_config *cfg)
 {
     int rc;
 
-    pthread_mutex_lock(&reopen_lock);
+    reopen_take();
     rc = open_locked(cfg->log_path, cfg->log_level);
     if (rc == 0 && cfg->log_path[0] && vr_path_has_pid(cfg->log_pattern))
         memcpy(pattern, cfg->log_pattern, strlen(cfg->log_pattern) + 1);
     else
         pattern[0] = '\0';
-    pthread_mutex_unlock(&reopen_lock);
+    reopen_drop();
     return rc;
 }
 
@@ -264,7 +278,7 @@ static int reopen(void)
     int saved = errno;
     int fd;
 
-    pthread_mutex_lock(&reopen_lock);
+    reopen_take();
     fd = atomic_load_explicit(&log_fd, memory_order_acquire);
     if (fd < 0 || is_ours(fd))
         goto out; /* closed meanwhile, or another thread re-opened it */
@@ -289,7 +303,7 @@ static int reopen(void)
         fd = nfd;
     }
 out:
-    pthread_mutex_unlock(&reopen_lock);
+    reopen_drop();
     errno = saved;
     return fd;
 }
@@ -300,10 +314,10 @@ void vr_log_close(void)
 {
     int saved = errno;
 
-    pthread_mutex_lock(&reopen_lock);
+    reopen_take();
     pattern[0] = '\0';
     (void)switch_to("");
-    pthread_mutex_unlock(&reopen_lock);
+    reopen_drop();
     errno = saved;
 }
 

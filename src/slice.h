@@ -45,6 +45,12 @@ int vr_slices_destroy(struct vr_slices *s);
  * (its context is gone at exit). */
 void vr_slices_forget(struct vr_slices *s);
 
+/* The structure's invariants: slots packed in order from the base, each
+ * binding within its slot, the pending count right, and both views sorted
+ * and disjoint as xlat.h requires. Called after every change at
+ * VR_CHECK_LEVEL 3. */
+bool vr_slices_valid(const struct vr_slices *s);
+
 size_t vr_slices_count(const struct vr_slices *s);
 size_t vr_slices_reserved(const struct vr_slices *s);
 CUdeviceptr vr_slices_va(const struct vr_slices *s, size_t slot);
