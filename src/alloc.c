@@ -252,6 +252,7 @@ static int try_vmm(CUdevice dev, size_t size, size_t padded, CUdeviceptr *dptr)
             atomic_store(&mem_free[dev], -1); /* ask again next time */
         return rc;
     }
+    VR_ASSERT(rec.padded == padded && rec.reserved > padded && rec.vmm);
     rec.ctx = vr_alloc_current_context();
     rc = vr_reg_insert(&rec);
     if (rc != 0) {

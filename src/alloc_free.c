@@ -24,6 +24,7 @@
 static void forget_and_release(const struct vr_alloc_info *rec, CUcontext ctx, bool synced,
                                CUevent done, unsigned gen)
 {
+    VR_ASSERT(rec->vmm && rec->padded >= rec->size && rec->id != 0);
     vr_stat_add(VR_C_vmm_bytes, -(int64_t)rec->padded);
     vr_stat_add(VR_C_padding_bytes, -(int64_t)(rec->padded - rec->size));
     vr_alloc_memory_used(rec->device, -(long long)rec->padded);

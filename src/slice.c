@@ -168,8 +168,8 @@ static void rebuild(struct vr_slices *s)
     VR_ASSERT_EXPENSIVE(vr_slices_valid(s));
 }
 
-/* xlat.h's rule for a view: sorted by lo, disjoint with hi included, each
- * range pointing at its own slot's window. */
+/* A view: sorted by lo, disjoint (see below), each range pointing at its
+ * own slot's window and matching that slot's binding. */
 static bool view_valid(const struct vr_slices *s, const struct map *m, bool target)
 {
     if (m->n > s->n)
@@ -182,7 +182,13 @@ static bool view_valid(const struct vr_slices *s, const struct map *m, bool targ
                                                : &s->slots[r->slot].cur;
         if (!b->id || b->base != r->lo || b->size != r->hi - r->lo)
             return false;
-        if (i > 0 && m->r[i - 1].hi >= r->lo)
+        /* Disjoint but for a shared end point (native allocations may abut:
+         * no guard gap between them) or one allocation bound in two slots
+         * (anchors are positions, so both hold the same range). */
+        const struct vr_xlat_range *p = i > 0 ? &m->r[i - 1] : NULL;
+        if (p && p->lo > r->lo)
+            return false;
+        if (p && p->hi > r->lo && !(p->lo == r->lo && p->hi == r->hi))
             return false;
     }
     return true;

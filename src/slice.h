@@ -47,7 +47,8 @@ void vr_slices_forget(struct vr_slices *s);
 
 /* The structure's invariants: slots packed in order from the base, each
  * binding within its slot, the pending count right, and both views sorted
- * and disjoint as xlat.h requires. Called after every change at
+ * and disjoint: ranges meet at most at an end point, or are one
+ * allocation bound in two slots. Called after every change at
  * VR_CHECK_LEVEL 3. */
 bool vr_slices_valid(const struct vr_slices *s);
 
