@@ -59,8 +59,8 @@
  *
  * Freeing: cuMemFree needs a current context (else the driver's
  * CUDA_ERROR_INVALID_CONTEXT and nothing is freed), synchronizes it like
- * the native free, unbinds the allocation from every slice
- * (vr_exec_forget_alloc), then unmaps, releases and frees the VA. When one
+ * the native free, unbinds the allocation from every slice (the observer,
+ * vr_alloc_observe_free), then unmaps, releases and frees the VA. When one
  * of the shim's own calls fails the program's free still succeeds: the
  * memory is parked (counted in vmm_leaked_bytes, one `fallback` event per
  * reason) and its release retried at later alloc and free hooks and at
@@ -70,9 +70,10 @@
  * kernel may still be using it, until a wait at a later free or at exit
  * succeeds (an allocation never waits: the native one does not).
  *
- * Locks: the registry lock, the parked-list lock and the cache lock are
- * leaves, never held together and never across a driver call that can block on the GPU or a
- * loader call.
+ * Locks (lockrank.h): the registry lock and the cache lock are leaves,
+ * never held together and never across a driver call that can block on the
+ * GPU or a loader call; parked releases wait on the one waiting queue
+ * (waitq.h). The files of this layer: alloc_int.h.
  */
 #ifndef VR_ALLOC_H
 #define VR_ALLOC_H
@@ -83,6 +84,7 @@
 #include <cuda.h>
 
 #include "config.h"
+#include "vmm.h" /* granularity, access lists, peer generation */
 
 struct vr_alloc_info {
     uint64_t id;        /* unique for the life of the process, never 0 */
@@ -166,22 +168,11 @@ uint64_t vr_alloc_generation(void);
  * or -ENOBUFS when some are no longer kept. */
 int vr_alloc_changed_since(uint64_t since, uint64_t *now, struct vr_alloc_range *out);
 
-/* Access descriptors for memory owned by `device`: the device itself and
- * every device that enabled peer access to it. Returns how many were
- * written (at most cap; 0 for an unknown device). */
-size_t vr_alloc_access_for(int device, CUmemAccessDesc *desc, size_t cap);
-
-/* The same for the current context's device. */
-size_t vr_alloc_access(CUmemAccessDesc *desc, size_t cap);
-
-/* Bumped by every peer access the shim learns of: mappings made before a
- * newer generation must be given access again (vr_alloc_access_for). */
-unsigned vr_alloc_peer_generation(void);
-
-/* Recommended granularity of `device` / the current device, or 0 when VMM
- * is unsupported or the device unknown. */
-size_t vr_alloc_granularity_for(int device);
-size_t vr_alloc_granularity(void);
-bool vr_alloc_vmm_supported(void);
+/* The exec layer's observer of freed allocations: told of every record
+ * that leaves the registry as freed (cuMemFree*, cuMemFreeAsync*, a
+ * destroyed context), after it left and before its memory is released or
+ * kept; `synced`: the free waited for the device. One observer; NULL stops.
+ * It runs with no lock of this layer held. */
+void vr_alloc_observe_free(void (*fn)(uint64_t id, bool synced));
 
 #endif

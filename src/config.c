@@ -1,4 +1,5 @@
-/* config: the settings table and the three sources that feed it.
+/* config: the settings table and the three sources that feed it (the
+ * value syntax shared by all settings is config_text.c).
  *
  * This runs inside a preloaded library, possibly from the first hooked call
  * on a thread with a small stack, so it uses no stdio and no heap: the file
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "assert.h"
+#include "config_text.h"
 #include "log.h"
 
 /* The conf file keys drop this prefix or keep it, so the table stores it once. */
@@ -46,116 +48,13 @@ struct setting {
     bool env_only;       /* cannot be set from the conf file */
 };
 
-/* Locale-independent on purpose: a program may have called setlocale()
- * before the first hook, and config syntax must not change with it. */
-static int lower(int c)
-{
-    return (c >= 'A' && c <= 'Z') ? c - 'A' + 'a' : c;
-}
-
-static bool is_space(int c)
-{
-    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
-}
-
-static bool eq_nocase(const char *a, const char *b)
-{
-    for (; *a && *b; a++, b++)
-        if (lower((unsigned char)*a) != lower((unsigned char)*b))
-            return false;
-    return *a == *b;
-}
-
-static const char *const mode_names[] = {
-    [VR_MODE_OFF] = "off",
-    [VR_MODE_OBSERVE] = "observe",
-    [VR_MODE_DEDUP] = "dedup",
-    [VR_MODE_PROFILED] = "profiled",
-};
-
-static const char *const level_names[] = {
-    [VR_LEVEL_ERROR] = "error",
-    [VR_LEVEL_WARN] = "warn",
-    [VR_LEVEL_INFO] = "info",
-    [VR_LEVEL_DEBUG] = "debug",
-};
-
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
-
-const char *vr_mode_name(enum vr_mode mode)
-{
-    if ((unsigned)mode < COUNT(mode_names))
-        return mode_names[mode];
-    return "unknown";
-}
-
-const char *vr_level_name(enum vr_level level)
-{
-    if ((unsigned)level < COUNT(level_names))
-        return level_names[level];
-    return "unknown";
-}
-
-static int find_name(const char *const *names, size_t n, const char *text)
-{
-    for (size_t i = 0; i < n; i++)
-        if (eq_nocase(text, names[i]))
-            return (int)i;
-    return -EINVAL;
-}
-
-/* Plain decimal digits only: a sign, spaces or a radix point would each need
- * a rule of their own, and no setting has a use for them. */
-static int parse_digits(const char **p, uint64_t *out)
-{
-    const char *s = *p;
-    uint64_t v = 0;
-
-    if (*s < '0' || *s > '9')
-        return -EINVAL;
-    for (; *s >= '0' && *s <= '9'; s++) {
-        unsigned d = (unsigned)(*s - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return -EINVAL;
-        v = v * 10 + d;
-    }
-    *p = s;
-    *out = v;
-    return 0;
-}
-
-int vr_parse_size(const char *text, uint64_t *bytes)
-{
-    static const struct {
-        const char *suffix;
-        unsigned shift;
-    } units[] = {
-        { "", 0 },
-        { "k", 10 }, { "kib", 10 },
-        { "m", 20 }, { "mib", 20 },
-        { "g", 30 }, { "gib", 30 },
-    };
-    const char *s = text;
-    uint64_t v;
-
-    if (!text || parse_digits(&s, &v) < 0)
-        return -EINVAL;
-    for (size_t i = 0; i < COUNT(units); i++) {
-        if (!eq_nocase(s, units[i].suffix))
-            continue;
-        if (v > (UINT64_MAX >> units[i].shift))
-            return -EINVAL;
-        *bytes = v << units[i].shift;
-        return 0;
-    }
-    return -EINVAL;
-}
 
 /* ---- parsers: write into the config only when the whole value is good ---- */
 
 static int parse_mode(struct load *ld, const char *text)
 {
-    int i = find_name(mode_names, COUNT(mode_names), text);
+    int i = vr_mode_find(text);
     if (i < 0)
         return i;
     ld->cfg->mode = (enum vr_mode)i;
@@ -164,67 +63,11 @@ static int parse_mode(struct load *ld, const char *text)
 
 static int parse_level(struct load *ld, const char *text)
 {
-    int i = find_name(level_names, COUNT(level_names), text);
+    int i = vr_level_find(text);
     if (i < 0)
         return i;
     ld->cfg->log_level = (enum vr_level)i;
     return 0;
-}
-
-/* %p -> pid so that every process of a multi-process job gets its own log;
- * any other '%' sequence is refused rather than guessed at, so a typo such
- * as "%P" is reported instead of silently sharing one file. No snprintf:
- * a forked child calls this before it may use anything but AS-safe calls. */
-int vr_expand_path(const char *pattern, pid_t pid, char *out, size_t cap)
-{
-    size_t n = 0;
-
-    if (cap == 0)
-        return -EINVAL;
-    for (const char *s = pattern; *s; s++) {
-        char pidbuf[24];
-        const char *piece = s;
-        size_t len = 1;
-
-        if (*s == '%') {
-            s++;
-            if (*s == '%') {
-                piece = s;
-            } else if (*s == 'p') {
-                unsigned long v = (unsigned long)pid;
-                size_t i = sizeof(pidbuf);
-                do {
-                    pidbuf[--i] = (char)('0' + v % 10);
-                    v /= 10;
-                } while (v);
-                piece = pidbuf + i;
-                len = sizeof(pidbuf) - i;
-            } else {
-                return -EINVAL;
-            }
-        }
-        if (len >= cap - n)
-            return -EINVAL;
-        memcpy(out + n, piece, len);
-        n += len;
-    }
-    VR_ASSERT(n < cap);
-    out[n] = '\0';
-    return 0;
-}
-
-bool vr_path_has_pid(const char *pattern)
-{
-    for (const char *s = pattern; *s; s++) {
-        if (*s != '%')
-            continue;
-        if (s[1] == 'p')
-            return true;
-        if (s[1] == '\0')
-            return false;
-        s++; /* "%%" is a literal percent sign */
-    }
-    return false;
 }
 
 static int parse_log(struct load *ld, const char *text)
@@ -248,7 +91,7 @@ static int parse_launches(struct load *ld, const char *text)
     const char *s = text;
     uint64_t v;
 
-    if (parse_digits(&s, &v) < 0 || *s != '\0' || v < 1 || v > 1000)
+    if (vr_text_digits(&s, &v) < 0 || *s != '\0' || v < 1 || v > 1000)
         return -EINVAL;
     ld->cfg->profile_launches = (unsigned)v;
     return 0;
@@ -259,7 +102,7 @@ static int parse_variants(struct load *ld, const char *text)
     const char *s = text;
     uint64_t v;
 
-    if (parse_digits(&s, &v) < 0 || *s != '\0' || v > 16)
+    if (vr_text_digits(&s, &v) < 0 || *s != '\0' || v > 16)
         return -EINVAL;
     ld->cfg->variants = (unsigned)v;
     return 0;
@@ -326,9 +169,9 @@ static int parse_stats(struct load *ld, const char *text)
     static const char *const yes[] = { "1", "true", "yes", "on" };
     static const char *const no[] = { "0", "false", "no", "off" };
 
-    if (find_name(yes, COUNT(yes), text) >= 0)
+    if (vr_text_find(yes, COUNT(yes), text) >= 0)
         ld->cfg->stats = true;
-    else if (find_name(no, COUNT(no), text) >= 0)
+    else if (vr_text_find(no, COUNT(no), text) >= 0)
         ld->cfg->stats = false;
     else
         return -EINVAL;
@@ -477,7 +320,7 @@ static const struct setting *find_key(const char *key)
 {
     for (size_t i = 0; i < COUNT(settings); i++) {
         const char *name = settings[i].name;
-        if (eq_nocase(key, name) || eq_nocase(key, name + PREFIX_LEN))
+        if (vr_text_eq_nocase(key, name) || vr_text_eq_nocase(key, name + PREFIX_LEN))
             return &settings[i];
     }
     return NULL;
@@ -497,9 +340,9 @@ static void file_warn(struct load *ld, unsigned lineno, const char *what, const 
 
 static char *trim(char *s, char *end)
 {
-    while (s < end && is_space((unsigned char)*s))
+    while (s < end && vr_text_is_space((unsigned char)*s))
         s++;
-    while (end > s && is_space((unsigned char)end[-1]))
+    while (end > s && vr_text_is_space((unsigned char)end[-1]))
         end--;
     *end = '\0';
     return s;
@@ -511,7 +354,7 @@ static char *trim(char *s, char *end)
 static char *comment_start(char *s)
 {
     for (char *p = s; *p; p++)
-        if (*p == '#' && (p == s || is_space((unsigned char)p[-1])))
+        if (*p == '#' && (p == s || vr_text_is_space((unsigned char)p[-1])))
             return p;
     return NULL;
 }

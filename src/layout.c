@@ -1,4 +1,5 @@
 #include "layout.h"
+#include "lockrank.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -20,6 +21,24 @@ struct entry {
 };
 
 static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
+
+static void read_lock(void)
+{
+    vr_rank_take(VR_RANK_LAYOUT);
+    pthread_rwlock_rdlock(&lock);
+}
+
+static void write_lock(void)
+{
+    vr_rank_take(VR_RANK_LAYOUT);
+    pthread_rwlock_wrlock(&lock);
+}
+
+static void unlock(void)
+{
+    pthread_rwlock_unlock(&lock);
+    vr_rank_drop(VR_RANK_LAYOUT);
+}
 static struct entry *table;
 static size_t cap, used;
 /* Bumped by every eviction: a layout read from the driver while an unload
@@ -168,6 +187,7 @@ static size_t slot_of(const void *key, size_t mask)
 
 static struct entry *find_locked(const void *key)
 {
+    VR_ASSERT_HELD(VR_RANK_LAYOUT);
     if (!cap)
         return NULL;
     for (size_t i = slot_of(key, cap - 1);; i = (i + 1) & (cap - 1)) {
@@ -180,6 +200,7 @@ static struct entry *find_locked(const void *key)
 
 static int insert_locked(const struct entry *en)
 {
+    VR_ASSERT_HELD(VR_RANK_LAYOUT);
     if ((used + 1) * 2 > cap) {
         size_t ncap = cap ? cap * 2 : 64;
         struct entry *nt = calloc(ncap, sizeof *nt);
@@ -210,6 +231,7 @@ static int insert_locked(const struct entry *en)
  * safe. */
 static void retire_locked(struct vr_layout *l)
 {
+    VR_ASSERT_HELD(VR_RANK_LAYOUT);
     if (!l)
         return;
     if (nretired == retired_cap) {
@@ -227,6 +249,7 @@ static void retire_locked(struct vr_layout *l)
  * otherwise become unreachable. */
 static void remove_locked(size_t i)
 {
+    VR_ASSERT_HELD(VR_RANK_LAYOUT);
     size_t mask = cap - 1;
     for (size_t j = (i + 1) & mask; table[j].key; j = (j + 1) & mask) {
         size_t home = slot_of(table[j].key, mask);
@@ -242,7 +265,7 @@ static void remove_locked(size_t i)
 
 static void evict(bool kernels, const void *owner, bool all_functions)
 {
-    pthread_rwlock_wrlock(&lock);
+    write_lock();
     generation++;
     for (size_t i = 0; i < cap;) {
         const struct entry *en = &table[i];
@@ -256,7 +279,7 @@ static void evict(bool kernels, const void *owner, bool all_functions)
         retire_locked(en->layout);
         remove_locked(i); /* slot i may now hold a shifted entry: look again */
     }
-    pthread_rwlock_unlock(&lock);
+    unlock();
 }
 
 void vr_layout_evict_module(CUmodule mod)
@@ -289,17 +312,17 @@ int vr_layout_get(CUfunction func, CUkernel kern, const struct vr_layout **out)
     const void *key = func ? (const void *)func : (const void *)kern;
     if (!key)
         return -EINVAL;
-    pthread_rwlock_rdlock(&lock);
+    read_lock();
     struct entry *e = find_locked(key);
     struct entry hit = e ? *e : (struct entry){0};
     uint64_t gen = generation;
-    pthread_rwlock_unlock(&lock);
+    unlock();
     if (!e) {
         /* Read outside the lock: the driver calls may be slow. */
         struct entry fresh = {.key = key, .kernel = func == NULL};
         fresh.rc = read_layout(func, kern, &fresh.layout);
         fresh.owner = owner_of(func, kern);
-        pthread_rwlock_wrlock(&lock);
+        write_lock();
         e = find_locked(key);
         if (e) {
             vr_layout_free(fresh.layout); /* another thread won; ours was never seen */
@@ -312,7 +335,7 @@ int vr_layout_get(CUfunction func, CUkernel kern, const struct vr_layout **out)
         } else {
             hit = fresh;
         }
-        pthread_rwlock_unlock(&lock);
+        unlock();
     }
     if (hit.rc != 0)
         return hit.rc;

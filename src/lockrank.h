@@ -6,8 +6,48 @@
  * as jemalloc's witness does in malloc_mutex_lock; below that the calls
  * compile to nothing, so the absorbed hot path pays for none of it.
  *
- * The table (rank: lock, what may run under it) is the one statement of the
- * order; docs/design.md copies it.
+ * The table below is the one statement of the order (docs/design.md copies
+ * it). Each line: the lock, where it lives, what it guards, and what may be
+ * taken or called while it is held. "Leaf": nothing of a higher rank is
+ * taken under it in practice, although the order would allow it.
+ *
+ *   1 EXEC    exec.c, one per exec record (vr_mutex). Guards the record, its
+ *             nodes, slices, variants and track (track.h, slice.h and
+ *             variant.h are not thread-safe: this lock serializes them).
+ *             Under it: TABLE (to insert or unlink the record), POOL (retire),
+ *             REG (vr_alloc_find, changed_since), LAYOUT, WAIT (tombs), LOG;
+ *             and driver calls: cuGraphExecKernelNodeSetParams(_v2) /
+ *             cuGraphExecNodeSetParams, cuGraphNodeSetEnabled, cuGraphLaunch
+ *             (_ptsz), cuGraphUpload(_ptsz), cuGraphInstantiateWithFlags,
+ *             cuGraphExecUpdate_v2, cuGraphClone, cuGraphNodeFindInClone,
+ *             cuGraphGetNodes, cuGraphNodeGetType, cuGraphKernelNodeGet*,
+ *             cuGraphExecDestroy, cuGraphDestroy; cuEventCreate / Record /
+ *             Query / Destroy, cuStreamWaitEvent; cuCtxGetCurrent,
+ *             cuCtxPush/PopCurrent; the slices' VMM calls (cuMemAddressReserve,
+ *             cuMemMap, cuMemSetAccess, cuMemUnmap, cuMemAddressFree); and
+ *             one blocking call, cuCtxSynchronize, only as the launch
+ *             ordering's last resort (track.h; counted in rebind_waits).
+ *             Never a loader call. Two records are held together only when
+ *             one is not yet published (instantiate: the new record and a
+ *             stale one the driver's reused handle names).
+ *   2 TABLE   exec.c, the exec handle table (vr_rwlock). A leaf: a record
+ *             found under it is locked after it is dropped and checked again
+ *             (lookup), and it is taken under EXEC only to insert or unlink.
+ *   3 POOL    exec.c, the record free list and the retired counters. A leaf.
+ *   4 REG     alloc_reg.c, the allocation registry (pthread rwlock). A leaf:
+ *             memory moves only, no driver call.
+ *   5 LAYOUT  layout.c, kernel parameter layouts (pthread rwlock). A leaf:
+ *             the driver is asked for a layout outside it.
+ *   6 CACHE   alloc_cache.c, the freed-memory cache (pthread mutex). A leaf:
+ *             entries are taken out (or marked busy) before a driver call.
+ *   7 WAIT    waitq.c, the queue of things waiting for the GPU (vr_mutex).
+ *             A leaf: a drain takes entries out before retrying them.
+ *   8 LOG     log.c, the log file's reopen (pthread mutex). Only open,
+ *             fstat, close and the log's own bookkeeping under it.
+ *
+ * Nothing is held across the free observer (alloc.h), which takes EXEC.
+ * The witness checks the locks of the lower layer (REG, LAYOUT, CACHE,
+ * WAIT, LOG); the exec layer's three take the same calls.
  */
 #ifndef VR_LOCKRANK_H
 #define VR_LOCKRANK_H
@@ -17,8 +57,8 @@
 #include "assert.h"
 
 enum vr_rank {
-    VR_RANK_TABLE = 1, /* exec handle table (rwlock): lookup, insert, unlink */
-    VR_RANK_EXEC,      /* one exec record: its driver calls (SetParams, launch, events, VMM) */
+    VR_RANK_EXEC = 1,  /* one exec record */
+    VR_RANK_TABLE,     /* exec handle table (rwlock) */
     VR_RANK_POOL,      /* exec record free list and retired counters */
     VR_RANK_REG,       /* allocation registry (rwlock) */
     VR_RANK_LAYOUT,    /* kernel parameter layouts (rwlock) */

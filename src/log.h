@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "jw.h"
 
 #define VR_MSG_BUDGET 10
 
@@ -61,35 +62,6 @@ void vr_msg_level(enum vr_level level);
 void vr_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void vr_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void vr_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* JSON object builder over a caller-owned buffer. */
-struct vr_jw {
-    char *buf;
-    size_t cap;
-    size_t len;
-    unsigned depth;     /* open arrays/objects below the top level */
-    bool need_comma;
-    bool overflow;      /* also set on misuse (unbalanced, key mismatch): the line is dropped */
-    uint32_t arrays;    /* bit d-1 set: the container at depth d is an array */
-    bool finished;      /* vr_jw_finish already closed the line */
-};
-
-/* Starts {"ts":<seconds>,"pid":<pid>,"event":"<event>" */
-void vr_jw_begin(struct vr_jw *w, char *buf, size_t cap, const char *event);
-void vr_jw_str(struct vr_jw *w, const char *key, const char *value);
-void vr_jw_u64(struct vr_jw *w, const char *key, uint64_t value);
-void vr_jw_i64(struct vr_jw *w, const char *key, int64_t value);
-void vr_jw_hex(struct vr_jw *w, const char *key, uint64_t value); /* "0x1f" as a string */
-void vr_jw_bool(struct vr_jw *w, const char *key, bool value);
-void vr_jw_double(struct vr_jw *w, const char *key, double value);
-/* Nested containers; key is NULL inside an array. */
-void vr_jw_array_begin(struct vr_jw *w, const char *key);
-void vr_jw_array_end(struct vr_jw *w);
-void vr_jw_object_begin(struct vr_jw *w, const char *key);
-void vr_jw_object_end(struct vr_jw *w);
-/* Closes the object and terminates the line with '\n'. Returns the line
- * length, or -ENOSPC when it overflowed (or containers were left open). */
-long vr_jw_finish(struct vr_jw *w);
 
 /* Finishes `w` and writes it to the log when `level` is enabled.
  * Returns 0, -ENOSPC (line dropped) or -errno of write. */

@@ -148,7 +148,8 @@ static inline bool vr_same_function(const struct vr_fields *a, const struct vr_f
 
 bool vr_same_fields(const struct vr_fields *a, const struct vr_fields *b);
 
-static inline uint64_t vr_load_u64(const void *p)
+/* The one unaligned 8-byte load of the shim (argument words, launch shape). */
+static inline uint64_t vr_load_word(const void *p)
 {
     uint64_t v;
     memcpy(&v, p, sizeof v);
@@ -160,13 +161,8 @@ static inline uint64_t vr_load_u64(const void *p)
  * branch (the caller folds it into its own test). */
 static inline uint64_t vr_dims_diff(const unsigned *p, const unsigned *dims)
 {
-    return (vr_load_u64(p) ^ vr_load_u64(dims)) | (vr_load_u64(p + 2) ^ vr_load_u64(dims + 2)) |
-           (vr_load_u64(p + 4) ^ vr_load_u64(dims + 4)) | (uint64_t)(p[6] ^ dims[6]);
-}
-
-static inline bool vr_dims_equal(const unsigned *p, const unsigned *dims)
-{
-    return vr_dims_diff(p, dims) == 0;
+    return (vr_load_word(p) ^ vr_load_word(dims)) | (vr_load_word(p + 2) ^ vr_load_word(dims + 2)) |
+           (vr_load_word(p + 4) ^ vr_load_word(dims + 4)) | (uint64_t)(p[6] ^ dims[6]);
 }
 
 /* Whether kernelParams equals the bytes at buf under layout l, for the
@@ -184,8 +180,8 @@ static inline __attribute__((always_inline)) bool vr_args_same(const struct vr_l
     for (ptrdiff_t k = (const char *)l->args - end; k; k += (ptrdiff_t)sizeof(struct vr_arg)) {
         const struct vr_arg *a = (const struct vr_arg *)(const void *)(end + k);
         const uint8_t *x = kp[a->index];
-        uint64_t v = vr_load_u64(x + a->skew);
-        if (v != vr_load_u64(buf + a->offset))
+        uint64_t v = vr_load_word(x + a->skew);
+        if (v != vr_load_word(buf + a->offset))
             return false;
     }
     const char *end4 = (const char *)l->end4;
@@ -209,13 +205,6 @@ CUresult vr_forward_args(CUgraphExec exec, CUgraphNode node, enum vr_sp_entry en
 /* The node's stored fields with the given argument bytes (the shim's own
  * updates); kp is scratch of at least max_params pointers. */
 CUresult vr_node_issue(CUgraphExec exec, const struct vr_node *n, uint8_t *args, void **kp);
-
-static inline uint64_t vr_load_word(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
 
 static inline void vr_store_word(uint8_t *p, uint64_t v)
 {

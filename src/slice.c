@@ -4,12 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "assert.h"
 #include "capture_guard.h"
 #include "cost.h"
 #include "driver.h"
 #include "err.h"
 #include "stats.h"
+#include "vmm.h"
 #include "xlat.h"
 
 struct slot {
@@ -62,6 +63,7 @@ int vr_slices_create(struct vr_slices **out, const size_t *sizes, size_t n)
         vr_slices_destroy(s);
         return vr_err_cu(r);
     }
+    VR_ASSERT(s->base != 0);
     s->total = total;
     s->n = n;
     CUdeviceptr va = s->base;
@@ -139,14 +141,6 @@ const struct vr_slice_bind *vr_slices_target(const struct vr_slices *s, size_t s
     return &s->slots[slot].target;
 }
 
-size_t vr_slices_mapped_bytes(const struct vr_slices *s)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < s->n; i++)
-        n += s->slots[i].cur.id ? s->slots[i].cur.padded : 0;
-    return n;
-}
-
 static int by_lo(const void *a, const void *b)
 {
     const struct vr_xlat_range *x = a, *y = b;
@@ -171,11 +165,54 @@ static void rebuild(struct vr_slices *s)
     }
     qsort(s->cur.r, s->cur.n, sizeof *s->cur.r, by_lo);
     qsort(s->target.r, s->target.n, sizeof *s->target.r, by_lo);
+    VR_ASSERT_EXPENSIVE(vr_slices_valid(s));
+}
+
+/* A view: sorted by lo, disjoint (see below), each range pointing at its
+ * own slot's window and matching that slot's binding. */
+static bool view_valid(const struct vr_slices *s, const struct map *m, bool target)
+{
+    if (m->n > s->n)
+        return false;
+    for (size_t i = 0; i < m->n; i++) {
+        const struct vr_xlat_range *r = &m->r[i];
+        if (r->slot >= s->n || r->lo > r->hi || r->va != s->slots[r->slot].va)
+            return false;
+        const struct vr_slice_bind *b = target ? &s->slots[r->slot].target
+                                               : &s->slots[r->slot].cur;
+        if (!b->id || b->base != r->lo || b->size != r->hi - r->lo)
+            return false;
+        /* Disjoint but for a shared end point (native allocations may abut:
+         * no guard gap between them) or one allocation bound in two slots
+         * (anchors are positions, so both hold the same range). */
+        const struct vr_xlat_range *p = i > 0 ? &m->r[i - 1] : NULL;
+        if (p && p->lo > r->lo)
+            return false;
+        if (p && p->hi > r->lo && !(p->lo == r->lo && p->hi == r->hi))
+            return false;
+    }
+    return true;
+}
+
+bool vr_slices_valid(const struct vr_slices *s)
+{
+    size_t pending = 0;
+    CUdeviceptr va = s->base;
+    for (size_t i = 0; i < s->n; i++) {
+        const struct slot *sl = &s->slots[i];
+        if (sl->va != va || sl->cur.padded > sl->size ||
+            (sl->target.id && sl->target.padded > sl->size))
+            return false;
+        va += sl->size;
+        pending += sl->cur.id != sl->target.id;
+    }
+    return va - s->base == s->total && pending == s->npending &&
+           view_valid(s, &s->cur, false) && view_valid(s, &s->target, true);
 }
 
 static int map_slot_relaxed(struct slot *sl, const struct vr_slice_bind *b)
 {
-    CUmemAccessDesc access[64];
+    CUmemAccessDesc access[VR_MAX_DEVICES];
     uint64_t t0 = vr_now_ns();
     CUresult r = vr_real.cuMemMap(sl->va, b->padded, 0, b->handle, 0);
     if (r != CUDA_SUCCESS)
@@ -183,7 +220,7 @@ static int map_slot_relaxed(struct slot *sl, const struct vr_slice_bind *b)
     vr_cost_note(VR_COST_MAP, t0);
     t0 = vr_now_ns();
     r = vr_real.cuMemSetAccess(sl->va, b->padded, access,
-                               vr_alloc_access_for(b->device, access, 64));
+                               vr_alloc_access_for(b->device, access, VR_MAX_DEVICES));
     if (r == CUDA_SUCCESS)
         vr_cost_note(VR_COST_ACCESS, t0);
     if (r != CUDA_SUCCESS) {
@@ -210,6 +247,7 @@ static int map_slot(struct slot *sl, const struct vr_slice_bind *b)
 
 int vr_slices_bind(struct vr_slices *s, size_t slot, const struct vr_slice_bind *b)
 {
+    VR_ASSERT(slot < s->n && b->id != 0);
     struct slot *sl = &s->slots[slot];
     if (sl->cur.id || b->padded > sl->size)
         return -EINVAL;
@@ -264,6 +302,7 @@ int vr_slices_slot_at(const struct vr_slices *s, uint64_t va)
 
 int vr_slices_retarget(struct vr_slices *s, size_t slot, const struct vr_slice_bind *b)
 {
+    VR_ASSERT(slot < s->n);
     struct slot *sl = &s->slots[slot];
     if (sl->target.id == b->id)
         return 0;
@@ -279,6 +318,7 @@ int vr_slices_retarget(struct vr_slices *s, size_t slot, const struct vr_slice_b
 
 void vr_slices_cancel(struct vr_slices *s, size_t slot)
 {
+    VR_ASSERT(slot < s->n);
     struct slot *sl = &s->slots[slot];
     if (sl->target.id == sl->cur.id)
         return;
@@ -293,6 +333,7 @@ bool vr_slices_pending(const struct vr_slices *s)
 
 uint64_t vr_slices_home(const struct vr_slices *s, size_t slot, uint64_t word, bool pending_ok)
 {
+    VR_ASSERT_INTERNAL(slot < s->n);
     const struct slot *sl = &s->slots[slot];
     if (!sl->target.id || word < sl->target.base || word - sl->target.base > sl->target.size ||
         (!pending_ok && sl->target.id != sl->cur.id))
@@ -307,6 +348,7 @@ bool vr_slices_slot_pending(const struct vr_slices *s, size_t slot)
 
 int vr_slices_remap(struct vr_slices *s, size_t slot)
 {
+    VR_ASSERT(slot < s->n);
     struct slot *sl = &s->slots[slot];
     if (sl->target.id == sl->cur.id)
         return 0;
@@ -336,13 +378,13 @@ int vr_slices_find(const struct vr_slices *s, uint64_t id)
 
 void vr_slices_reaccess(struct vr_slices *s)
 {
-    CUmemAccessDesc access[64];
+    CUmemAccessDesc access[VR_MAX_DEVICES];
     vr_capture_relax();
     for (size_t i = 0; i < s->n; i++) {
         const struct vr_slice_bind *b = &s->slots[i].cur;
         if (b->id)
             vr_real.cuMemSetAccess(s->slots[i].va, b->padded, access,
-                                   vr_alloc_access_for(b->device, access, 64));
+                                   vr_alloc_access_for(b->device, access, VR_MAX_DEVICES));
     }
     vr_capture_restore();
 }

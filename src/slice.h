@@ -45,14 +45,19 @@ int vr_slices_destroy(struct vr_slices *s);
  * (its context is gone at exit). */
 void vr_slices_forget(struct vr_slices *s);
 
+/* The structure's invariants: slots packed in order from the base, each
+ * binding within its slot, the pending count right, and both views sorted
+ * and disjoint: ranges meet at most at an end point, or are one
+ * allocation bound in two slots. Called after every change at
+ * VR_CHECK_LEVEL 3. */
+bool vr_slices_valid(const struct vr_slices *s);
+
 size_t vr_slices_count(const struct vr_slices *s);
 size_t vr_slices_reserved(const struct vr_slices *s);
 CUdeviceptr vr_slices_va(const struct vr_slices *s, size_t slot);
 size_t vr_slices_size(const struct vr_slices *s, size_t slot);
 const struct vr_slice_bind *vr_slices_current(const struct vr_slices *s, size_t slot);
 const struct vr_slice_bind *vr_slices_target(const struct vr_slices *s, size_t slot);
-/* Bytes of the allocations mapped now. */
-size_t vr_slices_mapped_bytes(const struct vr_slices *s);
 
 /* Maps b into an unbound slot now (current = target = b). */
 int vr_slices_bind(struct vr_slices *s, size_t slot, const struct vr_slice_bind *b);

@@ -1,6 +1,6 @@
+/* stats: the shim's own counters (stats.h); the totals a program reads
+ * (summary.c) add the per-exec sums on top. */
 #include "stats.h"
-
-#include "exec.h"
 
 #include <errno.h>
 #include <string.h>
@@ -15,6 +15,11 @@ void vr_stats_forward_all(bool on)
     forward_all = on;
 }
 
+bool vr_stats_forwarding_all(void)
+{
+    return forward_all;
+}
+
 uint64_t vr_stat_get(enum vr_counter c)
 {
     return atomic_load_explicit(&vr_counters[c].value, memory_order_relaxed);
@@ -24,16 +29,6 @@ void vr_stats_reset(void)
 {
     for (int c = 0; c < VR_C_COUNT; c++)
         atomic_store_explicit(&vr_counters[c].value, 0, memory_order_relaxed);
-}
-
-void vr_stats_snapshot(struct varemap_stats *out)
-{
-#define VR_X(name) out->name = vr_stat_get(VR_C_##name);
-    VR_COUNTERS(VR_X)
-#undef VR_X
-    vr_exec_add_stats(out);
-    if (forward_all)
-        out->setparams_forwarded = out->setparams_seen;
 }
 
 size_t vr_stats_text(char *buf, size_t cap, const struct varemap_stats *s)
@@ -58,16 +53,4 @@ void vr_stats_json(struct vr_jw *w, const struct varemap_stats *s)
 #define VR_X(name) vr_jw_u64(w, #name, s->name);
     VR_COUNTERS(VR_X)
 #undef VR_X
-}
-
-__attribute__((visibility("default"))) int varemap_get_stats(struct varemap_stats *out,
-                                                             size_t size)
-{
-    if (!out || size < sizeof(uint64_t))
-        return -EINVAL;
-    struct varemap_stats all;
-    vr_stats_snapshot(&all);
-    size_t n = size < sizeof all ? size - size % sizeof(uint64_t) : sizeof all;
-    memcpy(out, &all, n);
-    return 0;
 }

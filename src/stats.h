@@ -48,6 +48,8 @@ uint64_t vr_stat_get(enum vr_counter c);
 /* In mode off SetParams are only counted as seen; every one is forwarded, so
  * snapshots report setparams_forwarded = setparams_seen. */
 void vr_stats_forward_all(bool on);
+bool vr_stats_forwarding_all(void);
+/* The counters plus the per-exec sums (summary.c, above the exec layer). */
 void vr_stats_snapshot(struct varemap_stats *out);
 /* Every counter back to 0: a forked child counts for itself. */
 void vr_stats_reset(void);

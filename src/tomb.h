@@ -7,7 +7,8 @@
  * exit (`final`), when a reservation whose completion is unknown is released
  * after its context finished its work. The shim's own events that the
  * driver refused to destroy wait here too (they must not outlive the shim).
- * Thread-safe: one lock for the list, never held across a driver call.
+ * Thread-safe: the entries are the waiting queue's (waitq.h), whose lock
+ * is never held across a driver call.
  */
 #ifndef VR_TOMB_H
 #define VR_TOMB_H

@@ -46,33 +46,6 @@ static int hexval(char c)
     return -1;
 }
 
-static size_t utf8_ok(const unsigned char *s)
-{
-    unsigned c = s[0], cp;
-    size_t n;
-
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2;
-    else if (c >= 0xe0 && c <= 0xef)
-        n = 3;
-    else if (c >= 0xf0 && c <= 0xf4)
-        n = 4;
-    else
-        return 0;
-    cp = c & (0x3fu >> (n - 1));
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3fu);
-    }
-    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return n;
-}
-
 static const char *json_string(const char *p)
 {
     if (*p++ != '"')
@@ -95,7 +68,7 @@ static const char *json_string(const char *p)
             }
             continue;
         }
-        size_t n = utf8_ok((const unsigned char *)p);
+        size_t n = vr_utf8_seq((const unsigned char *)p);
         if (n == 0)
             return NULL;
         p += n;

@@ -1,0 +1,136 @@
+/* waitq: the one queue of things waiting for the GPU (waitq.h). */
+#include "waitq.h"
+
+#include <stdatomic.h>
+
+#include "assert.h"
+#include "lock.h"
+#include "lockrank.h"
+
+static vr_mutex lock = VR_MUTEX_INIT;
+static struct vr_wait *head;                  /* under lock */
+static atomic_size_t count[VR_WAIT_KINDS];    /* entries per kind, read without it */
+
+static void take(void)
+{
+    vr_rank_take(VR_RANK_WAIT);
+    vr_mutex_lock(&lock);
+}
+
+static void drop(void)
+{
+    vr_mutex_unlock(&lock);
+    vr_rank_drop(VR_RANK_WAIT);
+}
+
+static void push_locked(struct vr_wait *w)
+{
+    VR_ASSERT_HELD(VR_RANK_WAIT);
+    w->next = head;
+    head = w;
+}
+
+void vr_waitq_push(struct vr_wait *w)
+{
+    VR_ASSERT(w && w->ops && w->ops->retry && w->ops->forget);
+    VR_ASSERT((unsigned)w->kind < VR_WAIT_KINDS);
+    atomic_fetch_add(&count[w->kind], 1);
+    take();
+    push_locked(w);
+    drop();
+    VR_ASSERT_EXPENSIVE(vr_waitq_valid());
+}
+
+size_t vr_waitq_count(unsigned mask)
+{
+    size_t n = 0;
+    for (unsigned k = 0; k < VR_WAIT_KINDS; k++)
+        if (mask & VR_WAIT_MASK(k))
+            n += atomic_load_explicit(&count[k], memory_order_relaxed);
+    return n;
+}
+
+/* The entries of the kinds in mask, out of the queue, oldest first (head
+ * is newest first, so prepending each reverses them). */
+static struct vr_wait *take_kinds(unsigned mask)
+{
+    struct vr_wait *mine = NULL;
+    take();
+    struct vr_wait **at = &head;
+    while (*at) {
+        struct vr_wait *w = *at;
+        if (mask & VR_WAIT_MASK(w->kind)) {
+            *at = w->next;
+            w->next = mine;
+            mine = w;
+        } else {
+            at = &w->next;
+        }
+    }
+    drop();
+    return mine;
+}
+
+void vr_waitq_drain(unsigned mask, enum vr_wait_how how)
+{
+    if (vr_waitq_count(mask) == 0)
+        return;
+    struct vr_wait *list = take_kinds(mask);
+    while (list) {
+        struct vr_wait *w = list;
+        list = w->next;
+        enum vr_wait_kind kind = w->kind;
+        if (w->ops->retry(w, how)) {
+            atomic_fetch_sub(&count[kind], 1);
+            continue;
+        }
+        VR_ASSERT(how != VR_WAIT_FINAL);
+        take();
+        push_locked(w);
+        drop();
+    }
+    VR_ASSERT_EXPENSIVE(vr_waitq_valid());
+}
+
+void vr_waitq_abandon(unsigned mask)
+{
+    struct vr_wait *list = take_kinds(mask);
+    while (list) {
+        struct vr_wait *w = list;
+        list = w->next;
+        atomic_fetch_sub(&count[w->kind], 1);
+        w->ops->forget(w, false);
+    }
+}
+
+void vr_waitq_after_fork(unsigned forget)
+{
+    lock = (vr_mutex)VR_MUTEX_INIT;
+    struct vr_wait *list = take_kinds(forget);
+    while (list) {
+        struct vr_wait *w = list;
+        list = w->next;
+        atomic_fetch_sub(&count[w->kind], 1);
+        w->ops->forget(w, true);
+    }
+}
+
+bool vr_waitq_valid(void)
+{
+    size_t seen[VR_WAIT_KINDS] = {0};
+    bool ok = true;
+    take();
+    for (struct vr_wait *w = head; w; w = w->next) {
+        if ((unsigned)w->kind >= VR_WAIT_KINDS || !w->ops) {
+            ok = false;
+            break;
+        }
+        seen[w->kind]++;
+    }
+    drop();
+    /* Counts move outside the lock around a drain's retries: an entry out
+     * for a retry is counted but not listed, never the other way round. */
+    for (unsigned k = 0; ok && k < VR_WAIT_KINDS; k++)
+        ok = seen[k] <= atomic_load(&count[k]);
+    return ok;
+}

@@ -1,0 +1,70 @@
+/* waitq: the one queue of the shim's things that wait for the GPU.
+ *
+ * What the program let go but a launch or a stream may still be using is
+ * kept here until it is known idle, then returned to the driver: slice
+ * reservations of a torn-down exec (tomb.h), freed VMM memory whose release
+ * could not finish (alloc_release.c: an event not yet complete, a
+ * synchronize or unmap that failed), and events the driver refused to
+ * destroy. Each entry is owned by the module that queued it and carries its
+ * kind and its two operations; the queue only keeps, retries and forgets.
+ *
+ * - vr_waitq_drain retries the entries of some kinds, at the moments the
+ *   owners chose before there was one queue (an alloc hook drains the
+ *   memory kinds, an exec change the teardown kind), so no release happens
+ *   earlier or later than it did.
+ * - The lock (rank VR_RANK_WAIT) is never held across an operation: the
+ *   entries a drain retries are taken out first, so no two threads retry
+ *   the same entry and no driver call runs under the lock.
+ * - Never waits on the GPU except as its caller allows (`how`).
+ */
+#ifndef VR_WAITQ_H
+#define VR_WAITQ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum vr_wait_kind {
+    VR_WAIT_TEARDOWN, /* slice reservations and events of a torn-down exec (tomb.h) */
+    VR_WAIT_RELEASE,  /* freed VMM memory whose release is not finished */
+    VR_WAIT_KINDS
+};
+#define VR_WAIT_MASK(k) (1u << (k))
+
+enum vr_wait_how {
+    VR_WAIT_QUERY,    /* never block: query events only */
+    VR_WAIT_MAY_SYNC, /* a hook that may block on the device, as the native call does */
+    VR_WAIT_FINAL,    /* exit: everything goes, what the driver refuses is logged */
+};
+
+struct vr_wait;
+struct vr_wait_ops {
+    /* Tries to finish; true when done, and then the entry is the op's to
+     * free. False keeps it for a later drain (never false under FINAL
+     * unless it logged why it gives up: then it frees and returns true). */
+    bool (*retry)(struct vr_wait *w, enum vr_wait_how how);
+    /* Forgets the entry without a driver call (the driver is gone, or a
+     * forked child's copy of the parent's): frees it. `fork`: in a child. */
+    void (*forget)(struct vr_wait *w, bool fork);
+};
+
+struct vr_wait {
+    const struct vr_wait_ops *ops;
+    enum vr_wait_kind kind;
+    struct vr_wait *next; /* the queue's */
+};
+
+/* Queues w (its ops and kind set). */
+void vr_waitq_push(struct vr_wait *w);
+/* Entries of the kinds in mask, queued now. One relaxed load when none. */
+size_t vr_waitq_count(unsigned mask);
+/* Retries the entries of the kinds in mask. */
+void vr_waitq_drain(unsigned mask, enum vr_wait_how how);
+/* At exit after the driver shut down: forgets those entries. */
+void vr_waitq_abandon(unsigned mask);
+/* In a forked child: the lock starts free; the entries of the kinds in
+ * `forget` are the parent's and are forgotten, the others kept. */
+void vr_waitq_after_fork(unsigned forget);
+/* Every entry's kind in range, counts matching the list. */
+bool vr_waitq_valid(void);
+
+#endif
