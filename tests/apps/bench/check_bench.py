@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""The bench suite's policy checks: graph_bench without the shim and with it,
+the shim's counters and decision log read back, each expectation a named
+assertion that prints what was expected and what was seen.
+
+    check_bench.py CHECK ARGS...
+
+    check PATTERN                 correctness: checksums equal, host replay ok
+    order PATTERN ORDER MODE      SetParams out of node order
+    pass PATTERN                  an exec that absorbs nothing passes
+    reprobe STILL_FROM            a passing exec compares again, backing off
+    settle PATTERN                slices that save nothing settle
+    priced                        every driver call a run makes has a price
+    heap                          scripts/bench's heap fields per scaling row
+
+The programs come from the environment: GB (graph_bench), SHIM
+(libvaremap_shim.so), COST (the cost model, `priced`), SRC and BUILD (the
+source and build trees, `heap`). Exit status: 0 when every assertion holds,
+1 when one does not, 77 (meson's skip) when a check cannot measure here.
+Standard library only.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+NODES = 64
+SMALL = ["--nodes", str(NODES), "--elems", "32", "--bytes", "2M"]
+PATTERNS = ["stable", "rebind", "realloc", "pingpong", "fanout", "periodic", "churn"]
+
+
+class Checks:
+    """Named assertions: every one runs and prints; the exit status says
+    whether all held, so one failure does not hide the others."""
+
+    def __init__(self):
+        self.failed = []
+
+    def expect(self, name, ok, expected, seen):
+        if ok:
+            print("ok   %s: %s" % (name, seen))
+        else:
+            print("FAIL %s: expected %s, saw %s" % (name, expected, seen))
+            self.failed.append(name)
+        return ok
+
+    def equal(self, name, seen, want):
+        return self.expect(name, seen == want, repr(want), repr(seen))
+
+    def at_least(self, name, seen, low):
+        return self.expect(name, seen is not None and seen >= low, ">= %r" % (low,), repr(seen))
+
+    def done(self):
+        if self.failed:
+            print("%d check(s) failed: %s" % (len(self.failed), ", ".join(self.failed)))
+            return 1
+        return 0
+
+
+def env_for(mode=None, log=None, extra=None):
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if mode is not None:
+        env["LD_PRELOAD"] = os.environ["SHIM"]
+        env["VAREMAP_MODE"] = mode
+    if log is not None:
+        env["VAREMAP_LOG"] = log
+    env.update(extra or {})
+    return env
+
+
+def last_json(text):
+    lines = [l for l in text.splitlines() if l.startswith("{")]
+    if not lines:
+        return None
+    try:
+        return json.loads(lines[-1])
+    except ValueError:
+        return None
+
+
+class Pair:
+    """graph_bench without the shim and with it in MODE (its decision log in
+    self.log): both must exit 0 (graph_bench exits 3 when its buffers differ
+    from its host replay) with equal checksums, bit for bit."""
+
+    def __init__(self, checks, mode, args, log):
+        gb = os.environ["GB"]
+        self.log = log
+        a = subprocess.run([gb] + args, env=env_for(), stdout=subprocess.PIPE, text=True)
+        b = subprocess.run([gb] + args, env=env_for(mode, log), stdout=subprocess.PIPE, text=True)
+        ja, jb = last_json(a.stdout), last_json(b.stdout)
+        ca = ja and ja.get("checksum")
+        cb = jb and jb.get("checksum")
+        print("none: %s  %s: %s" % (ca, mode, cb))
+        checks.equal("graph_bench exits 0 without the shim", a.returncode, 0)
+        checks.equal("graph_bench exits 0 under the shim (%s)" % mode, b.returncode, 0)
+        checks.expect("checksum without the shim", bool(ca), "a checksum", repr(ca))
+        checks.equal("checksum under the shim (%s) equals the one without" % mode, cb, ca)
+        self.final = (jb or {}).get("shim_final") or {}
+
+    def num(self, name):
+        return self.final.get(name)
+
+    def lines(self):
+        try:
+            with open(self.log, errors="replace") as f:
+                return f.read().splitlines()
+        except OSError:
+            return []
+
+    def count(self, text):
+        return sum(1 for l in self.lines() if text in l)
+
+
+def accounted(checks, pair, calls):
+    """Every update the program made is seen once, then skipped or forwarded."""
+    seen, skipped, fwd = (pair.num(k) for k in
+                          ("setparams_seen", "setparams_skipped", "setparams_forwarded"))
+    print("seen %s skipped %s forwarded %s" % (seen, skipped, fwd))
+    checks.equal("setparams_seen = the program's calls", seen, calls)
+    checks.equal("setparams_seen = skipped + forwarded", seen,
+                 None if skipped is None or fwd is None else skipped + fwd)
+    return seen, skipped, fwd
+
+
+FALLBACK_SETPARAMS = '"event":"fallback","what":"setparams"'
+
+
+def check_correct(checks, log, pattern):
+    """Correctness only, nothing timed: every pattern in profiled mode."""
+    Pair(checks, "profiled", ["--pattern", pattern, "--steps", "24", "--warmup", "6"] + SMALL, log)
+
+
+def check_order(checks, log, pattern, order, mode):
+    """SetParams in another order than the graph's nodes: the absorbed path
+    learns the order and falls back to the hash when it changes; under
+    `stable` every call after the transition (launch 4) is skipped."""
+    p = Pair(checks, mode, ["--pattern", pattern, "--order", order, "--steps", "24",
+                            "--warmup", "6"] + SMALL, log)
+    _, skipped, _ = accounted(checks, p, NODES * 24)
+    if pattern == "stable":
+        checks.at_least("stable: every update after the transition skipped", skipped, NODES * 20)
+
+
+def check_pass(checks, log, pattern):
+    """An exec that absorbs nothing (fanout under dedup) passes after two
+    windows of 32 launches; a stable one never does."""
+    p = Pair(checks, "dedup", ["--pattern", pattern, "--steps", "140", "--warmup", "6"] + SMALL,
+             log)
+    accounted(checks, p, NODES * 140)
+    n = p.count(FALLBACK_SETPARAMS)
+    print("setparams fallbacks: %d" % n)
+    checks.equal("setparams fallbacks (passing) under %s" % pattern, n,
+                 1 if pattern == "fanout" else 0)
+
+
+def first_forwarded_after_reprobe(lines):
+    """Nodes whose first update after the first exec_reprobe was forwarded,
+    up to the first wrap of the node order."""
+    on, k, last = False, 0, None
+    for l in lines:
+        if '"event":"exec_reprobe"' in l:
+            on = True
+            continue
+        if on and '"event":"setparams_forwarded"' in l:
+            m = re.findall(r'"node":\s*(-?\d+)', l)
+            n = int(m[-1]) if m else 0
+            if k and n <= last:
+                break
+            k += 1
+            last = n
+    return k
+
+
+def check_reprobe(checks, log, still):
+    """A passing exec compares again 256 launches later and twice as late
+    each time its updates still change (counted in launches). Every node's
+    first update after a reprobe reaches the driver: the shadows are stale."""
+    os.environ["VAREMAP_LOG_LEVEL"] = "debug"
+    p = Pair(checks, "dedup", ["--pattern", "fanout", "--steps", "1000", "--warmup", "6"] + SMALL
+             + ["--still-from", still], log)
+    seen, skipped, fwd = (p.num(k) for k in
+                          ("setparams_seen", "setparams_skipped", "setparams_forwarded"))
+    lines = p.lines()
+    passing = sum(1 for l in lines if FALLBACK_SETPARAMS in l)
+    reprobes = sum(1 for l in lines if '"event":"exec_reprobe"' in l)
+    first = first_forwarded_after_reprobe(lines)
+    print("seen %s skipped %s forwarded %s; passing: %d, reprobes: %d, nodes sent whole after "
+          "the first reprobe: %d of %d" % (seen, skipped, fwd, passing, reprobes, first, NODES))
+    checks.equal("setparams_seen = the program's calls", seen, NODES * 1000)
+    checks.equal("setparams_seen = skipped + forwarded", seen,
+                 None if skipped is None or fwd is None else skipped + fwd)
+    checks.equal("nodes forwarded whole after the first reprobe", first, NODES)
+    if still == "0":
+        checks.equal("moving buffers: times passing (64, 328, 848)", passing, 3)
+        checks.equal("moving buffers: reprobes (320, 840)", reprobes, 2)
+    else:
+        checks.equal("settling buffers: times passing", passing, 1)
+        checks.equal("settling buffers: reprobes", reprobes, 1)
+        checks.at_least("settling buffers: updates absorbed after the reprobe", skipped,
+                        NODES * (1000 - 321))
+
+
+def check_settle(checks, log, pattern):
+    """Slices that absorb nothing dedup would not settle after two windows
+    (a fallback "rebind" with "0 us saved"); periodic and fanout then pass."""
+    p = Pair(checks, "profiled", ["--pattern", pattern, "--steps", "140", "--warmup", "6"] + SMALL
+             + ["--sync-every", "1"], log)
+    for l in p.lines():
+        if '"event":"fallback"' in l:
+            print(l)
+    z = p.count('"what":"rebind","reason":"slices cost 0 us (0 updates, 0 remaps) for 0 us saved')
+    r = p.count('"what":"rebind"')
+    n = p.count('"what":"setparams"')
+    print("settled: %d (having saved nothing: %d)  passing: %d" % (r, z, n))
+    checks.equal("settled (fallback rebind)", r, 1)
+    if pattern in ("realloc", "periodic"):
+        checks.equal("settled having saved nothing", z, 1)
+    if pattern in ("periodic", "fanout"):
+        checks.equal("passing (fallback setparams) after settling", n, 1)
+
+
+PRICE_SOURCES = ("estimate", "public", "same as")
+
+
+def check_priced(checks):
+    """Every driver entry point a bench run calls (the program's and the
+    shim's, any pattern, any mode) has a price, and every price says where
+    it comes from."""
+    cost = os.environ["COST"]
+    priced = set()
+    with open(cost) as f:
+        for line in f:
+            fields = line.split(None, 2)
+            if not fields or fields[0].startswith("#"):
+                continue
+            name = fields[0]
+            ns = fields[1] if len(fields) > 1 else ""
+            rest = fields[2].rstrip("\n") if len(fields) > 2 else ""
+            priced.add(name)
+            checks.expect("%s: price is a number of ns" % name, ns.isdigit(), "digits", repr(ns))
+            checks.expect("%s: price names its source" % name,
+                          rest.startswith("#") and any(s in rest for s in PRICE_SOURCES),
+                          "a comment naming one of %r" % (PRICE_SOURCES,), repr(rest))
+    for pattern in PATTERNS:
+        for mode in ("none", "observe", "dedup", "profiled"):
+            with tempfile.TemporaryDirectory() as d:
+                st = os.path.join(d, "stats.json")
+                env = env_for(None if mode == "none" else mode,
+                              extra={"SIMCUDA_STATS": st, "VAREMAP_MODE": mode})
+                r = subprocess.run([os.environ["GB"], "--pattern", pattern, "--nodes", "16",
+                                    "--steps", "12", "--warmup", "6", "--elems", "16",
+                                    "--bytes", "2M"], env=env, stdout=subprocess.DEVNULL)
+                checks.equal("%s/%s: graph_bench exits 0" % (pattern, mode), r.returncode, 0)
+                try:
+                    with open(st) as f:
+                        text = f.read()
+                except OSError:
+                    text = ""
+                called = sorted(set(re.findall(r'"(cu[A-Za-z0-9_]*)": [1-9][0-9]*', text)))
+                checks.expect("%s/%s: simcuda's stats list the calls" % (pattern, mode),
+                              bool(called), "some calls", repr(called))
+                missing = [n for n in called if n not in priced]
+                checks.expect("%s/%s: every call priced in %s" % (pattern, mode, cost),
+                              not missing, "none unpriced", "unpriced: %r" % missing)
+
+
+def check_heap(checks):
+    """graph_bench reports the driver's heap share with and without the shim,
+    and a small scripts/bench run carries the shim's and the driver's bytes
+    per node, as numbers, in every scaling row with the shim."""
+    gb, shim = os.environ["GB"], os.environ["SHIM"]
+    for pre in ("", shim):
+        env = env_for(extra={"LD_PRELOAD": pre})
+        r = subprocess.run([gb, "--pattern", "stable", "--nodes", "16", "--steps", "8",
+                            "--warmup", "4", "--elems", "16", "--bytes", "2M"], env=env,
+                           stdout=subprocess.PIPE, text=True)
+        j = last_json(r.stdout) or {}
+        v = j.get("driver_heap_bytes")
+        checks.expect("driver_heap_bytes (preload '%s')" % pre,
+                      isinstance(v, int) and v > 0, "a positive integer", repr(v))
+    with tempfile.TemporaryDirectory() as out:
+        r = subprocess.run([os.path.join(os.environ["SRC"], "scripts", "bench"), "--quick",
+                            "--scale-only", "--scale-nodes", "100", "--no-build", "--build",
+                            os.environ["BUILD"], "--out", out], stdout=subprocess.DEVNULL)
+        checks.equal("scripts/bench exits 0", r.returncode, 0)
+        try:
+            with open(os.path.join(out, "bench.json")) as f:
+                doc = json.load(f)
+        except (OSError, ValueError) as e:
+            checks.expect("bench.json readable", False, "a JSON document", str(e))
+            return
+    rows = [r for r in doc["scaling"] if r["mode"] != "none"]
+    checks.equal("scaling rows with the shim", len(rows), 6)
+    if all(r["heap_bytes"] == 0 for r in doc["scaling"]):
+        print("skip: mallinfo2 reports no heap (a sanitizer's allocator)")
+        sys.exit(77)
+    for r in rows:
+        what = "%s/%s" % (r["pattern"], r["mode"])
+        for k in ("bookkeeping_bytes_per_node", "driver_heap_bytes_per_node",
+                  "heap_delta_bytes_per_node"):
+            checks.expect("%s: %s is a number" % (what, k),
+                          isinstance(r[k], (int, float)) and not isinstance(r[k], bool),
+                          "a number", repr(r[k]))
+        m = r.get("bookkeeping_method") or ""
+        checks.expect("%s: bookkeeping method" % what, m.startswith("heap - driver heap"),
+                      "'heap - driver heap ...'", repr(m))
+        b = r["bookkeeping_bytes_per_node"]
+        checks.expect("%s: the shim's own bytes per node (node shadows at least)" % what,
+                      isinstance(b, (int, float)) and b > 0, "> 0", repr(b))
+        # fanout's variants are driver objects the shim made: the driver's share
+        if r["pattern"] == "fanout" and r["mode"] == "profiled":
+            d = r["driver_heap_bytes_per_node"]
+            checks.expect("%s: the driver's bytes per node (variants)" % what,
+                          isinstance(d, (int, float)) and d > 100, "> 100", repr(d))
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__)
+        return 2
+    what, args = argv[1], argv[2:]
+    checks = Checks()
+    fd, log = tempfile.mkstemp(prefix="graph_bench.", suffix=".jsonl")
+    os.close(fd)
+    try:
+        if what == "check" and len(args) == 1:
+            check_correct(checks, log, *args)
+        elif what == "order" and len(args) == 3:
+            check_order(checks, log, *args)
+        elif what == "pass" and len(args) == 1:
+            check_pass(checks, log, *args)
+        elif what == "reprobe" and len(args) == 1:
+            check_reprobe(checks, log, *args)
+        elif what == "settle" and len(args) == 1:
+            check_settle(checks, log, *args)
+        elif what == "priced" and not args:
+            check_priced(checks)
+        elif what == "heap" and not args:
+            check_heap(checks)
+        else:
+            print("check_bench.py: unknown check or arguments: %s" % " ".join(argv[1:]))
+            return 2
+    finally:
+        os.unlink(log)
+    return checks.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
