@@ -9,6 +9,7 @@
 #include "driver.h"
 #include "err.h"
 #include "log.h"
+#include "policy.h"
 #include "setters.h"
 #include "stats.h"
 
@@ -527,8 +528,7 @@ int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr
      * at 1000 nodes). So, while stuck, one is made for fewer moved nodes,
      * and past the setting, up to twice it. Never a wait. */
     bool stuck = !best && !v0_idle;
-    bool pays = again || (vs->weight && moved * 2 >= vs->total) ||
-                (stuck && vs->weight && moved * (2 + vs->nv) >= vs->total * 2);
+    bool pays = vr_policy_variant_pays(again, vs->weight != NULL, moved, vs->total, stuck, vs->nv);
     if ((vs->nv + 1 < vs->max || (stuck && vs->nv + 1 < vs->cap)) && pays) {
         int k = create(vs, cx, vmm);
         if (k > 0)
