@@ -1,3 +1,33 @@
+/* exec: the per-exec state machine and the exec's lifecycle (instantiate,
+ * decide, settle, update, orphan, destroy, degrade). The rooms around it:
+ * exec_table.c finds records, setparams.c and launch.c are the hot paths,
+ * remap.c keeps the slots and the words pointing into them, policy.c holds
+ * every rule that moves an exec from one state to another.
+ *
+ *                 instantiate
+ *                      |
+ *        mode dedup,   v          profile_launches
+ *        degraded  PROFILING ------------------------+------------------+
+ *        +---------/   |  \ graph destroyed          | decide:          | mode observe
+ *        v             |   \-----------+             | slices pay       v
+ *      DEDUP           |                |             v               OBSERVED
+ *        ^   degraded  |                |           ACTIVE
+ *        +-------------+                v             | weigh_slices:
+ *                                   DISABLED <--------+ two losing windows (settle)
+ *                               decide: no slices     |
+ *   cuGraphExecUpdate: any state -> PROFILING or DEDUP (restart), DISABLED
+ *   (churning, orphan), OPAQUE (nodes cannot be paired).
+ *   destroy or a stale handle: any state -> GONE (contents freed, record
+ *   pooled; new_record clears it).
+ *
+ * In DEDUP and DISABLED the updates are compared (CMP_COMPARE) until two
+ * windows absorb under one in eight (CMP_PASS: straight to the driver); a
+ * passing exec reprobes after a back-off (CMP_PROBE), one losing short window
+ * sends it back to passing. `settled` (sticky: a node could not be re-issued
+ * off the slices, which stay, binding nothing new) and `orphan` (the graph is
+ * destroyed: no node can change) are conditions, not states: they hold across
+ * the states above.
+ */
 #include "exec_internal.h"
 
 #include <errno.h>
@@ -28,6 +58,7 @@ void vr_exec_configure(const struct vr_config *c)
 void vr_ex_begin_exec_event(struct vr_jw *w, char *buf, size_t cap, const char *event,
                              CUgraphExec exec)
 {
+    VR_ASSERT(w && buf && event);
     vr_jw_begin(w, buf, cap, event);
     vr_jw_hex(w, "exec", (uint64_t)(uintptr_t)exec);
 }
@@ -49,10 +80,45 @@ void vr_ex_log_exec_event(const char *event, const struct vr_exec *e)
     vr_log_emit(&w, VR_LEVEL_INFO);
 }
 
+static const char *const state_name[] = {
+    [ST_PROFILING] = "profiling", [ST_ACTIVE] = "active",     [ST_DEDUP] = "dedup",
+    [ST_DISABLED] = "disabled",   [ST_OBSERVED] = "observed", [ST_OPAQUE] = "opaque",
+    [ST_GONE] = "gone",
+};
+
+void vr_ex_set_state(struct vr_exec *e, enum vr_ex_state to)
+{
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT((unsigned)to < sizeof state_name / sizeof *state_name);
+    enum vr_ex_state from = e->state;
+    if (from == to)
+        return;
+    /* A record leaves GONE only through new_record's clearing. */
+    VR_ASSERT(from != ST_GONE);
+    /* Only a profile decides, and only for a record that has its slices. */
+    VR_ASSERT(to != ST_ACTIVE || (from == ST_PROFILING && e->slices));
+    if (from == ST_ACTIVE)
+        vr_stat_add(VR_C_execs_active, -1);
+    else if (to == ST_ACTIVE)
+        vr_stat_inc(VR_C_execs_active);
+    if (to == ST_DISABLED)
+        vr_stat_inc(VR_C_execs_disabled);
+    e->state = to;
+    if (!vr_log_enabled(VR_LEVEL_DEBUG))
+        return;
+    char buf[256];
+    struct vr_jw w;
+    vr_ex_begin_exec_event(&w, buf, sizeof buf, "exec_state", e->handle);
+    vr_jw_str(&w, "from", state_name[from]);
+    vr_jw_str(&w, "to", state_name[to]);
+    vr_log_emit(&w, VR_LEVEL_DEBUG);
+}
+
 /* ---- record contents ---------------------------------------------------- */
 
 static int alloc_scratch(struct vr_exec *e)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
     free(e->scratch);
     free(e->xlat);
     free(e->kp);
@@ -64,6 +130,8 @@ static int alloc_scratch(struct vr_exec *e)
 
 static void free_contents(struct vr_exec *e)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    vr_ex_set_state(e, ST_GONE);
     vr_ex_drop_slices(e, true);
     struct vr_var_ctx cx = var_ctx(e);
     vr_variants_free(e->vars, &cx);
@@ -77,14 +145,19 @@ static void free_contents(struct vr_exec *e)
     free(e->kp);
     e->scratch = e->xlat = NULL;
     e->kp = NULL;
+    VR_ASSERT(e->state == ST_GONE && !e->vars && !e->prof && !e->slices);
 }
 
 /* Starts (again) where a new exec starts: profiling, or dedup. */
 static void restart(struct vr_exec *e)
 {
-    e->state = vr_ex_cfg.mode == VR_MODE_DEDUP || atomic_load(&vr_ex_degraded) ? ST_DEDUP : ST_PROFILING;
-    if (e->state == ST_PROFILING && vr_profile_new(&e->prof, e->ns.nwords) != 0)
-        e->state = ST_DEDUP;
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT(!e->prof && !e->slices);
+    bool dedup = vr_ex_cfg.mode == VR_MODE_DEDUP || atomic_load(&vr_ex_degraded);
+    if (!dedup && vr_profile_new(&e->prof, e->ns.nwords) != 0)
+        dedup = true;
+    vr_ex_set_state(e, dedup ? ST_DEDUP : ST_PROFILING);
+    VR_ASSERT(e->state == ST_DEDUP || e->prof);
 }
 
 void vr_exec_track(CUgraphExec handle, CUgraph graph, unsigned long long flags)
@@ -95,6 +168,7 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph, unsigned long long flags)
     struct vr_exec *e = vr_ex_new_record();
     if (!e)
         return;
+    vr_rank_take(VR_RANK_EXEC);
     int rc = vr_nodes_read(&e->ns, graph);
     if (rc == 0)
         rc = alloc_scratch(e);
@@ -102,13 +176,14 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph, unsigned long long flags)
         vr_warn("cannot read graph %p (%d): exec %p passes through", (void *)graph, rc,
                 (void *)handle);
         free_contents(e);
-        vr_mutex_unlock(&e->lock);
+        vr_ex_unlock(e);
         vr_ex_recycle(e);
         return;
     }
     vr_real.cuCtxGetCurrent(&e->ctx);
     vr_track_init(&e->t, e->ctx);
     e->handle = handle;
+    VR_ASSERT(e->state == ST_PROFILING && !e->slices);
     e->graph = graph;
     e->orphan = false;
     e->reset_at = 0;
@@ -120,14 +195,19 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph, unsigned long long flags)
         vr_variants_new(&e->vars, graph, &e->ns, vr_ex_cfg.variants, flags) != 0)
         vr_warn("exec %p: its graph could not be cloned; it is not varied", (void *)handle);
 
+    /* e is in no table yet: no thread that holds the table lock (none ever
+     * waits on an exec's) can wait on it, so the table is taken under it;
+     * out of the witness from here, which would see a rank taken
+     * backwards, and a second exec lock below. */
+    vr_rank_drop(VR_RANK_EXEC);
     /* An exec handle the driver reuses after a destroy we did not see. */
     struct vr_exec *stale = vr_ex_unlink_exec(handle);
     if (stale) {
-        vr_mutex_lock(&stale->lock);
+        vr_ex_lock(stale);
         stale->serial++;
         free_contents(stale);
         vr_ex_retire_record(stale);
-        vr_mutex_unlock(&stale->lock);
+        vr_ex_unlock(stale);
         vr_ex_recycle(stale);
     }
     vr_ex_insert_exec(e, handle);
@@ -145,6 +225,7 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph, unsigned long long flags)
 
 static void no_variants(struct vr_exec *e)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
     struct vr_var_ctx cx = var_ctx(e);
     vr_variants_free(e->vars, &cx);
     e->vars = NULL;
@@ -152,13 +233,15 @@ static void no_variants(struct vr_exec *e)
 
 void vr_ex_decide(struct vr_exec *e)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT(e->state == ST_PROFILING && e->prof && !e->slices);
     bool observe = vr_ex_cfg.mode == VR_MODE_OBSERVE;
     struct vr_decision d;
     vr_profile_decide(e->prof, &e->ns, e->handle, observe, &d);
     vr_profile_free(e->prof);
     e->prof = NULL;
     if (observe) {
-        e->state = ST_OBSERVED;
+        vr_ex_set_state(e, ST_OBSERVED);
         return;
     }
     if (d.active) {
@@ -176,8 +259,7 @@ void vr_ex_decide(struct vr_exec *e)
         /* No node points into the slices yet: nothing can be reading them. */
         if (d.slices && vr_slices_destroy(d.slices) != 0)
             vr_tomb_bury(d.slices, NULL, e->ctx, true);
-        e->state = ST_DISABLED;
-        vr_stat_inc(VR_C_execs_disabled);
+        vr_ex_set_state(e, ST_DISABLED);
         return;
     }
     /* Every selected buffer stayed put while profiled: remaps at an idle
@@ -186,18 +268,19 @@ void vr_ex_decide(struct vr_exec *e)
         no_variants(e);
     e->slices = d.slices;
     e->slot_back = d.slot_back;
-    e->state = ST_ACTIVE;
+    vr_ex_set_state(e, ST_ACTIVE);
     /* Rebinds are most likely right after the decision: the next launches
      * get completion events (variant.h). */
     e->t.hot = e->t.seq + VR_TRACK_EVERY + 1;
     e->peers = vr_alloc_peer_generation();
-    vr_stat_inc(VR_C_execs_active);
     vr_ex_transition(e);
     e->weighed = e->c; /* the transition is paid once; what follows is weighed */
     /* Needed by the transition only: 4 bytes per node less from here on. */
     free(e->anchored);
     e->anchored = NULL;
     e->nanchored = 0;
+    VR_ASSERT(e->state == ST_ACTIVE && e->slices && e->anchor_slot);
+    VR_ASSERT_EXPENSIVE(vr_ex_check(e) && vr_variants_check(e->vars));
 }
 
 /* No slot takes a new buffer from now on: the variants go, pending rebinds
@@ -206,6 +289,7 @@ void vr_ex_decide(struct vr_exec *e)
  * a new buffer reaches the driver as the program wrote it, as in dedup. */
 static void stop_rebinding(struct vr_exec *e)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
     if (e->vars) {
         struct vr_var_ctx cx = var_ctx(e);
         vr_variants_drop(e->vars, &cx, true);
@@ -224,6 +308,8 @@ static void stop_rebinding(struct vr_exec *e)
  * slices stay and only stop taking new buffers. */
 void vr_ex_settle(struct vr_exec *e)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT(e->state == ST_ACTIVE && e->slices);
     stop_rebinding(e);
     for (size_t i = 0; i < e->ns.n; i++) {
         struct vr_node *n = &e->ns.v[i];
@@ -240,23 +326,25 @@ void vr_ex_settle(struct vr_exec *e)
         memcpy(vr_installed(&e->ns, n), n->intended, n->layout->bytes);
     }
     vr_ex_drop_slices(e, true);
-    e->state = ST_DISABLED;
+    vr_ex_set_state(e, ST_DISABLED);
     e->losing = 0; /* weigh_absorbed starts afresh */
-    vr_stat_inc(VR_C_execs_disabled);
+    VR_ASSERT(!e->slices && e->state == ST_DISABLED);
 }
 
 /* ---- lifecycle --------------------------------------------------------- */
 
 static void reset_locked(struct vr_exec *e, CUgraph graph)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
     /* The driver now holds the update graph's parameters: no node reads a
      * slice; the slices go once the last launch is done. */
     vr_ex_drop_slices(e, true);
+    VR_ASSERT(!e->slices && !e->anchor_slot);
     vr_profile_free(e->prof);
     e->prof = NULL;
     vr_ex_log_exec_event("exec_reset", e);
     if (e->orphan) {
-        e->state = ST_DISABLED; /* its nodes still cannot be named */
+        vr_ex_set_state(e, ST_DISABLED); /* its nodes still cannot be named */
         return;
     }
     /* Each update undoes the decision: its slices are made again (a map and
@@ -268,30 +356,28 @@ static void reset_locked(struct vr_exec *e, CUgraph graph)
     e->reset_at = e->c.launches;
     e->brief = vr_policy_brief(e->brief, lived);
     bool churning = vr_policy_churns(e->brief);
-    e->pass = false; /* the shadows are read again, or the exec passes through anyway */
+    e->cmp = CMP_COMPARE; /* the shadows are read again, or the exec passes through anyway */
     e->reprobe_after = 0;
-    e->probing = false;
     e->losing = 0;
     e->weighed = e->c;
     if (vr_nodes_refresh(&e->ns, graph) != 0 || alloc_scratch(e) != 0) {
         vr_warn("exec %p: cannot pair the update graph's nodes; the exec passes through",
                 (void *)e->handle);
-        e->state = ST_OBSERVED;
+        vr_ex_set_state(e, ST_OPAQUE);
         for (size_t i = 0; i < e->ns.n; i++)
             vr_node_make_opaque(&e->ns, &e->ns.v[i]);
         return;
     }
     if (churning && e->state != ST_DEDUP) {
-        if (e->state != ST_DISABLED)
-            vr_stat_inc(VR_C_execs_disabled);
         no_variants(e);
-        e->state = ST_DISABLED;
+        vr_ex_set_state(e, ST_DISABLED);
         if (e->brief == 2)
             vr_log_fallback("cuGraphExecUpdate", "updated again within a few launches of each "
                                               "decision: the exec keeps no slices");
         return;
     }
     restart(e);
+    VR_ASSERT_EXPENSIVE(vr_variants_check(e->vars));
 }
 
 int vr_exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo *info)
@@ -301,7 +387,7 @@ int vr_exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo 
     if (e) {
         if (r == CUDA_SUCCESS)
             reset_locked(e, graph);
-        vr_mutex_unlock(&e->lock);
+        vr_ex_unlock(e);
     }
     return vr_err_cu(r);
 }
@@ -311,7 +397,7 @@ void vr_exec_updated(CUgraphExec exec, CUgraph graph)
     struct vr_exec *e = vr_ex_acquire(exec);
     if (e) {
         reset_locked(e, graph);
-        vr_mutex_unlock(&e->lock);
+        vr_ex_unlock(e);
     }
 }
 
@@ -320,12 +406,13 @@ int vr_exec_destroy(CUgraphExec exec)
     struct vr_exec *e = vr_ex_cfg.mode == VR_MODE_OFF ? NULL : vr_ex_unlink_exec(exec);
     CUresult r = vr_real.cuGraphExecDestroy(exec);
     if (e) {
-        vr_mutex_lock(&e->lock);
+        vr_ex_lock(e);
         e->serial++;
+        VR_ASSERT(e->handle == exec);
         vr_ex_log_exec_event("exec_destroyed", e);
         free_contents(e);
         vr_ex_retire_record(e);
-        vr_mutex_unlock(&e->lock);
+        vr_ex_unlock(e);
         vr_ex_recycle(e);
     }
     vr_tomb_drain(false);
@@ -334,6 +421,7 @@ int vr_exec_destroy(CUgraphExec exec)
 
 static void orphan_if_of(struct vr_exec *e, void *graph)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
     if (e->graph != graph)
         return;
     e->graph = NULL; /* the handle may name a new graph later */
@@ -344,12 +432,12 @@ static void orphan_if_of(struct vr_exec *e, void *graph)
         vr_profile_free(e->prof);
         e->prof = NULL;
         no_variants(e);
-        e->state = ST_DISABLED;
-        vr_stat_inc(VR_C_execs_disabled);
+        vr_ex_set_state(e, ST_DISABLED);
         vr_log_fallback("cuGraphDestroy", "the exec's graph is destroyed before the "
                                        "decision: its nodes cannot be re-pointed; "
                                        "it passes through");
     }
+    VR_ASSERT(e->orphan && e->state != ST_PROFILING);
 }
 
 static void stream_destroyed_in(struct vr_exec *e, void *stream)
@@ -388,6 +476,7 @@ static void stop_rebinding_of(struct vr_exec *e, void *unused)
 
 void vr_exec_degrade(const char *why)
 {
+    VR_ASSERT(why);
     if (atomic_exchange(&vr_ex_degraded, true))
         return;
     vr_log_fallback("launch_tracking", why);

@@ -31,7 +31,34 @@ extern struct vr_config vr_ex_cfg;
 /* Launches or updates may bypass the shim (vr_exec_degrade). */
 extern atomic_bool vr_ex_degraded;
 
-enum state { ST_PROFILING, ST_ACTIVE, ST_DISABLED, ST_OBSERVED, ST_DEDUP };
+/* The states of an exec (exec.c's diagram); every change goes through
+ * vr_ex_set_state, which keeps execs_active and execs_disabled. */
+enum vr_ex_state {
+    ST_PROFILING, /* the profile runs; updates deduplicated */
+    ST_ACTIVE,    /* slices: anchors translated, remapped at idle launches */
+    ST_DEDUP,     /* dedup from the start (mode dedup, degraded, no profile) */
+    ST_DISABLED,  /* dedup after a decision against slices or after giving them
+                   * up (settled, churning, orphaned): counted in execs_disabled */
+    ST_OBSERVED,  /* mode observe, decided: profiled and logged, all forwarded */
+    ST_OPAQUE,    /* the update graph's nodes could not be paired: every node
+                   * opaque, every update forwarded */
+    ST_GONE,      /* destroyed or stale: the record's contents are freed */
+};
+
+/* How a dedup exec (ST_DEDUP, ST_DISABLED) treats its updates: compared
+ * with the shadows, passed straight to the driver (the shadows unkept), or
+ * compared again on a short window (launch.c's weigh_absorbed). */
+enum vr_ex_cmp {
+    CMP_COMPARE,
+    CMP_PASS, /* no slices and nothing absorbed for two windows */
+    CMP_PROBE, /* reprobed: one losing window of VR_REPROBE_WINDOW sends it back */
+};
+
+/* The states in which every update goes to the driver as it came. */
+static inline bool vr_ex_forwards_all(enum vr_ex_state s)
+{
+    return s == ST_OBSERVED || s == ST_OPAQUE;
+}
 
 /* Counted under the exec's lock, summed on demand: no shared cache line is
  * written on the hot path. */
@@ -47,20 +74,17 @@ struct vr_exec {
     uint64_t serial;       /* changes whenever the record stops being this exec */
     CUgraphExec handle;
     struct vr_exec *next;  /* table chain, or the free list */
-    enum state state;
+    enum vr_ex_state state;
     CUcontext ctx;         /* current at instantiation */
     CUgraph graph;         /* instantiated from: its nodes name this exec's nodes */
     bool orphan;           /* that graph is destroyed: no node can change */
     uint64_t reset_at;     /* c.launches at the last cuGraphExecUpdate */
     unsigned brief;        /* updates in a row that came too soon after the last */
     bool settled;          /* slices cost more than they saved: no new binding */
-    bool pass;             /* no slices and nothing absorbed for two windows: updates go
-                            * straight to the driver, the shadows unkept (weigh_absorbed) */
+    enum vr_ex_cmp cmp;
     uint64_t pass_since;   /* c.launches when it began to pass */
     uint32_t reprobe_after; /* launches of passing before the next reprobe; 0: none yet
                             * since the exec last absorbed */
-    bool probing;          /* reprobed: the window is VR_REPROBE_WINDOW launches, and one
-                            * losing window sends it back to passing */
     unsigned losing;       /* weighings in a row that found the slices costlier */
     struct counters weighed; /* the counters at the last weigh_slices */
 
@@ -125,6 +149,20 @@ struct cached {
 extern struct vr_exec vr_ex_nobody;
 extern _Thread_local struct cached vr_ex_last_exec[VR_EXEC_CACHED];
 
+/* An exec's lock with the rank witness beside it (lockrank.h; nothing at
+ * the default check level). */
+static inline void vr_ex_lock(struct vr_exec *e)
+{
+    vr_mutex_lock(&e->lock);
+    vr_rank_take(VR_RANK_EXEC);
+}
+
+static inline void vr_ex_unlock(struct vr_exec *e)
+{
+    vr_rank_drop(VR_RANK_EXEC);
+    vr_mutex_unlock(&e->lock);
+}
+
 /* ---- exec_table.c ---- */
 struct vr_exec *vr_ex_acquire_slow(CUgraphExec h);
 /* Unlinks h's record from the table (unlocked), or NULL. */
@@ -143,8 +181,10 @@ static inline struct vr_exec *vr_ex_acquire(CUgraphExec h)
     struct cached c = vr_ex_last_exec[0];
     if (__builtin_expect(c.handle == h && c.e != NULL, 1)) {
         vr_mutex_lock(&c.e->lock);
-        if (__builtin_expect(c.e->serial == c.serial, 1))
+        if (__builtin_expect(c.e->serial == c.serial, 1)) {
+            vr_rank_take(VR_RANK_EXEC);
             return c.e;
+        }
         vr_mutex_unlock(&c.e->lock);
     }
     return vr_ex_acquire_slow(h);
@@ -155,6 +195,8 @@ void vr_ex_begin_exec_event(struct vr_jw *w, char *buf, size_t cap, const char *
                             CUgraphExec exec);
 void vr_ex_log_exec_event(const char *event, const struct vr_exec *e);
 void vr_ex_decide(struct vr_exec *e);
+/* The one way an exec changes state: keeps the counters, logs at debug. */
+void vr_ex_set_state(struct vr_exec *e, enum vr_ex_state to);
 void vr_ex_settle(struct vr_exec *e);
 
 /* ---- setparams.c ---- */
@@ -170,6 +212,10 @@ void vr_ex_cancel_all(struct vr_exec *e);
 int vr_ex_apply_pending(struct vr_exec *e);
 void vr_ex_transition(struct vr_exec *e);
 int vr_ex_index_anchors(struct vr_exec *e, size_t nslots);
+/* The exec checker (VR_ASSERT_EXPENSIVE): every installed anchor word of an
+ * active exec is the intended word or a slice address whose slot maps the
+ * same byte (now, or once its pending remap is made). */
+bool vr_ex_check(const struct vr_exec *e);
 
 static inline struct vr_var_ctx var_ctx(struct vr_exec *e)
 {

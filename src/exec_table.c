@@ -50,8 +50,10 @@ static size_t bucket_of(const void *h)
 static bool lock_if_same(const struct cached *c)
 {
     vr_mutex_lock(&c->e->lock);
-    if (c->e->serial == c->serial)
+    if (c->e->serial == c->serial) {
+        vr_rank_take(VR_RANK_EXEC);
         return true;
+    }
     vr_mutex_unlock(&c->e->lock);
     return false;
 }
@@ -85,6 +87,8 @@ __attribute__((noinline)) struct vr_exec *vr_ex_acquire_slow(CUgraphExec h)
     size_t front = vr_ex_cfg.mode == VR_MODE_OBSERVE || c.e->orphan;
     memmove(&vr_ex_last_exec[front + 1], &vr_ex_last_exec[front], (i - front) * sizeof vr_ex_last_exec[0]);
     vr_ex_last_exec[front] = c;
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT(c.e->handle == h && c.e->serial == c.serial && c.e->state != ST_GONE);
     return c.e;
 }
 struct vr_exec *vr_ex_unlink_exec(CUgraphExec h)
@@ -97,6 +101,7 @@ struct vr_exec *vr_ex_unlink_exec(CUgraphExec h)
     if (e)
         *pp = e->next;
     vr_write_unlock(&table_lock);
+    VR_ASSERT(!e || e->handle == h);
     return e;
 }
 
@@ -119,6 +124,7 @@ struct vr_exec *vr_ex_new_record(void)
     uint64_t serial = e->serial + 1;
     memset((char *)e + sizeof e->lock, 0, sizeof *e - sizeof e->lock);
     e->serial = serial;
+    VR_ASSERT(e->state == ST_PROFILING && !e->slices && !e->vars && !e->prof);
     return e;
 }
 
@@ -139,6 +145,8 @@ static void add_counters(struct counters *to, const struct counters *c)
  * the record to the free list once unlocked by the caller. */
 void vr_ex_retire_record(struct vr_exec *e)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT(e->state == ST_GONE);
     vr_mutex_lock(&pool_lock);
     add_counters(&retired, &e->c);
     memset(&e->c, 0, sizeof e->c);
@@ -147,6 +155,7 @@ void vr_ex_retire_record(struct vr_exec *e)
 
 void vr_ex_recycle(struct vr_exec *e)
 {
+    VR_ASSERT(e->state == ST_GONE && !e->slices && !e->vars);
     vr_mutex_lock(&pool_lock);
     e->next = pool;
     pool = e;
@@ -156,6 +165,7 @@ void vr_ex_recycle(struct vr_exec *e)
 /* Makes the cleared, locked record e the exec `handle`'s. */
 void vr_ex_insert_exec(struct vr_exec *e, CUgraphExec handle)
 {
+    VR_ASSERT(e->handle == handle && e->state != ST_GONE);
     vr_write_lock(&table_lock);
     size_t b = bucket_of(handle);
     e->next = buckets[b];
@@ -186,13 +196,14 @@ static size_t snapshot(struct cached **out)
  * is dropped, and skipped when the record stopped being that exec). */
 void vr_ex_each_exec(void (*fn)(struct vr_exec *e, void *arg), void *arg)
 {
+    VR_ASSERT(fn);
     struct cached *v;
     size_t n = snapshot(&v);
     for (size_t i = 0; i < n; i++) {
         if (!lock_if_same(&v[i]))
             continue;
         fn(v[i].e, arg);
-        vr_mutex_unlock(&v[i].e->lock);
+        vr_ex_unlock(v[i].e);
     }
     free(v);
 }

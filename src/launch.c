@@ -27,6 +27,8 @@
 static int launch_ordered(struct vr_exec *e, CUgraphExec h, uint64_t var, CUstream stream,
                           bool per_thread, enum vr_track_mode mode)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT_INTERNAL(var || h == e->handle);
     int rc = vr_track_order(&e->t, var, stream, per_thread);
     if (rc > 0)
         e->c.rebind_waits++;
@@ -48,6 +50,7 @@ static int launch_ordered(struct vr_exec *e, CUgraphExec h, uint64_t var, CUstre
  * anything is launched; the program's exec applies its own pending remaps. */
 static int launch_active(struct vr_exec *e, CUstream stream, bool per_thread)
 {
+    VR_ASSERT_INTERNAL(e->state == ST_ACTIVE && e->slices);
     unsigned peers = vr_alloc_peer_generation();
     if (peers != e->peers) {
         vr_slices_reaccess(e->slices);
@@ -119,6 +122,8 @@ static int launch_active(struct vr_exec *e, CUstream stream, bool per_thread)
  * each of those. */
 static void weigh_slices(struct vr_exec *e)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT(e->state == ST_ACTIVE && !e->settled);
     uint64_t transition = e->c.transition - e->weighed.transition;
     uint64_t rebinds = e->c.rebinds - e->weighed.rebinds;
     uint64_t kept = e->c.xabsorbed - e->weighed.xabsorbed;
@@ -155,6 +160,8 @@ static void weigh_slices(struct vr_exec *e)
  * absorbed path finds no node of a passing exec). */
 static void weigh_absorbed(struct vr_exec *e)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT((e->state == ST_DEDUP || e->state == ST_DISABLED) && e->cmp != CMP_PASS);
     uint64_t seen = e->c.seen + e->c.absorbed - e->weighed.seen - e->weighed.absorbed;
     uint64_t kept = e->c.skipped + e->c.absorbed - e->weighed.skipped - e->weighed.absorbed;
     e->weighed = e->c;
@@ -162,14 +169,14 @@ static void weigh_absorbed(struct vr_exec *e)
      * cost model); a forwarded one costs about 220 instructions more than
      * passing it (scripts/bench-instr: 294 against 72): under one in eight
      * absorbed, passing costs less on any of them. */
-    bool probing = e->probing;
-    e->probing = false;
+    bool probing = e->cmp == CMP_PROBE;
+    e->cmp = CMP_COMPARE;
     e->losing = vr_policy_absorb_losing(e->losing, seen, kept);
     if (!e->losing)
         e->reprobe_after = 0; /* absorbing: a later pass backs off from the start */
     if (!vr_policy_passes(e->losing, probing))
         return;
-    e->pass = true;
+    e->cmp = CMP_PASS;
     e->pass_since = e->c.launches;
     e->reprobe_after = vr_policy_backoff(e->reprobe_after);
     if (vr_log_enabled(VR_LEVEL_INFO)) {
@@ -189,24 +196,27 @@ static void weigh_absorbed(struct vr_exec *e)
  * weigh the updates from there (weigh_absorbed). */
 static void reprobe(struct vr_exec *e)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT(e->cmp == CMP_PASS && !e->slices);
     vr_nodes_forget(&e->ns);
-    e->pass = false;
-    e->probing = true;
+    e->cmp = CMP_PROBE;
     e->losing = 0;
     e->weighed = e->c;
     vr_ex_log_exec_event("exec_reprobe", e);
+    VR_ASSERT(e->cmp == CMP_PROBE);
 }
 
 static int launch_locked(struct vr_exec *e, CUstream stream, bool per_thread)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
     e->c.launches++;
-    if (vr_policy_window_closed(e->c.launches - e->weighed.launches, e->probing)) {
+    if (vr_policy_window_closed(e->c.launches - e->weighed.launches, e->cmp == CMP_PROBE)) {
         if (e->state == ST_ACTIVE && !e->settled)
             weigh_slices(e);
-        else if (e->pass &&
+        else if (e->cmp == CMP_PASS &&
                  vr_policy_reprobe_due(e->c.launches - e->pass_since, e->reprobe_after))
             reprobe(e);
-        else if ((e->state == ST_DEDUP || e->state == ST_DISABLED) && !e->pass &&
+        else if ((e->state == ST_DEDUP || e->state == ST_DISABLED) && e->cmp != CMP_PASS &&
                  !vr_variants_usable(e->vars) && !e->orphan) /* no variant to update */
             weigh_absorbed(e);
     }
@@ -214,7 +224,7 @@ static int launch_locked(struct vr_exec *e, CUstream stream, bool per_thread)
         if (atomic_load_explicit(&vr_ex_degraded, memory_order_relaxed)) {
             vr_profile_free(e->prof);
             e->prof = NULL;
-            e->state = ST_DEDUP;
+            vr_ex_set_state(e, ST_DEDUP);
         } else {
             vr_ex_decide(e);
         }
@@ -241,7 +251,7 @@ int vr_exec_launch(CUgraphExec exec, CUstream stream, bool per_thread)
         return vr_err_cu(r);
     }
     int rc = launch_locked(e, stream, per_thread);
-    vr_mutex_unlock(&e->lock);
+    vr_ex_unlock(e);
     vr_tomb_drain(false);
     return rc;
 }
@@ -267,7 +277,7 @@ int vr_exec_upload(CUgraphExec exec, CUstream stream, bool per_thread)
     if (r == CUDA_SUCCESS)
         vr_variants_upload(e->vars, stream, per_thread);
     int rc = vr_err_cu(r);
-    vr_mutex_unlock(&e->lock);
+    vr_ex_unlock(e);
     return rc;
 }
 

@@ -50,8 +50,7 @@ void vr_ex_bury_after(void *owner, struct vr_slices *sl, uint64_t last)
  * `freeze`: no variant is made again (the clone no longer matches). */
 void vr_ex_drop_slices(struct vr_exec *e, bool freeze)
 {
-    if (e->state == ST_ACTIVE)
-        vr_stat_add(VR_C_execs_active, -1);
+    VR_ASSERT_HELD(VR_RANK_EXEC);
     struct burial burial = {.n = 0};
     e->burial = &burial;
     struct vr_var_ctx cx = var_ctx(e);
@@ -80,6 +79,7 @@ void vr_ex_drop_slices(struct vr_exec *e, bool freeze)
     e->burial = NULL;
     if (burial.n)
         vr_tomb_bury_many(burial.s, burial.n, vr_track_event_after(&e->t), e->ctx, false);
+    VR_ASSERT(!e->slices && !e->anchor_slot && !e->ndirty && !e->ncross);
 }
 /* ---- slot changes --------------------------------------------------------- */
 
@@ -87,20 +87,25 @@ void vr_ex_drop_slices(struct vr_exec *e, bool freeze)
  * read the slot are re-checked at the next fix_nodes, and only those. */
 static void mark_slot(struct vr_exec *e, size_t s)
 {
+    VR_ASSERT_INTERNAL(s < vr_slices_count(e->slices));
     if (!e->is_dirty[s]) {
         e->is_dirty[s] = 1;
         e->dirty[e->ndirty++] = (uint32_t)s;
+        /* Room for twice the slots (fix_nodes). */
+        VR_ASSERT_INTERNAL(e->ndirty <= 2 * vr_slices_count(e->slices));
     }
 }
 
 static int retarget(struct vr_exec *e, size_t s, const struct vr_slice_bind *b)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
     mark_slot(e, s);
     return vr_slices_retarget(e->slices, s, b);
 }
 
 static void cancel(struct vr_exec *e, size_t s)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
     mark_slot(e, s);
     vr_slices_cancel(e->slices, s);
 }
@@ -108,6 +113,8 @@ static void cancel(struct vr_exec *e, size_t s)
 /* A failed remap may change the target too (the slot left unbound). */
 static int remap(struct vr_exec *e, size_t s)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT(vr_slices_slot_pending(e->slices, s));
     uint64_t want = vr_slices_target(e->slices, s)->id;
     int rc = vr_slices_remap(e->slices, s);
     if (rc != 0 || vr_slices_target(e->slices, s)->id != want)
@@ -118,6 +125,7 @@ static int remap(struct vr_exec *e, size_t s)
 /* Whether a slice address lies in slot s's window, its end included. */
 static bool in_window(const struct vr_exec *e, size_t s, uint64_t va)
 {
+    VR_ASSERT_INTERNAL(s < vr_slices_count(e->slices));
     uint64_t lo = vr_slices_va(e->slices, s);
     return va >= lo && va - lo <= vr_slices_size(e->slices, s);
 }
@@ -126,6 +134,7 @@ static bool in_window(const struct vr_exec *e, size_t s, uint64_t va)
  * home: fix_nodes checks it whenever any slot changed. */
 static void note_cross(struct vr_exec *e, int32_t home, uint64_t w, uint64_t t)
 {
+    VR_ASSERT_INTERNAL(e->xnode < e->ns.n && home >= 0);
     if (t == w || in_window(e, (size_t)home, t))
         return;
     /* Made at the first such node: most execs never have one, and the
@@ -169,6 +178,7 @@ static bool binding_of(uint64_t word, struct vr_slice_bind *b)
  * the result lies in the anchor's home slot (or is w). */
 static uint64_t translate_anchor(struct vr_exec *e, int32_t home, uint64_t w, bool *at_home)
 {
+    VR_ASSERT_INTERNAL(home >= 0 && (size_t)home < vr_slices_count(e->slices));
     /* Its own slot first: a position keeps its slot, so a buffer that comes
      * back (pingpong, periodic) changes no installed word. With variants a
      * slot may move while the program's exec is busy: the launch picks a
@@ -221,6 +231,8 @@ static uint64_t xlat_stable(void *ctx, int32_t home, uint64_t w)
 void vr_ex_translate_node(struct vr_exec *e, const struct vr_node *n, const uint8_t *src,
                            uint8_t *dst, bool setparams)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT_INTERNAL(e->slices && n->layout && n >= e->ns.v && n < e->ns.v + e->ns.n);
     e->xnode = (uint32_t)(n - e->ns.v);
     e->xvary = may_vary(e) && !e->stuck;
     vr_xlat_args(n->layout->words, e->anchor_slot + n->word0, n->layout->nwords,
@@ -235,7 +247,37 @@ void vr_ex_translate_node(struct vr_exec *e, const struct vr_node *n, const uint
  * (the program's own address). */
 static int slot_read(const struct vr_exec *e, int32_t home, uint64_t have)
 {
+    VR_ASSERT_INTERNAL(home >= 0);
     return in_window(e, (size_t)home, have) ? home : vr_slices_slot_at(e->slices, have);
+}
+
+bool vr_ex_check(const struct vr_exec *e)
+{
+    if (e->state != ST_ACTIVE || !e->slices)
+        return true;
+    for (size_t i = 0; i < e->ns.n; i++) {
+        const struct vr_node *n = &e->ns.v[i];
+        for (uint32_t k = 0; n->layout && k < n->layout->nwords; k++) {
+            int32_t home = e->anchor_slot[n->word0 + k];
+            if (home < 0)
+                continue;
+            uint32_t off = n->layout->words[k];
+            uint64_t have = vr_load_word(vr_installed(&e->ns, n) + off);
+            uint64_t want = vr_load_word(n->intended + off);
+            if (have == want)
+                continue;
+            int s = slot_read(e, home, have);
+            if (s < 0)
+                return false;
+            /* Mapped now, or by the remap the next launch makes first. */
+            uint64_t at = have - vr_slices_va(e->slices, (size_t)s);
+            const struct vr_slice_bind *c = vr_slices_current(e->slices, (size_t)s);
+            const struct vr_slice_bind *t = vr_slices_target(e->slices, (size_t)s);
+            if (!(c->id && want == c->base + at) && !(t->id && want == t->base + at))
+                return false;
+        }
+    }
+    return true;
 }
 
 /* Re-issues node i when an installed anchor word would not mean what it
@@ -244,6 +286,7 @@ static int slot_read(const struct vr_exec *e, int32_t home, uint64_t have)
  * re-issue marks its home slots again, so the next fix retries it. */
 static int fix_node(struct vr_exec *e, uint32_t i, int rc)
 {
+    VR_ASSERT_INTERNAL(i < e->ns.n && e->mark);
     if (e->mark[i] == e->round)
         return rc;
     e->mark[i] = e->round;
@@ -287,6 +330,7 @@ static int fix_node(struct vr_exec *e, uint32_t i, int rc)
  * its home. */
 static bool has_cross(const struct vr_exec *e, uint32_t i)
 {
+    VR_ASSERT_INTERNAL(i < e->ns.n);
     const struct vr_node *n = &e->ns.v[i];
     for (uint32_t k = 0; n->layout && k < n->layout->nwords; k++) {
         int32_t home = e->anchor_slot[n->word0 + k];
@@ -304,6 +348,8 @@ static bool has_cross(const struct vr_exec *e, uint32_t i)
  * the few that point across slots. Returns the first driver error. */
 int vr_ex_fix_nodes(struct vr_exec *e)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT(e->state == ST_ACTIVE && e->slices);
     if (!e->ndirty)
         return 0;
     if (++e->round == 0) {
@@ -334,8 +380,10 @@ int vr_ex_fix_nodes(struct vr_exec *e)
         e->in_cross[i] = 0;
         e->cross[j] = e->cross[--e->ncross];
     }
+    VR_ASSERT(e->ndirty >= nd);
     memmove(e->dirty, e->dirty + nd, (e->ndirty - nd) * sizeof *e->dirty);
     e->ndirty -= nd;
+    VR_ASSERT_EXPENSIVE(rc != 0 || vr_ex_check(e));
     return rc;
 }
 
@@ -361,6 +409,8 @@ static void log_rebind(struct vr_exec *e, size_t slot, uint64_t from, uint64_t t
  * memory. It stays pending (outside the stable view) until the exec is idle. */
 void vr_ex_cancel_all(struct vr_exec *e)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT(e->slices);
     static const struct vr_slice_bind none = {0};
     for (size_t s = 0; s < vr_slices_count(e->slices); s++) {
         if (!vr_slices_slot_pending(e->slices, s) || vr_slices_target(e->slices, s)->id == 0)
@@ -384,6 +434,8 @@ void vr_ex_cancel_all(struct vr_exec *e)
  * asked for. */
 int vr_ex_apply_pending(struct vr_exec *e)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT(e->state == ST_ACTIVE && e->slices);
     if (atomic_load_explicit(&vr_ex_degraded, memory_order_relaxed) || !exec_idle(e)) {
         vr_ex_cancel_all(e);
         return vr_ex_fix_nodes(e);
@@ -410,6 +462,8 @@ int vr_ex_apply_pending(struct vr_exec *e)
         vr_log_fallback("rebind", "a slice could not be remapped; its nodes pass through");
         return vr_ex_fix_nodes(e);
     }
+    VR_ASSERT_INTERNAL(!vr_slices_pending(e->slices));
+    VR_ASSERT_EXPENSIVE(vr_ex_check(e) && vr_variants_check(e->vars));
     return 0;
 }
 
@@ -417,6 +471,8 @@ int vr_ex_apply_pending(struct vr_exec *e)
  * refused update leaves the node as the program set it, which is correct. */
 void vr_ex_transition(struct vr_exec *e)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT(e->state == ST_ACTIVE && (e->anchored || !e->nanchored));
     for (size_t i = 0; i < e->nanchored; i++) {
         struct vr_node *n = &e->ns.v[e->anchored[i]];
         vr_ex_translate_node(e, n, n->intended, e->xlat, false);
@@ -430,12 +486,15 @@ void vr_ex_transition(struct vr_exec *e)
             vr_variants_touch(e->vars, e->anchored[i]);
         }
     }
+    VR_ASSERT_EXPENSIVE(vr_ex_check(e) && vr_variants_check(e->vars));
 }
 
 /* The anchored nodes, and per slot the nodes with an anchor homed there
  * (fix_nodes' lists); e->anchor_slot is set. */
 int vr_ex_index_anchors(struct vr_exec *e, size_t nslots)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT(e->anchor_slot && !e->anchored && !e->home_first && !e->nanchored);
     size_t n = e->ns.n ? e->ns.n : 1, ns = nslots ? nslots : 1;
     e->anchored = malloc(n * sizeof *e->anchored);
     e->home_first = calloc(ns + 1, sizeof *e->home_first);
@@ -483,6 +542,7 @@ int vr_ex_index_anchors(struct vr_exec *e, size_t nslots)
     for (size_t k = nslots; k > 0; k--)
         e->home_first[k] = e->home_first[k - 1];
     e->home_first[0] = 0;
+    VR_ASSERT(e->home_first[nslots] == total && e->nanchored <= e->ns.n);
     free(last);
     return 0;
 }
@@ -498,6 +558,7 @@ struct freed {
 
 static void forget_in(struct vr_exec *e, void *arg)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
     const struct freed *f = arg;
     uint64_t id = f->id;
     bool holds = vr_variants_holds(e->vars, id);
@@ -530,6 +591,9 @@ static void forget_in(struct vr_exec *e, void *arg)
         struct vr_var_ctx cx = var_ctx(e);
         vr_variants_forget_alloc(e->vars, &e->t, &cx, id);
     }
+    /* No slot will bind the freed buffer again. */
+    for (size_t s = 0; VR_ASSERT_ON && e->slices && s < vr_slices_count(e->slices); s++)
+        VR_ASSERT(vr_slices_target(e->slices, s)->id != id);
 }
 
 void vr_exec_forget_alloc(uint64_t id, bool synced)

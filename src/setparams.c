@@ -41,6 +41,7 @@ static void note_forward(struct vr_exec *e, const struct vr_node *n, const char 
  * profile reads the node again at its next launch. */
 static void set_intended(struct vr_exec *e, struct vr_node *n)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
     memcpy(n->intended, e->scratch, n->layout->bytes);
     if (e->prof)
         vr_profile_touch(e->prof, (size_t)(n - e->ns.v));
@@ -49,6 +50,7 @@ static void set_intended(struct vr_exec *e, struct vr_node *n)
 /* A change the variants cannot replay: they go, and none is made again. */
 void vr_ex_unvary(struct vr_exec *e)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
     if (!vr_variants_usable(e->vars))
         return;
     struct vr_var_ctx cx = var_ctx(e);
@@ -76,6 +78,8 @@ static inline void sample_end(uint64_t t0, CUresult r)
 static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node,
                           enum vr_sp_entry entry, const void *params)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT(e->state != ST_GONE && e->scratch);
     struct vr_call c;
     bool kernel = vr_call_decode(entry, params, &c);
     CUresult r;
@@ -92,12 +96,12 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
         note_forward(e, n, "not_kernel");
         return vr_err_cu(r);
     }
-    if (!n || !n->layout || !kernel || e->state == ST_OBSERVED) {
+    if (!n || !n->layout || !kernel || vr_ex_forwards_all(e->state)) {
         r = vr_forward_raw(e->handle, node, entry, params);
         if (r == CUDA_SUCCESS)
             vr_ex_unvary(e); /* what the driver holds now is not known here */
         note_forward(e, n, !n ? "unknown_node" : !kernel ? "not_kernel"
-                         : e->state == ST_OBSERVED ? "observe" : "opaque");
+                         : vr_ex_forwards_all(e->state) ? "observe" : "opaque");
         return vr_err_cu(r);
     }
     const struct vr_layout *l = n->layout;
@@ -138,6 +142,8 @@ static int update_args(struct vr_exec *e, struct vr_node *n, CUgraphNode node,
                        enum vr_sp_entry entry, const void *params, const struct vr_fields *f,
                        bool same)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT_INTERNAL(n->layout && f);
     const struct vr_layout *l = n->layout;
     if (same && memcmp(e->scratch, n->intended, l->bytes) == 0)
         goto skip;
@@ -204,7 +210,7 @@ static inline __attribute__((always_inline)) bool absorbable(const struct vr_nod
 static inline bool direct(const struct vr_exec *e, const struct vr_node *n,
                           enum vr_sp_entry entry, const void *params)
 {
-    return vr_ex_cfg.mode != VR_MODE_OBSERVE && !e->orphan && e->state != ST_OBSERVED &&
+    return vr_ex_cfg.mode != VR_MODE_OBSERVE && !e->orphan && !vr_ex_forwards_all(e->state) &&
            same_call(n, entry, params);
 }
 
@@ -216,6 +222,8 @@ static inline bool direct(const struct vr_exec *e, const struct vr_node *n,
 static int forward_plain(struct vr_exec *e, struct vr_node *n, enum vr_sp_entry entry,
                          const void *params, bool changed)
 {
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT_INTERNAL(!e->slices && n->layout);
     const struct vr_layout *l = n->layout;
     void *const *kp = vr_call_v2(entry, params)->kernelParams;
     if (!changed && vr_layout_equal(l, kp, n->intended)) {
@@ -241,6 +249,7 @@ static int forward_plain(struct vr_exec *e, struct vr_node *n, enum vr_sp_entry 
 static int direct_args(struct vr_exec *e, struct vr_node *n, enum vr_sp_entry entry,
                        const void *params, bool changed)
 {
+    VR_ASSERT_INTERNAL(n->layout);
     if (!e->slices)
         return forward_plain(e, n, entry, params, changed);
     vr_layout_pack(n->layout, vr_call_v2(entry, params)->kernelParams, e->scratch);
@@ -266,9 +275,9 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
         return vr_err_cu(vr_forward_raw(exec, node, entry, params));
     }
     e->c.seen++;
-    if (e->pass) {
+    if (e->cmp == CMP_PASS) {
         int rc = vr_err_cu(pass_update(e, node, entry, params));
-        vr_mutex_unlock(&e->lock);
+        vr_ex_unlock(e);
         return rc;
     }
     struct vr_node *n = vr_nodes_find(&e->ns, node);
@@ -281,7 +290,7 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
         rc = direct_args(e, n, entry, params, false);
     else
         rc = setparams_slow(e, n, node, entry, params);
-    vr_mutex_unlock(&e->lock);
+    vr_ex_unlock(e);
     return rc;
 }
 
@@ -311,7 +320,7 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
         vr_in_shim = 1;                                                             \
         CUresult r = pass_update(e, node, entry, params);                           \
         vr_in_shim = 0;                                                             \
-        vr_mutex_unlock(&e->lock);                                                  \
+        vr_ex_unlock(e);                                                  \
         return r;                                                                   \
     }                                                                               \
     /* A node found, not absorbed: a direct update is finished here; else   \
@@ -327,12 +336,12 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
             int rc = direct_args(e, n, entry, params,                               \
                                  n->layout->end4 == n->layout->end);                \
             vr_in_shim = 0;                                                         \
-            vr_mutex_unlock(&e->lock);                                              \
+            vr_ex_unlock(e);                                              \
             return vr_err_to_cu(rc);                                                \
         }                                                                           \
         CUgraphExec exec = e->handle;                                               \
         CUgraphNode node = n->handle;                                               \
-        if (vr_mutex_release(&e->lock))                                             \
+        if ((vr_rank_drop(VR_RANK_EXEC), vr_mutex_release(&e->lock)))                                             \
             return absorb_wake_##suffix(e, false, exec, node, params);              \
         return vr_hook_setparams_##suffix(exec, node, params);                      \
     }                                                                               \
@@ -341,18 +350,19 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
         struct vr_exec *e = vr_ex_last_exec[0].e;                                         \
         if (__builtin_expect(vr_ex_last_exec[0].handle != exec || !vr_mutex_trylock(&e->lock), 0)) \
             return vr_hook_setparams_##suffix(exec, node, params);                  \
-        struct vr_node *n = e->serial == vr_ex_last_exec[0].serial && !e->pass              \
+        vr_rank_take(VR_RANK_EXEC);                                                 \
+        struct vr_node *n = e->serial == vr_ex_last_exec[0].serial && e->cmp != CMP_PASS            \
                                 ? vr_nodes_next(&e->ns, node) : NULL;                \
         if (__builtin_expect(!n, 0)) {                                              \
-            if (e->pass && e->serial == vr_ex_last_exec[0].serial)                        \
+            if (e->cmp == CMP_PASS && e->serial == vr_ex_last_exec[0].serial)                        \
                 return pass_##suffix(e, node, params);                              \
-            if (vr_mutex_release(&e->lock))                                         \
+            if ((vr_rank_drop(VR_RANK_EXEC), vr_mutex_release(&e->lock)))                                         \
                 return absorb_wake_##suffix(e, false, exec, node, params);          \
             return vr_hook_setparams_##suffix(exec, node, params);                  \
         }                                                                           \
         if (__builtin_expect(absorbable(n, entry, params), 1)) {                    \
             e->c.absorbed++;                                                        \
-            if (__builtin_expect(vr_mutex_release(&e->lock), 0))                    \
+            if (__builtin_expect((vr_rank_drop(VR_RANK_EXEC), vr_mutex_release(&e->lock)), 0))                    \
                 return absorb_wake_##suffix(e, true, NULL, NULL, NULL);             \
             return CUDA_SUCCESS;                                                    \
         }                                                                           \
@@ -378,7 +388,7 @@ int vr_exec_set_enabled(CUgraphExec exec, CUgraphNode node, unsigned enabled)
             vr_variants_set_enabled(e->vars, &cx, n ? (size_t)(n - e->ns.v) : SIZE_MAX, node,
                                     enabled);
         }
-        vr_mutex_unlock(&e->lock);
+        vr_ex_unlock(e);
     }
     return vr_err_cu(r);
 }
@@ -392,7 +402,7 @@ int vr_exec_set_node(CUgraphExec exec, CUgraphNode node, const struct vr_set *se
             struct vr_var_ctx cx = var_ctx(e);
             vr_variants_set_node(e->vars, &cx, node, set);
         }
-        vr_mutex_unlock(&e->lock);
+        vr_ex_unlock(e);
     }
     return vr_err_cu(r);
 }

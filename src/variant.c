@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "assert.h"
 #include "capture_guard.h"
 #include "driver.h"
 #include "err.h"
@@ -201,6 +202,7 @@ int vr_variants_new(struct vr_variants **out, CUgraph graph, const struct vr_nod
 static void drop_one(struct vr_variants *vs, const struct vr_var_ctx *cx, unsigned k)
 {
     struct variant *v = &vs->v[k];
+    VR_ASSERT(k > 0 && k < VR_VARIANTS_MAX && v->handle && vs->nv > 0);
     /* The shim's own: never a reason for a program's capture to fail. */
     vr_capture_relax();
     vr_real.cuGraphExecDestroy(v->handle); /* the driver defers its own teardown */
@@ -248,9 +250,31 @@ bool vr_variants_usable(const struct vr_variants *vs)
     return vs && !vs->frozen;
 }
 
-unsigned vr_variants_count(const struct vr_variants *vs)
+bool vr_variants_check(const struct vr_variants *vs)
 {
-    return vs ? vs->nv : 0;
+    if (!vs)
+        return true;
+    if (vs->max > vs->cap || vs->cap > VR_VARIANTS_MAX || vs->nlog > vs->n)
+        return false;
+    unsigned used = 0;
+    for (unsigned k = 1; k < VR_VARIANTS_MAX; k++) {
+        const struct variant *v = &vs->v[k];
+        if (!v->handle)
+            continue;
+        /* In use only below cap, under an id handed out, never v[0]'s. */
+        if (k >= vs->cap || !v->id || v->id > vs->ids)
+            return false;
+        used++;
+    }
+    if (used != vs->nv)
+        return false;
+    for (size_t j = 0; j < vs->nlog; j++)
+        if (vs->log[j] >= vs->n || !(vs->nflags[vs->log[j]] & VR_IN_LOG))
+            return false;
+    for (size_t j = 1; j < vs->nother; j++)
+        if (cmp_other(&vs->other[j - 1], &vs->other[j]) >= 0)
+            return false;
+    return true;
 }
 
 /* The clock would wrap: it starts again at 1. Every node changed since the
@@ -401,9 +425,11 @@ static int create(struct vr_variants *vs, const struct vr_var_ctx *cx, bool *vmm
     unsigned k = 1;
     while (vs->v[k].handle)
         k++;
+    VR_ASSERT(k < vs->cap);
     v.id = ++vs->ids;
     vs->v[k] = v;
     vs->nv++;
+    VR_ASSERT_EXPENSIVE(vr_variants_check(vs));
     vr_stat_inc(VR_C_variants);
     struct variant *p = &vs->v[k];
     rc = remap_to_targets(cx, p, vmm, cx->rebinds, true);
