@@ -316,14 +316,10 @@ void vr_ex_settle(struct vr_exec *e)
         if (!n->layout || memcmp(vr_installed(&e->ns, n), n->intended, n->layout->bytes) == 0)
             continue;
         memcpy(e->xlat, n->intended, n->layout->bytes);
-        CUresult r = vr_node_issue(e->handle, n, e->xlat, e->kp);
-        e->c.transition++;
-        vr_stat_inc(VR_C_transition_updates);
-        if (r != CUDA_SUCCESS) {
+        if (vr_ex_reissue(e, n) != CUDA_SUCCESS) {
             e->settled = true; /* a node still reads a slice: keep them */
             return;
         }
-        memcpy(vr_installed(&e->ns, n), n->intended, n->layout->bytes);
     }
     vr_ex_drop_slices(e, true);
     vr_ex_set_state(e, ST_DISABLED);

@@ -207,6 +207,7 @@ void vr_ex_bury_after(void *owner, struct vr_slices *sl, uint64_t last);
 void vr_ex_drop_slices(struct vr_exec *e, bool freeze);
 void vr_ex_translate_node(struct vr_exec *e, const struct vr_node *n, const uint8_t *src,
                           uint8_t *dst, bool setparams);
+CUresult vr_ex_reissue(struct vr_exec *e, struct vr_node *n);
 int vr_ex_fix_nodes(struct vr_exec *e);
 void vr_ex_cancel_all(struct vr_exec *e);
 int vr_ex_apply_pending(struct vr_exec *e);

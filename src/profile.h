@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <cuda.h>
 
+#include "alloc.h"
 #include "node.h"
 #include "slice.h"
 #include "xlat.h"
@@ -61,7 +62,11 @@ struct vr_decision {
 void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphExec exec,
                        bool observe, struct vr_decision *out);
 
-/* The allocation a word points into, its end included: 0 when none. */
+/* The allocation a word points into, its end included (an end pointer
+ * means the allocation it ends): 0 and *a set, or -ENOENT. The one rule of
+ * "which allocation does this word name", for the profile and remap.c. */
+int vr_profile_find_alloc(uint64_t word, struct vr_alloc_info *a);
+/* The same as an id (0 when none) and *base. */
 uint64_t vr_profile_alloc_of(uint64_t word, uint64_t *base);
 
 #endif

@@ -163,10 +163,7 @@ static void note_cross(struct vr_exec *e, int32_t home, uint64_t w, uint64_t t)
 static bool binding_of(uint64_t word, struct vr_slice_bind *b)
 {
     struct vr_alloc_info a;
-    if (vr_alloc_find(word, &a) != 0 &&
-        (!word || vr_alloc_find(word - 1, &a) != 0 || word != a.base + a.size))
-        return false;
-    if (!a.vmm)
+    if (vr_profile_find_alloc(word, &a) != 0 || !a.vmm)
         return false;
     *b = (struct vr_slice_bind){a.id, a.base, a.size, a.padded, a.handle, a.device};
     return true;
@@ -280,6 +277,21 @@ bool vr_ex_check(const struct vr_exec *e)
     return true;
 }
 
+/* The shim's own update of node n to e->xlat (the transition's, a fix's, a
+ * settle's): not one of the program's calls, counted as a transition
+ * update; what the driver holds follows on success. */
+CUresult vr_ex_reissue(struct vr_exec *e, struct vr_node *n)
+{
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT(n->layout);
+    CUresult r = vr_node_issue(e->handle, n, e->xlat, e->kp);
+    e->c.transition++;
+    vr_stat_inc(VR_C_transition_updates);
+    if (r == CUDA_SUCCESS)
+        memcpy(vr_installed(&e->ns, n), e->xlat, n->layout->bytes);
+    return r;
+}
+
 /* Re-issues node i when an installed anchor word would not mean what it
  * intends once the pending remaps are made (pending slots are treated as
  * holding their targets), with only stable slots translated. A refused
@@ -310,13 +322,8 @@ static int fix_node(struct vr_exec *e, uint32_t i, int rc)
     if (!wrong)
         return rc;
     vr_ex_translate_node(e, n, n->intended, e->xlat, false);
-    /* The shim's own update, like the transition's: not one of the
-     * program's calls. */
-    CUresult r = vr_node_issue(e->handle, n, e->xlat, e->kp);
-    e->c.transition++;
-    vr_stat_inc(VR_C_transition_updates);
+    CUresult r = vr_ex_reissue(e, n);
     if (r == CUDA_SUCCESS) {
-        memcpy(vr_installed(&e->ns, n), e->xlat, n->layout->bytes);
         vr_variants_touch(e->vars, i);
         return rc;
     }
@@ -478,13 +485,8 @@ void vr_ex_transition(struct vr_exec *e)
         vr_ex_translate_node(e, n, n->intended, e->xlat, false);
         if (memcmp(e->xlat, vr_installed(&e->ns, n), n->layout->bytes) == 0)
             continue;
-        CUresult r = vr_node_issue(e->handle, n, e->xlat, e->kp);
-        e->c.transition++;
-        vr_stat_inc(VR_C_transition_updates);
-        if (r == CUDA_SUCCESS) {
-            memcpy(vr_installed(&e->ns, n), e->xlat, n->layout->bytes);
+        if (vr_ex_reissue(e, n) == CUDA_SUCCESS)
             vr_variants_touch(e->vars, e->anchored[i]);
-        }
     }
     VR_ASSERT_EXPENSIVE(vr_ex_check(e) && vr_variants_check(e->vars));
 }
