@@ -53,33 +53,6 @@ void vr_exec_configure(const struct vr_config *c)
     vr_profile_configure(vr_ex_cfg.variants > 1);
 }
 
-/* ---- events ------------------------------------------------------------- */
-
-void vr_ex_begin_exec_event(struct vr_jw *w, char *buf, size_t cap, const char *event,
-                             CUgraphExec exec)
-{
-    VR_ASSERT(w && buf && event);
-    vr_jw_begin(w, buf, cap, event);
-    vr_jw_hex(w, "exec", (uint64_t)(uintptr_t)exec);
-}
-
-void vr_ex_log_exec_event(const char *event, const struct vr_exec *e)
-{
-    if (!vr_log_enabled(VR_LEVEL_INFO))
-        return;
-    char buf[1024];
-    struct vr_jw w;
-    vr_ex_begin_exec_event(&w, buf, sizeof buf, event, e->handle);
-    vr_jw_u64(&w, "setparams_seen", e->c.seen + e->c.absorbed);
-    vr_jw_u64(&w, "setparams_skipped", e->c.skipped + e->c.absorbed);
-    vr_jw_u64(&w, "setparams_forwarded", e->c.forwarded);
-    vr_jw_u64(&w, "transition_updates", e->c.transition);
-    vr_jw_u64(&w, "launches", e->c.launches);
-    vr_jw_u64(&w, "rebinds", e->c.rebinds);
-    vr_jw_u64(&w, "rebind_waits", e->c.rebind_waits);
-    vr_log_emit(&w, VR_LEVEL_INFO);
-}
-
 static const char *const state_name[] = {
     [ST_PROFILING] = "profiling", [ST_ACTIVE] = "active",     [ST_DEDUP] = "dedup",
     [ST_DISABLED] = "disabled",   [ST_OBSERVED] = "observed", [ST_OPAQUE] = "opaque",
@@ -434,19 +407,6 @@ static void orphan_if_of(struct vr_exec *e, void *graph)
                                        "it passes through");
     }
     VR_ASSERT(e->orphan && e->state != ST_PROFILING);
-}
-
-static void stream_destroyed_in(struct vr_exec *e, void *stream)
-{
-    vr_track_stream_destroyed(&e->t, stream);
-}
-
-void vr_exec_stream_destroyed(CUstream stream)
-{
-    if (vr_ex_cfg.mode == VR_MODE_OFF || !stream || stream == CU_STREAM_LEGACY ||
-        stream == CU_STREAM_PER_THREAD)
-        return;
-    vr_ex_each_exec(stream_destroyed_in, stream);
 }
 
 void vr_exec_graph_destroyed(CUgraph graph)

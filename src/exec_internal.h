@@ -203,6 +203,11 @@ void vr_ex_settle(struct vr_exec *e);
 void vr_ex_unvary(struct vr_exec *e);
 
 /* ---- remap.c ---- */
+/* Every change of a slot's target goes through these (the nodes that may
+ * read it are re-checked at the next fix). */
+int vr_ex_retarget(struct vr_exec *e, size_t s, const struct vr_slice_bind *b);
+void vr_ex_cancel(struct vr_exec *e, size_t s);
+int vr_ex_remap(struct vr_exec *e, size_t s);
 void vr_ex_bury_after(void *owner, struct vr_slices *sl, uint64_t last);
 void vr_ex_drop_slices(struct vr_exec *e, bool freeze);
 void vr_ex_translate_node(struct vr_exec *e, const struct vr_node *n, const uint8_t *src,

@@ -237,3 +237,30 @@ void vr_exec_after_fork(void)
     vr_ex_last_exec[0].e = &vr_ex_nobody;
     vr_ex_nobody.lock = (vr_mutex)VR_MUTEX_INIT;
 }
+
+/* ---- events ------------------------------------------------------------- */
+
+void vr_ex_begin_exec_event(struct vr_jw *w, char *buf, size_t cap, const char *event,
+                             CUgraphExec exec)
+{
+    VR_ASSERT(w && buf && event);
+    vr_jw_begin(w, buf, cap, event);
+    vr_jw_hex(w, "exec", (uint64_t)(uintptr_t)exec);
+}
+
+void vr_ex_log_exec_event(const char *event, const struct vr_exec *e)
+{
+    if (!vr_log_enabled(VR_LEVEL_INFO))
+        return;
+    char buf[1024];
+    struct vr_jw w;
+    vr_ex_begin_exec_event(&w, buf, sizeof buf, event, e->handle);
+    vr_jw_u64(&w, "setparams_seen", e->c.seen + e->c.absorbed);
+    vr_jw_u64(&w, "setparams_skipped", e->c.skipped + e->c.absorbed);
+    vr_jw_u64(&w, "setparams_forwarded", e->c.forwarded);
+    vr_jw_u64(&w, "transition_updates", e->c.transition);
+    vr_jw_u64(&w, "launches", e->c.launches);
+    vr_jw_u64(&w, "rebinds", e->c.rebinds);
+    vr_jw_u64(&w, "rebind_waits", e->c.rebind_waits);
+    vr_log_emit(&w, VR_LEVEL_INFO);
+}

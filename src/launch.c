@@ -281,3 +281,15 @@ int vr_exec_upload(CUgraphExec exec, CUstream stream, bool per_thread)
     return rc;
 }
 
+static void stream_destroyed_in(struct vr_exec *e, void *stream)
+{
+    vr_track_stream_destroyed(&e->t, stream);
+}
+
+void vr_exec_stream_destroyed(CUstream stream)
+{
+    if (vr_ex_cfg.mode == VR_MODE_OFF || !stream || stream == CU_STREAM_LEGACY ||
+        stream == CU_STREAM_PER_THREAD)
+        return;
+    vr_ex_each_exec(stream_destroyed_in, stream);
+}

@@ -96,14 +96,14 @@ static void mark_slot(struct vr_exec *e, size_t s)
     }
 }
 
-static int retarget(struct vr_exec *e, size_t s, const struct vr_slice_bind *b)
+int vr_ex_retarget(struct vr_exec *e, size_t s, const struct vr_slice_bind *b)
 {
     VR_ASSERT_HELD(VR_RANK_EXEC);
     mark_slot(e, s);
     return vr_slices_retarget(e->slices, s, b);
 }
 
-static void cancel(struct vr_exec *e, size_t s)
+void vr_ex_cancel(struct vr_exec *e, size_t s)
 {
     VR_ASSERT_HELD(VR_RANK_EXEC);
     mark_slot(e, s);
@@ -111,7 +111,7 @@ static void cancel(struct vr_exec *e, size_t s)
 }
 
 /* A failed remap may change the target too (the slot left unbound). */
-static int remap(struct vr_exec *e, size_t s)
+int vr_ex_remap(struct vr_exec *e, size_t s)
 {
     VR_ASSERT_HELD(VR_RANK_EXEC);
     VR_ASSERT(vr_slices_slot_pending(e->slices, s));
@@ -197,7 +197,7 @@ static uint64_t translate_anchor(struct vr_exec *e, int32_t home, uint64_t w, bo
         return t;
     if (s < 0 || vary) {
         struct vr_slice_bind b;
-        if (!binding_of(w, &b) || retarget(e, (size_t)home, &b) != 0)
+        if (!binding_of(w, &b) || vr_ex_retarget(e, (size_t)home, &b) != 0)
             return w;
         e->retargeted = true;
         return vr_slices_va(e->slices, (size_t)home) + (w - b.base);
@@ -428,9 +428,9 @@ void vr_ex_cancel_all(struct vr_exec *e)
         const struct vr_slice_bind *cur = vr_slices_current(e->slices, s);
         struct vr_alloc_info a;
         if (cur->id && (vr_alloc_find(cur->base, &a) != 0 || a.id != cur->id))
-            retarget(e, s, &none);
+            vr_ex_retarget(e, s, &none);
         else
-            cancel(e, s);
+            vr_ex_cancel(e, s);
     }
 }
 
@@ -458,7 +458,7 @@ int vr_ex_apply_pending(struct vr_exec *e)
             continue;
         uint64_t from = vr_slices_current(e->slices, s)->base;
         uint64_t to = vr_slices_target(e->slices, s)->base;
-        int r = remap(e, s);
+        int r = vr_ex_remap(e, s);
         e->c.rebinds++;
         vr_stat_inc(VR_C_rebinds);
         log_rebind(e, s, from, to, r);
@@ -551,58 +551,3 @@ int vr_ex_index_anchors(struct vr_exec *e, size_t nslots)
 
 /* No variant will ever be made: the clone and the variants' bookkeeping go
  * (memory per node counts: programs have graphs of many thousand nodes). */
-/* A freed allocation, as vr_exec_forget_alloc tells each exec of it. */
-struct freed {
-    uint64_t id;
-    bool synced;
-    CUcontext cur; /* current when the caller synchronized */
-};
-
-static void forget_in(struct vr_exec *e, void *arg)
-{
-    VR_ASSERT_HELD(VR_RANK_EXEC);
-    const struct freed *f = arg;
-    uint64_t id = f->id;
-    bool holds = vr_variants_holds(e->vars, id);
-    for (size_t s = 0; e->slices && s < vr_slices_count(e->slices) && !holds; s++)
-        holds = vr_slices_current(e->slices, s)->id == id ||
-                vr_slices_target(e->slices, s)->id == id;
-    /* The free synchronized this exec's context. Only an exec that reads
-     * the buffer is told: another thread may have launched another exec
-     * since, which the synchronization did not cover. */
-    if (holds && f->synced && f->cur && f->cur == e->ctx)
-        vr_track_synced(&e->t);
-    /* Several slots may hold one buffer (anchors are positions). */
-    for (size_t s = 0; e->slices && s < vr_slices_count(e->slices); s++) {
-        if (vr_slices_current(e->slices, s)->id != id &&
-            vr_slices_target(e->slices, s)->id != id)
-            continue;
-        if (vr_slices_target(e->slices, s)->id == id) {
-            struct vr_slice_bind none = {0};
-            retarget(e, s, &none);
-            e->retargeted = true;
-        }
-        /* Unmapped now when nothing can read it, else at a later launch. */
-        if (vr_slices_current(e->slices, s)->id == id && exec_idle(e) &&
-            remap(e, s) != 0)
-            vr_log_fallback("free", "a slice of a freed buffer could not be unmapped yet");
-        if (vr_slices_current(e->slices, s)->id != id)
-            cancel(e, s);
-    }
-    if (e->slices) {
-        struct vr_var_ctx cx = var_ctx(e);
-        vr_variants_forget_alloc(e->vars, &e->t, &cx, id);
-    }
-    /* No slot will bind the freed buffer again. */
-    for (size_t s = 0; VR_ASSERT_ON && e->slices && s < vr_slices_count(e->slices); s++)
-        VR_ASSERT(vr_slices_target(e->slices, s)->id != id);
-}
-
-void vr_exec_forget_alloc(uint64_t id, bool synced)
-{
-    struct freed f = {id, synced, NULL};
-    if (synced)
-        vr_real.cuCtxGetCurrent(&f.cur);
-    vr_ex_each_exec(forget_in, &f);
-}
-
