@@ -4,21 +4,23 @@
  * remap.c keeps the slots and the words pointing into them, policy.c holds
  * every rule that moves an exec from one state to another.
  *
- *                 instantiate
- *                      |
- *        mode dedup,   v          profile_launches
- *        degraded  PROFILING ------------------------+------------------+
- *        +---------/   |  \ graph destroyed          | decide:          | mode observe
- *        v             |   \-----------+             | slices pay       v
- *      DEDUP           |                |             v               OBSERVED
- *        ^   degraded  |                |           ACTIVE
- *        +-------------+                v             | weigh_slices:
- *                                   DISABLED <--------+ two losing windows (settle)
- *                               decide: no slices     |
- *   cuGraphExecUpdate: any state -> PROFILING or DEDUP (restart), DISABLED
- *   (churning, orphan), OPAQUE (nodes cannot be paired).
- *   destroy or a stale handle: any state -> GONE (contents freed, record
- *   pooled; new_record clears it).
+ *            instantiate, or cuGraphExecUpdate (restart)
+ *                 |                             |
+ *   mode profiled |                             | mode dedup, degraded,
+ *     or observe  v                             v no profile
+ *             PROFILING ------ degraded ------> DEDUP
+ *              |   |   \
+ *  decide:     |   |    \ graph destroyed before the decision;
+ *  slices pay  |   |     \ decide: no slices
+ *              v   |      v
+ *           ACTIVE |    DISABLED <-- cuGraphExecUpdate (churning, orphan)
+ *              |   |      ^
+ *              |   +------|------ mode observe ------> OBSERVED
+ *              +----------+ weigh_slices: two losing windows (settle)
+ *
+ *   cuGraphExecUpdate whose nodes cannot be paired: any state -> OPAQUE.
+ *   destroy, or a stale handle: any state -> GONE (contents freed, record
+ *   pooled; new_record clears it back to PROFILING).
  *
  * In DEDUP and DISABLED the updates are compared (CMP_COMPARE) until two
  * windows absorb under one in eight (CMP_PASS: straight to the driver); a

@@ -14,11 +14,14 @@
  * known complete (its event queried, never assumed, never waited for), after
  * every node that would read it wrongly was re-issued.
  *
- * Locks, in order: the exec table (rwlock, only to find or unlink a
- * record), then one exec's mutex, then alloc.c's registry lock (a leaf). The
- * table lock is never held while an exec's mutex is taken: records are
- * type-stable (recycled, never freed before exit) and carry a serial, so a
- * record found under the table lock is locked after releasing it and checked.
+ * Locks, in rank order (lockrank.h): the exec table (rwlock, only to find
+ * or unlink a record), then one exec's mutex, then the pool, then alloc.c's
+ * registry lock. No thread holding the table lock ever waits on an exec's
+ * mutex: records are type-stable (recycled, never freed before exit) and
+ * carry a serial, so a record found under the table lock is locked after
+ * releasing it and checked. The one exception to the order, vr_exec_track
+ * holding a new record (in no table yet, so nobody can wait on it) while it
+ * takes the table lock, is kept out of the witness (exec.c).
  * No lock is held across a loader call; the one wait on the GPU is the
  * launch ordering's last resort (track.h), made under the exec's lock.
  * Each function returns 0 or a negative code (err.h).
