@@ -515,11 +515,10 @@ int vr_ex_index_anchors(struct vr_exec *e, size_t nslots)
         for (size_t i = 0; i < e->ns.n; i++) {
             const struct vr_node *nd = &e->ns.v[i];
             bool any = false;
-            for (uint32_t k = 0; nd->layout && k < nd->layout->nwords; k++) {
-                int32_t h = e->anchor_slot[nd->word0 + k];
-                if (h < 0 || last[h] == i + 1)
-                    continue;
-                last[h] = (uint32_t)i + 1;
+            uint32_t k = 0;
+            int32_t h;
+            while ((h = vr_profile_next_home(nd, e->anchor_slot, nslots, last, (uint32_t)i + 1,
+                                             &k)) >= 0) {
                 any = true;
                 if (pass == 0)
                     e->home_first[h + 1]++;

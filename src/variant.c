@@ -11,6 +11,7 @@
 #include "err.h"
 #include "log.h"
 #include "policy.h"
+#include "profile.h"
 #include "setters.h"
 #include "stats.h"
 
@@ -372,7 +373,7 @@ static int weigh(struct vr_variants *vs, const struct vr_var_ctx *cx)
         return 0;
     size_t n = vr_slices_count(cx->base);
     vs->weight = calloc(n ? n : 1, sizeof *vs->weight);
-    size_t *seen = calloc(n ? n : 1, sizeof *seen); /* node index + 1 that counted it last */
+    uint32_t *seen = calloc(n ? n : 1, sizeof *seen); /* node index + 1 that counted it last */
     if (!vs->weight || !seen) {
         free(vs->weight);
         vs->weight = NULL;
@@ -382,11 +383,9 @@ static int weigh(struct vr_variants *vs, const struct vr_var_ctx *cx)
     for (size_t i = 0; i < cx->ns->n; i++) {
         const struct vr_node *nd = &cx->ns->v[i];
         bool any = false;
-        for (uint32_t k = 0; nd->layout && k < nd->layout->nwords; k++) {
-            int32_t s = cx->anchor_slot[nd->word0 + k];
-            if (s < 0 || (size_t)s >= n || seen[s] == i + 1)
-                continue;
-            seen[s] = i + 1;
+        uint32_t k = 0;
+        int32_t s;
+        while ((s = vr_profile_next_home(nd, cx->anchor_slot, n, seen, (uint32_t)i + 1, &k)) >= 0) {
             vs->weight[s]++;
             any = true;
         }
