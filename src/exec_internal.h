@@ -27,6 +27,10 @@
 #include "track.h"
 #include "variant.h"
 
+/* Everything the layer shares is hidden: declared so, its variables are
+ * read by one RIP-relative access on the hot paths, not through the GOT. */
+#pragma GCC visibility push(hidden)
+
 extern struct vr_config vr_ex_cfg;
 /* Launches or updates may bypass the shim (vr_exec_degrade). */
 extern atomic_bool vr_ex_degraded;
@@ -39,10 +43,11 @@ enum vr_ex_state {
     ST_DEDUP,     /* dedup from the start (mode dedup, degraded, no profile) */
     ST_DISABLED,  /* dedup after a decision against slices or after giving them
                    * up (settled, churning, orphaned): counted in execs_disabled */
+    ST_GONE,      /* destroyed or stale: the record's contents are freed */
+    /* Last, so that vr_ex_forwards_all is one compare on the forwarded path. */
     ST_OBSERVED,  /* mode observe, decided: profiled and logged, all forwarded */
     ST_OPAQUE,    /* the update graph's nodes could not be paired: every node
                    * opaque, every update forwarded */
-    ST_GONE,      /* destroyed or stale: the record's contents are freed */
 };
 
 /* How a dedup exec (ST_DEDUP, ST_DISABLED) treats its updates: compared
@@ -57,7 +62,7 @@ enum vr_ex_cmp {
 /* The states in which every update goes to the driver as it came. */
 static inline bool vr_ex_forwards_all(enum vr_ex_state s)
 {
-    return s == ST_OBSERVED || s == ST_OPAQUE;
+    return s >= ST_OBSERVED;
 }
 
 /* Counted under the exec's lock, summed on demand: no shared cache line is
@@ -243,5 +248,7 @@ static inline bool may_vary(const struct vr_exec *e)
 {
     return vr_variants_usable(e->vars);
 }
+
+#pragma GCC visibility pop
 
 #endif
