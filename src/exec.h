@@ -14,11 +14,14 @@
  * known complete (its event queried, never assumed, never waited for), after
  * every node that would read it wrongly was re-issued.
  *
- * Locks, in order: the exec table (rwlock, only to find or unlink a
- * record), then one exec's mutex, then alloc.c's registry lock (a leaf). The
- * table lock is never held while an exec's mutex is taken: records are
- * type-stable (recycled, never freed before exit) and carry a serial, so a
- * record found under the table lock is locked after releasing it and checked.
+ * Locks, in rank order (lockrank.h): the exec table (rwlock, only to find
+ * or unlink a record), then one exec's mutex, then the pool, then alloc.c's
+ * registry lock. No thread holding the table lock ever waits on an exec's
+ * mutex: records are type-stable (recycled, never freed before exit) and
+ * carry a serial, so a record found under the table lock is locked after
+ * releasing it and checked. The one exception to the order, vr_exec_track
+ * holding a new record (in no table yet, so nobody can wait on it) while it
+ * takes the table lock, is kept out of the witness (exec.c).
  * No lock is held across a loader call; the one wait on the GPU is the
  * launch ordering's last resort (track.h), made under the exec's lock.
  * Each function returns 0 or a negative code (err.h).
@@ -69,17 +72,18 @@ CUresult vr_exec_absorb_v1(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL
 CUresult vr_exec_absorb_v2(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2 *params);
 CUresult vr_exec_absorb_node(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams *params);
 
-/* A SetParams through the hook's complete path: defined by the exported face
- * (interpose.c), named here so that the absorbed path reaches it by a direct
- * tail call (a function pointer would take a register the compare needs).
- * Weak: the unit suites link this module without interpose.c and never call
- * vr_exec_absorb_*. */
-__attribute__((weak)) CUresult vr_hook_setparams_v1(CUgraphExec exec, CUgraphNode node,
-                                                    const CUDA_KERNEL_NODE_PARAMS_v1 *params);
-__attribute__((weak)) CUresult vr_hook_setparams_v2(CUgraphExec exec, CUgraphNode node,
-                                                    const CUDA_KERNEL_NODE_PARAMS_v2 *params);
-__attribute__((weak)) CUresult vr_hook_setparams_node(CUgraphExec exec, CUgraphNode node,
-                                                      CUgraphNodeParams *params);
+/* The hook layer's complete SetParams paths, which the absorbed path hands
+ * an update it cannot absorb to, by a tail call through this table (a jump
+ * through memory: no register of the compare's is taken). The hook layer
+ * registers them at init, as the allocator's free observer is registered:
+ * this layer names nothing above it. Before that (and in the unit suites,
+ * which never call vr_exec_absorb_*) the table is empty. */
+struct vr_setparams_full {
+    CUresult (*v1)(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v1 *params);
+    CUresult (*v2)(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2 *params);
+    CUresult (*node)(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams *params);
+};
+void vr_exec_route_full(const struct vr_setparams_full *full);
 
 static inline int vr_exec_setparams(CUgraphExec exec, CUgraphNode node, enum vr_sp_entry entry,
                                     const void *params)

@@ -299,9 +299,9 @@ __attribute__((constructor)) static void record_pid(void)
 
 /* What a wrapper tries before its full path (hooks.def's `off` column
  * again): a SetParams first tries the absorbed path, which makes no driver
- * call and needs no guard; it tail-calls the full path (vr_hook_setparams_*,
- * below) when it cannot absorb, so the common case pays no second call and
- * no stack frame. */
+ * call and needs no guard; it tail-calls the full path (wrap_*, registered
+ * with the exec layer as full_paths) when it cannot absorb, so the common
+ * case pays no second call and no stack frame. */
 #define VR_FAST_FWD(name, args)
 #define VR_FAST_LAUNCH(name, args)
 #define VR_FAST_FULL(name, args)
@@ -341,22 +341,17 @@ __attribute__((constructor)) static void record_pid(void)
     }
 #include "hooks.def"
 
-/* The full paths the absorbed path falls back to (exec.h). */
-CUresult vr_hook_setparams_v1(CUgraphExec exec, CUgraphNode node,
-                              const CUDA_KERNEL_NODE_PARAMS_v1 *params)
-{
-    return wrap_cuGraphExecKernelNodeSetParams(exec, node, params);
-}
+/* The full paths the absorbed path falls back to (exec.h), registered when
+ * the shim is loaded: the exported wrappers may run before init_once. */
+static const struct vr_setparams_full full_paths = {
+    wrap_cuGraphExecKernelNodeSetParams,
+    wrap_cuGraphExecKernelNodeSetParams_v2,
+    wrap_cuGraphExecNodeSetParams,
+};
 
-CUresult vr_hook_setparams_v2(CUgraphExec exec, CUgraphNode node,
-                              const CUDA_KERNEL_NODE_PARAMS_v2 *params)
+__attribute__((constructor)) static void route_full_paths(void)
 {
-    return wrap_cuGraphExecKernelNodeSetParams_v2(exec, node, params);
-}
-
-CUresult vr_hook_setparams_node(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams *params)
-{
-    return wrap_cuGraphExecNodeSetParams(exec, node, params);
+    vr_exec_route_full(&full_paths);
 }
 
 /* ---- memory ----------------------------------------------------------- */

@@ -100,15 +100,21 @@ unsigned vr_profile_launches(const struct vr_profile *p)
     return p->launches;
 }
 
+int vr_profile_find_alloc(uint64_t word, struct vr_alloc_info *a)
+{
+    if (vr_alloc_find(word, a) == 0 ||
+        (word && vr_alloc_find(word - 1, a) == 0 && word == a->base + a->size))
+        return 0;
+    return -ENOENT;
+}
+
 uint64_t vr_profile_alloc_of(uint64_t word, uint64_t *base)
 {
     struct vr_alloc_info a;
-    if (vr_alloc_find(word, &a) == 0 ||
-        (word && vr_alloc_find(word - 1, &a) == 0 && word == a.base + a.size)) {
-        *base = a.base;
-        return a.id;
-    }
-    return 0;
+    if (vr_profile_find_alloc(word, &a) != 0)
+        return 0;
+    *base = a.base;
+    return a.id;
 }
 
 /* A word is an anchor by position: at every profiled launch it pointed at

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <cuda.h>
 
+#include "alloc.h"
 #include "node.h"
 #include "slice.h"
 #include "xlat.h"
@@ -61,7 +62,30 @@ struct vr_decision {
 void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphExec exec,
                        bool observe, struct vr_decision *out);
 
-/* The allocation a word points into, its end included: 0 when none. */
+/* The allocation a word points into, its end included (an end pointer
+ * means the allocation it ends): 0 and *a set, or -ENOENT. The one rule of
+ * "which allocation does this word name", for the profile and remap.c. */
+int vr_profile_find_alloc(uint64_t word, struct vr_alloc_info *a);
+/* The same as an id (0 when none) and *base. */
 uint64_t vr_profile_alloc_of(uint64_t word, uint64_t *base);
+
+/* The homes of node nd's anchors, each slot once per node: the next slot
+ * (below nslots) from word *k on that last[] does not already hold `tag`
+ * for, marked with it; -1 when none is left. The one walk that counts the
+ * nodes homed in each slot (remap.c's index, the variants' weights). */
+static inline int32_t vr_profile_next_home(const struct vr_node *nd, const vr_anchor *anchor_slot,
+                                           size_t nslots, uint32_t *last, uint32_t tag,
+                                           uint32_t *k)
+{
+    for (; nd->layout && *k < nd->layout->nwords; (*k)++) {
+        int32_t s = anchor_slot[nd->word0 + *k];
+        if (s < 0 || (size_t)s >= nslots || last[s] == tag)
+            continue;
+        last[s] = tag;
+        (*k)++;
+        return s;
+    }
+    return -1;
+}
 
 #endif

@@ -34,12 +34,3 @@ __attribute__((visibility("default"))) int varemap_get_stats(struct varemap_stat
     memcpy(out, &all, n);
     return 0;
 }
-
-/* MERGE: moves to the exec layer (its init registers its own observer:
- * `vr_alloc_observe_free(vr_exec_forget_alloc);` at the start of init_state in
- * interpose.c, or wherever the exec layer starts). Until then the
- * registration runs when the shim is loaded. */
-__attribute__((constructor)) static void observe_frees(void)
-{
-    vr_alloc_observe_free(vr_exec_forget_alloc);
-}

@@ -1,80 +1,20 @@
-#include "variant.h"
+#include "variant_internal.h"
 #include "setters.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "assert.h"
 #include "capture_guard.h"
 #include "driver.h"
 #include "err.h"
 #include "log.h"
+#include "policy.h"
+#include "profile.h"
 #include "setters.h"
 #include "stats.h"
 
-/* ---- the variants -------------------------------------------------------- */
-
-struct variant {
-    uint64_t id;     /* never reused: orders launches (vr_track.var) */
-    CUgraphExec handle; /* NULL: a free entry */
-    struct vr_slices *slices;
-    uint64_t last;   /* the track's sequence number of its last launch */
-    uint32_t synced; /* the set's clock when its nodes were last brought up to date */
-};
-
-/* A node of another type than kernel (other_type()): its handle in the
- * program's graph and in the clone, and what the program last set it to
- * on its exec (made again on each variant made later). */
-struct other {
-    CUgraphNode orig, clone;
-    CUgraphNodeType type;
-    struct vr_set *last; /* NULL: as instantiated */
-    bool disabled;       /* cuGraphNodeSetEnabled(0) seen */
-};
-
-static int cmp_other(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t)((const struct other *)a)->orig;
-    uintptr_t y = (uintptr_t)((const struct other *)b)->orig;
-    return x < y ? -1 : x > y;
-}
-
-static struct other *find_other(struct other *o, size_t n, CUgraphNode h)
-{
-    struct other key = {.orig = h};
-    return h && n ? bsearch(&key, o, n, sizeof *o, cmp_other) : NULL;
-}
-
-struct vr_variants {
-    CUgraph clone;
-    CUgraphNode *cnode;     /* per kernel node index: its node in the clone */
-    size_t n;
-    /* Per node: the clock of its last change (0: never changed since the
-     * instantiation). Four bytes a node: the clock restarts when it would
-     * wrap (restart_clock). */
-    uint32_t *gen;
-    uint32_t clock;
-    /* The nodes changed since the least recently synced variant's sync,
-     * each once: a sync costs O(changed nodes), not O(nodes). */
-    uint32_t *log;
-    size_t nlog;
-    uint8_t *nflags;        /* per node: VR_IN_LOG, VR_DISABLED */
-    struct other *other;    /* the nodes of other types, sorted by handle */
-    size_t nother;
-    unsigned long long flags;
-    unsigned max, nv;       /* nv of v[1..cap-1] in use; v[0] is the program's exec */
-    unsigned cap;           /* max, or up to twice that while every exec is busy */
-    bool frozen;
-    uint64_t ids;
-    uint64_t recent[8];     /* what the program's exec was remapped to lately (hashes) */
-    size_t *weight;         /* per slot: nodes with an anchor in it (set at the first pick) */
-    size_t total;           /* nodes with an anchor */
-    unsigned nrecent;
-    struct variant v[VR_VARIANTS_MAX];
-};
-
-#define VR_IN_LOG 1u   /* the node is in the log */
-#define VR_DISABLED 2u /* cuGraphNodeSetEnabled(0) seen */
 
 /* Node types whose every exec-mutating call is hooked (setters.h) and can
  * be made again on a variant made later: their kept calls hold values only.
@@ -197,9 +137,10 @@ int vr_variants_new(struct vr_variants **out, CUgraph graph, const struct vr_nod
     return 0;
 }
 
-static void drop_one(struct vr_variants *vs, const struct vr_var_ctx *cx, unsigned k)
+void vr_var_drop_one(struct vr_variants *vs, const struct vr_var_ctx *cx, unsigned k)
 {
     struct variant *v = &vs->v[k];
+    VR_ASSERT(k > 0 && k < VR_VARIANTS_MAX && v->handle && vs->nv > 0);
     /* The shim's own: never a reason for a program's capture to fail. */
     vr_capture_relax();
     vr_real.cuGraphExecDestroy(v->handle); /* the driver defers its own teardown */
@@ -219,7 +160,7 @@ void vr_variants_drop(struct vr_variants *vs, const struct vr_var_ctx *cx, bool 
         return;
     for (unsigned k = 1; k < vs->cap; k++)
         if (vs->v[k].handle)
-            drop_one(vs, cx, k);
+            vr_var_drop_one(vs, cx, k);
     if (freeze)
         vs->frozen = true;
 }
@@ -245,11 +186,6 @@ void vr_variants_free(struct vr_variants *vs, const struct vr_var_ctx *cx)
 bool vr_variants_usable(const struct vr_variants *vs)
 {
     return vs && !vs->frozen;
-}
-
-unsigned vr_variants_count(const struct vr_variants *vs)
-{
-    return vs ? vs->nv : 0;
 }
 
 /* The clock would wrap: it starts again at 1. Every node changed since the
@@ -400,9 +336,11 @@ static int create(struct vr_variants *vs, const struct vr_var_ctx *cx, bool *vmm
     unsigned k = 1;
     while (vs->v[k].handle)
         k++;
+    VR_ASSERT(k < vs->cap);
     v.id = ++vs->ids;
     vs->v[k] = v;
     vs->nv++;
+    VR_ASSERT_EXPENSIVE(vr_variants_check(vs));
     vr_stat_inc(VR_C_variants);
     struct variant *p = &vs->v[k];
     rc = remap_to_targets(cx, p, vmm, cx->rebinds, true);
@@ -421,7 +359,7 @@ static int create(struct vr_variants *vs, const struct vr_var_ctx *cx, bool *vmm
     if (rc == 0)
         rc = sync_nodes(vs, cx, p);
     if (rc != 0) {
-        drop_one(vs, cx, k);
+        vr_var_drop_one(vs, cx, k);
         return rc;
     }
     return (int)k;
@@ -435,7 +373,7 @@ static int weigh(struct vr_variants *vs, const struct vr_var_ctx *cx)
         return 0;
     size_t n = vr_slices_count(cx->base);
     vs->weight = calloc(n ? n : 1, sizeof *vs->weight);
-    size_t *seen = calloc(n ? n : 1, sizeof *seen); /* node index + 1 that counted it last */
+    uint32_t *seen = calloc(n ? n : 1, sizeof *seen); /* node index + 1 that counted it last */
     if (!vs->weight || !seen) {
         free(vs->weight);
         vs->weight = NULL;
@@ -445,11 +383,9 @@ static int weigh(struct vr_variants *vs, const struct vr_var_ctx *cx)
     for (size_t i = 0; i < cx->ns->n; i++) {
         const struct vr_node *nd = &cx->ns->v[i];
         bool any = false;
-        for (uint32_t k = 0; nd->layout && k < nd->layout->nwords; k++) {
-            int32_t s = cx->anchor_slot[nd->word0 + k];
-            if (s < 0 || (size_t)s >= n || seen[s] == i + 1)
-                continue;
-            seen[s] = i + 1;
+        uint32_t k = 0;
+        int32_t s;
+        while ((s = vr_profile_next_home(nd, cx->anchor_slot, n, seen, (uint32_t)i + 1, &k)) >= 0) {
             vs->weight[s]++;
             any = true;
         }
@@ -482,7 +418,7 @@ int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr
             continue;
         if (sync_nodes(vs, cx, v) == 0)
             return (int)k;
-        drop_one(vs, cx, k);
+        vr_var_drop_one(vs, cx, k);
     }
     unsigned best = 0;
     size_t bestd = (size_t)-1;
@@ -527,8 +463,7 @@ int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr
      * at 1000 nodes). So, while stuck, one is made for fewer moved nodes,
      * and past the setting, up to twice it. Never a wait. */
     bool stuck = !best && !v0_idle;
-    bool pays = again || (vs->weight && moved * 2 >= vs->total) ||
-                (stuck && vs->weight && moved * (2 + vs->nv) >= vs->total * 2);
+    bool pays = vr_policy_variant_pays(again, vs->weight != NULL, moved, vs->total, stuck, vs->nv);
     if ((vs->nv + 1 < vs->max || (stuck && vs->nv + 1 < vs->cap)) && pays) {
         int k = create(vs, cx, vmm);
         if (k > 0)
@@ -546,7 +481,7 @@ int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr
         struct variant *v = &vs->v[best];
         if (remap_to_targets(cx, v, vmm, cx->rebinds, false) == 0 && sync_nodes(vs, cx, v) == 0)
             return (int)best;
-        drop_one(vs, cx, best);
+        vr_var_drop_one(vs, cx, best);
     }
     /* Remapped or passed through by the program's exec: remembered, so
      * that these targets coming back get a variant of their own. */
@@ -557,127 +492,4 @@ int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr
 CUgraphExec vr_variants_handle(const struct vr_variants *vs, int var)
 {
     return vs->v[var].handle;
-}
-
-uint64_t vr_variants_id(const struct vr_variants *vs, int var)
-{
-    return var > 0 ? vs->v[var].id : 0;
-}
-
-void vr_variants_launched(struct vr_variants *vs, int var, uint64_t seq)
-{
-    if (vs && var > 0)
-        vs->v[var].last = seq;
-}
-
-void vr_variants_upload(const struct vr_variants *vs, CUstream stream, bool ptsz)
-{
-    for (unsigned k = 1; vs && k < vs->cap; k++) {
-        CUgraphExec h = vs->v[k].handle;
-        if (!h)
-            continue;
-        CUresult r = ptsz && vr_real.cuGraphUpload_ptsz ? vr_real.cuGraphUpload_ptsz(h, stream)
-                                                        : vr_real.cuGraphUpload(h, stream);
-        (void)r;
-    }
-}
-
-void vr_variants_forget_alloc(struct vr_variants *vs, struct vr_track *t,
-                              const struct vr_var_ctx *cx, uint64_t id)
-{
-    if (!vs)
-        return;
-    for (unsigned k = 1; k < vs->cap; k++) {
-        struct variant *v = &vs->v[k];
-        if (!v->handle)
-            continue;
-        for (size_t s = 0; s < vr_slices_count(v->slices); s++) {
-            if (vr_slices_current(v->slices, s)->id != id &&
-                vr_slices_target(v->slices, s)->id != id)
-                continue;
-            struct vr_slice_bind none = {0};
-            vr_slices_retarget(v->slices, s, &none);
-            if (!vr_track_complete(t, v->last) || vr_slices_remap(v->slices, s) != 0 ||
-                vr_slices_current(v->slices, s)->id) {
-                drop_one(vs, cx, k);
-                break;
-            }
-        }
-    }
-}
-
-bool vr_variants_holds(const struct vr_variants *vs, uint64_t id)
-{
-    for (unsigned k = 1; vs && k < vs->cap; k++) {
-        const struct variant *v = &vs->v[k];
-        for (size_t s = 0; v->handle && s < vr_slices_count(v->slices); s++)
-            if (vr_slices_current(v->slices, s)->id == id)
-                return true;
-    }
-    return false;
-}
-
-void vr_variants_reaccess(struct vr_variants *vs)
-{
-    for (unsigned k = 1; vs && k < vs->cap; k++)
-        if (vs->v[k].handle)
-            vr_slices_reaccess(vs->v[k].slices);
-}
-
-void vr_variants_set_enabled(struct vr_variants *vs, const struct vr_var_ctx *cx, size_t i,
-                             CUgraphNode node, unsigned enabled)
-{
-    if (!vs)
-        return;
-    CUgraphNode h;
-    struct other *o = NULL;
-    if (i < vs->n) {
-        if (enabled)
-            vs->nflags[i] &= (uint8_t)~VR_DISABLED;
-        else
-            vs->nflags[i] |= VR_DISABLED;
-        h = vs->cnode[i];
-    } else if ((o = find_other(vs->other, vs->nother, node))) {
-        o->disabled = enabled == 0;
-        h = o->clone;
-    } else {
-        vr_variants_drop(vs, cx, true);
-        return;
-    }
-    for (unsigned k = 1; k < vs->cap; k++)
-        if (vs->v[k].handle &&
-            vr_real.cuGraphNodeSetEnabled(vs->v[k].handle, h, enabled) != CUDA_SUCCESS)
-            drop_one(vs, cx, k);
-}
-
-void vr_variants_set_node(struct vr_variants *vs, const struct vr_var_ctx *cx, CUgraphNode node,
-                          const struct vr_set *set)
-{
-    if (!vr_variants_usable(vs))
-        return;
-    struct other *o = find_other(vs->other, vs->nother, node);
-    struct vr_set *kept = NULL;
-    int rc = !o || o->type != vr_set_type(set) ? -EINVAL : vr_set_keep(&kept, set);
-    if (rc != 0) {
-        vr_warn("a node setter the variants cannot replay (%d): this exec is not varied again",
-                rc);
-        vr_variants_drop(vs, cx, true);
-        return;
-    }
-    vr_set_free(o->last);
-    o->last = kept;
-    for (unsigned k = 1; k < vs->cap; k++) {
-        if (!vs->v[k].handle)
-            continue;
-        CUresult r = vr_set_issue(vs->v[k].handle, o->clone, kept);
-        if (r != CUDA_SUCCESS) {
-            /* The program's exec took it: the variants can no longer be
-             * trusted to hold what it holds. */
-            vr_warn("a variant refused a node setter the program's exec took (%d): this exec "
-                    "is not varied again",
-                    (int)r);
-            vr_variants_drop(vs, cx, true);
-            return;
-        }
-    }
 }

@@ -74,7 +74,10 @@ void vr_variants_free(struct vr_variants *vs, const struct vr_var_ctx *cx);
 /* Drops the variants; `freeze`: none is made again. */
 void vr_variants_drop(struct vr_variants *vs, const struct vr_var_ctx *cx, bool freeze);
 bool vr_variants_usable(const struct vr_variants *vs);
-unsigned vr_variants_count(const struct vr_variants *vs);
+/* The variants checker (VR_ASSERT_EXPENSIVE): in-use entries counted by nv,
+ * below cap, with ids handed out; the change log's entries flagged; the
+ * other-type nodes sorted. NULL is consistent. */
+bool vr_variants_check(const struct vr_variants *vs);
 
 /* Node i's installed parameters changed (in the program's exec). */
 void vr_variants_touch(struct vr_variants *vs, size_t i);

@@ -1,0 +1,266 @@
+/* exec_table: the table of execs, each thread's cache of the execs it used
+ * last, and the pool of records (type-stable: recycled, never freed before
+ * exit). Finds a record and hands it back locked; knows nothing of what a
+ * record does. The per-exec counters are summed here (live and retired).
+ */
+#include "exec_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "cost.h"
+#include "driver.h"
+#include "err.h"
+#include "log.h"
+#include "stats.h"
+#include "tomb.h"
+#include "xlat.h"
+
+/* ---- the table of execs ---------------------------------------------- */
+
+#define VR_EXEC_BUCKETS 1024
+static vr_rwlock table_lock = VR_RWLOCK_INIT;
+static struct vr_exec *buckets[VR_EXEC_BUCKETS];
+static vr_mutex pool_lock = VR_MUTEX_INIT; /* the free list and the retired counters */
+static struct vr_exec *pool;
+static struct counters retired;
+
+/* The execs this thread used last, most recent first: a thread replaying one
+ * exec (or alternating between a few) never touches the table. A record's
+ * serial changes whenever it stops being that exec (destroy, a stale handle,
+ * recycling), so a matching serial under the record's lock proves the entry
+ * current. */
+#define VR_EXEC_CACHED 4
+
+/* What the first entry points at before any exec: never current (its serial
+ * is no cached one's), so the absorbed path needs no NULL test. */
+struct vr_exec vr_ex_nobody = {.serial = UINT64_MAX};
+_Thread_local struct cached vr_ex_last_exec[VR_EXEC_CACHED] = {{NULL, &vr_ex_nobody, 0}};
+
+static size_t bucket_of(const void *h)
+{
+    uintptr_t k = (uintptr_t)h;
+    return (size_t)((k >> 4) ^ (k >> 14)) & (VR_EXEC_BUCKETS - 1);
+}
+
+/* Locks c's record when it is still c's exec. */
+static bool lock_if_same(const struct cached *c)
+{
+    vr_mutex_lock(&c->e->lock);
+    if (c->e->serial == c->serial) {
+        vr_rank_take(VR_RANK_EXEC);
+        return true;
+    }
+    vr_mutex_unlock(&c->e->lock);
+    return false;
+}
+
+/* vr_ex_acquire() past the first cache entry: the other entries, then the table
+ * under its read lock. The hit moves to the front. */
+__attribute__((noinline)) struct vr_exec *vr_ex_acquire_slow(CUgraphExec h)
+{
+    if (!h || vr_ex_cfg.mode == VR_MODE_OFF)
+        return NULL;
+    struct cached c = {0};
+    size_t i = 1;
+    while (i < VR_EXEC_CACHED && !(vr_ex_last_exec[i].e && vr_ex_last_exec[i].handle == h))
+        i++;
+    if (i < VR_EXEC_CACHED && lock_if_same(&vr_ex_last_exec[i])) {
+        c = vr_ex_last_exec[i];
+    } else {
+        vr_read_lock(&table_lock);
+        struct vr_exec *e = buckets[bucket_of(h)];
+        while (e && e->handle != h)
+            e = e->next;
+        if (e)
+            c = (struct cached){h, e, e->serial};
+        vr_read_unlock(&table_lock);
+        if (!e || !lock_if_same(&c))
+            return NULL;
+        i = VR_EXEC_CACHED - 1;
+    }
+    /* Observe mode never absorbs, nor does an orphan: their execs stay out
+     * of the first entry, the absorbed path's, which then needs no test. */
+    size_t front = vr_ex_cfg.mode == VR_MODE_OBSERVE || c.e->orphan;
+    memmove(&vr_ex_last_exec[front + 1], &vr_ex_last_exec[front], (i - front) * sizeof vr_ex_last_exec[0]);
+    vr_ex_last_exec[front] = c;
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT(c.e->handle == h && c.e->serial == c.serial && c.e->state != ST_GONE);
+    return c.e;
+}
+struct vr_exec *vr_ex_unlink_exec(CUgraphExec h)
+{
+    vr_write_lock(&table_lock);
+    struct vr_exec **pp = &buckets[bucket_of(h)];
+    while (*pp && (*pp)->handle != h)
+        pp = &(*pp)->next;
+    struct vr_exec *e = *pp;
+    if (e)
+        *pp = e->next;
+    vr_write_unlock(&table_lock);
+    VR_ASSERT(!e || e->handle == h);
+    return e;
+}
+
+/* Returns a cleared record, locked: a thread still holding the recycled
+ * record's old serial waits until it is set up, then sees the new serial. */
+struct vr_exec *vr_ex_new_record(void)
+{
+    vr_mutex_lock(&pool_lock);
+    struct vr_exec *e = pool;
+    if (e)
+        pool = e->next;
+    vr_mutex_unlock(&pool_lock);
+    if (!e) {
+        e = calloc(1, sizeof *e);
+        if (e)
+            vr_mutex_lock(&e->lock);
+        return e;
+    }
+    vr_mutex_lock(&e->lock);
+    uint64_t serial = e->serial + 1;
+    memset((char *)e + sizeof e->lock, 0, sizeof *e - sizeof e->lock);
+    e->serial = serial;
+    VR_ASSERT(e->state == ST_PROFILING && !e->slices && !e->vars && !e->prof);
+    return e;
+}
+
+static void add_counters(struct counters *to, const struct counters *c)
+{
+    to->seen += c->seen;
+    to->skipped += c->skipped;
+    to->forwarded += c->forwarded;
+    to->transition += c->transition;
+    to->launches += c->launches;
+    to->rebinds += c->rebinds;
+    to->rebind_waits += c->rebind_waits;
+    to->absorbed += c->absorbed;
+    to->xabsorbed += c->xabsorbed;
+}
+
+/* Called with e locked and dead: its counters move to the retired sum and
+ * the record to the free list once unlocked by the caller. */
+void vr_ex_retire_record(struct vr_exec *e)
+{
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT(e->state == ST_GONE);
+    vr_mutex_lock(&pool_lock);
+    add_counters(&retired, &e->c);
+    memset(&e->c, 0, sizeof e->c);
+    vr_mutex_unlock(&pool_lock);
+}
+
+void vr_ex_recycle(struct vr_exec *e)
+{
+    VR_ASSERT(e->state == ST_GONE && !e->slices && !e->vars);
+    vr_mutex_lock(&pool_lock);
+    e->next = pool;
+    pool = e;
+    vr_mutex_unlock(&pool_lock);
+}
+
+/* Makes the cleared, locked record e the exec `handle`'s. */
+void vr_ex_insert_exec(struct vr_exec *e, CUgraphExec handle)
+{
+    VR_ASSERT(e->handle == handle && e->state != ST_GONE);
+    vr_write_lock(&table_lock);
+    size_t b = bucket_of(handle);
+    e->next = buckets[b];
+    buckets[b] = e;
+    vr_write_unlock(&table_lock);
+}
+
+/* The live records and their serials, copied out under the table lock so no
+ * exec's lock is taken while holding it. */
+static size_t snapshot(struct cached **out)
+{
+    vr_read_lock(&table_lock);
+    size_t n = 0;
+    for (size_t b = 0; b < VR_EXEC_BUCKETS; b++)
+        for (struct vr_exec *e = buckets[b]; e; e = e->next)
+            n++;
+    struct cached *v = malloc((n ? n : 1) * sizeof *v);
+    size_t k = 0;
+    for (size_t b = 0; v && b < VR_EXEC_BUCKETS; b++)
+        for (struct vr_exec *e = buckets[b]; e; e = e->next)
+            v[k++] = (struct cached){e->handle, e, e->serial};
+    vr_read_unlock(&table_lock);
+    *out = v;
+    return v ? k : 0;
+}
+
+/* fn on every live exec, each under its own lock (taken after the table's
+ * is dropped, and skipped when the record stopped being that exec). */
+void vr_ex_each_exec(void (*fn)(struct vr_exec *e, void *arg), void *arg)
+{
+    VR_ASSERT(fn);
+    struct cached *v;
+    size_t n = snapshot(&v);
+    for (size_t i = 0; i < n; i++) {
+        if (!lock_if_same(&v[i]))
+            continue;
+        fn(v[i].e, arg);
+        vr_ex_unlock(v[i].e);
+    }
+    free(v);
+}
+static void add_counters_of(struct vr_exec *e, void *sum)
+{
+    add_counters(sum, &e->c);
+}
+
+void vr_exec_add_stats(struct varemap_stats *s)
+{
+    struct counters sum;
+    vr_mutex_lock(&pool_lock);
+    sum = retired;
+    vr_mutex_unlock(&pool_lock);
+    vr_ex_each_exec(add_counters_of, &sum);
+    s->setparams_seen += sum.seen + sum.absorbed;
+    s->setparams_skipped += sum.skipped + sum.absorbed;
+    s->setparams_forwarded += sum.forwarded;
+    s->launches += sum.launches;
+    s->rebind_waits += sum.rebind_waits;
+}
+
+void vr_exec_after_fork(void)
+{
+    table_lock = (vr_rwlock)VR_RWLOCK_INIT;
+    pool_lock = (vr_mutex)VR_MUTEX_INIT;
+    for (size_t b = 0; b < VR_EXEC_BUCKETS; b++)
+        for (struct vr_exec *e = buckets[b]; e; e = e->next)
+            e->lock = (vr_mutex)VR_MUTEX_INIT;
+    memset(vr_ex_last_exec, 0, sizeof vr_ex_last_exec);
+    vr_ex_last_exec[0].e = &vr_ex_nobody;
+    vr_ex_nobody.lock = (vr_mutex)VR_MUTEX_INIT;
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+void vr_ex_begin_exec_event(struct vr_jw *w, char *buf, size_t cap, const char *event,
+                             CUgraphExec exec)
+{
+    VR_ASSERT(w && buf && event);
+    vr_jw_begin(w, buf, cap, event);
+    vr_jw_hex(w, "exec", (uint64_t)(uintptr_t)exec);
+}
+
+void vr_ex_log_exec_event(const char *event, const struct vr_exec *e)
+{
+    if (!vr_log_enabled(VR_LEVEL_INFO))
+        return;
+    char buf[1024];
+    struct vr_jw w;
+    vr_ex_begin_exec_event(&w, buf, sizeof buf, event, e->handle);
+    vr_jw_u64(&w, "setparams_seen", e->c.seen + e->c.absorbed);
+    vr_jw_u64(&w, "setparams_skipped", e->c.skipped + e->c.absorbed);
+    vr_jw_u64(&w, "setparams_forwarded", e->c.forwarded);
+    vr_jw_u64(&w, "transition_updates", e->c.transition);
+    vr_jw_u64(&w, "launches", e->c.launches);
+    vr_jw_u64(&w, "rebinds", e->c.rebinds);
+    vr_jw_u64(&w, "rebind_waits", e->c.rebind_waits);
+    vr_log_emit(&w, VR_LEVEL_INFO);
+}

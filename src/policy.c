@@ -1,0 +1,51 @@
+/* policy: the adaptive rules (policy.h). Each function is a pure function
+ * of its arguments; the comments give each rule's reason. */
+#include "policy.h"
+
+#include "assert.h"
+
+unsigned vr_policy_slices_losing(unsigned losing, uint64_t cost, uint64_t saved, uint64_t kept,
+                                 uint64_t forwarded)
+{
+    /* A pipeline bound by the GPU keeps the exec and every variant busy: a
+     * new buffer can then only be passed as written and re-pointed later,
+     * twice the updates dedup sends. Slices that saved nothing while
+     * updates still went to the driver only add the translation to each. */
+    return cost > saved || (kept == 0 && forwarded > 0) ? losing + 1 : 0;
+}
+
+unsigned vr_policy_absorb_losing(unsigned losing, uint64_t seen, uint64_t kept)
+{
+    VR_ASSERT(kept <= seen);
+    /* An absorbed update saves one SetParams (230 ns on an H200, 1 us in the
+     * cost model); a forwarded one costs about 220 instructions more than
+     * passing it (scripts/bench-instr: 294 against 72): under one in eight
+     * absorbed, passing costs less on any of them. */
+    return seen >= VR_WEIGH_EVERY && kept * 8 < seen ? losing + 1 : 0;
+}
+
+uint32_t vr_policy_backoff(uint32_t last)
+{
+    uint32_t next = !last ? VR_REPROBE_FIRST : last < VR_REPROBE_MAX ? 2 * last : VR_REPROBE_MAX;
+    VR_ASSERT(next >= VR_REPROBE_FIRST);
+    return next;
+}
+
+unsigned vr_policy_brief(unsigned brief, uint64_t lived)
+{
+    /* Each update undoes the decision: its slices are made again (a map and
+     * a set-access per buffer, 20 us on an H200) and the nodes re-pointed.
+     * An exec updated every few launches never earns that back. */
+    return lived < VR_BRIEF_DECISION ? brief + 1 : 0;
+}
+
+bool vr_policy_variant_pays(bool again, bool weighed, size_t moved, size_t total, bool stuck,
+                            unsigned nv)
+{
+    /* A new variant costs an instantiation and an update of every anchored
+     * node; passing the moved slots through costs their nodes now, again
+     * when they come back, and in each variant launched meanwhile. So while
+     * stuck one is made for fewer moved nodes. */
+    return again || (weighed && moved * 2 >= total) ||
+           (stuck && weighed && moved * (2 + nv) >= total * 2);
+}

@@ -1,0 +1,438 @@
+/* setparams: every SetParams of a known exec but the absorbed one: decoding,
+ * the compare with the node's shadows, translation when active, forwarding
+ * (timed on a sample), and the setters that reach the variants too. The
+ * absorbed path (VR_SP_ENTRY) ends here when it cannot absorb.
+ */
+#include "exec_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "cost.h"
+#include "driver.h"
+#include "err.h"
+#include "log.h"
+#include "stats.h"
+#include "tomb.h"
+#include "xlat.h"
+
+/* Counts an update sent to the driver; at log level debug, says why, so a
+ * low skip rate can be traced to its nodes. */
+static void note_forward(struct vr_exec *e, const struct vr_node *n, const char *why)
+{
+    e->c.forwarded++;
+    if (!vr_log_enabled(VR_LEVEL_DEBUG))
+        return;
+    char buf[256];
+    struct vr_jw w;
+    vr_ex_begin_exec_event(&w, buf, sizeof buf, "setparams_forwarded", e->handle);
+    if (n)
+        vr_jw_u64(&w, "node", (uint64_t)(n - e->ns.v));
+    vr_jw_str(&w, "reason", why);
+    vr_log_emit(&w, VR_LEVEL_DEBUG);
+}
+
+/* ---- SetParams --------------------------------------------------------- */
+
+/* The program's new arguments (in scratch) become what it intends; a
+ * profile reads the node again at its next launch. */
+static void set_intended(struct vr_exec *e, struct vr_node *n)
+{
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    memcpy(n->intended, e->scratch, n->layout->bytes);
+    if (e->prof)
+        vr_profile_touch(e->prof, (size_t)(n - e->ns.v));
+}
+
+/* A change the variants cannot replay: they go, and none is made again. */
+void vr_ex_unvary(struct vr_exec *e)
+{
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    if (!vr_variants_usable(e->vars))
+        return;
+    struct vr_var_ctx cx = var_ctx(e);
+    vr_variants_drop(e->vars, &cx, true);
+}
+
+static int update_args(struct vr_exec *e, struct vr_node *n, CUgraphNode node,
+                       enum vr_sp_entry entry, const void *params, const struct vr_fields *f,
+                       bool same);
+
+/* One forwarded update in eight is timed: two clock reads are a sizeable
+ * share of a fast driver's SetParams (230 ns on an H200), and the estimate
+ * follows the driver well enough on a sample. sample_start's 0: not timed. */
+static inline uint64_t sample_start(const struct vr_exec *e)
+{
+    return (e->c.forwarded & 7) == 0 ? vr_now_ns() : 0;
+}
+
+static inline void sample_end(uint64_t t0, CUresult r)
+{
+    if (t0 && r == CUDA_SUCCESS)
+        vr_cost_note(VR_COST_SETPARAMS, t0);
+}
+
+static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node,
+                          enum vr_sp_entry entry, const void *params)
+{
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT(e->state != ST_GONE && e->scratch);
+    struct vr_call c;
+    bool kernel = vr_call_decode(entry, params, &c);
+    CUresult r;
+
+    if (!n && entry == VR_SP_NODE && params &&
+        ((const CUgraphNodeParams *)params)->type != CU_GRAPH_NODE_TYPE_KERNEL) {
+        /* Another node type's parameters: the variants get them too. */
+        struct vr_set set = {.kind = VR_SET_NODE, .params = params};
+        r = vr_set_issue(e->handle, node, &set);
+        if (r == CUDA_SUCCESS && e->vars) {
+            struct vr_var_ctx cx = var_ctx(e);
+            vr_variants_set_node(e->vars, &cx, node, &set);
+        }
+        note_forward(e, n, "not_kernel");
+        return vr_err_cu(r);
+    }
+    if (!n || !n->layout || !kernel || vr_ex_forwards_all(e->state)) {
+        r = vr_forward_raw(e->handle, node, entry, params);
+        if (r == CUDA_SUCCESS)
+            vr_ex_unvary(e); /* what the driver holds now is not known here */
+        note_forward(e, n, !n ? "unknown_node" : !kernel ? "not_kernel"
+                         : vr_ex_forwards_all(e->state) ? "observe" : "opaque");
+        return vr_err_cu(r);
+    }
+    const struct vr_layout *l = n->layout;
+    if (c.extra || (l->nparams && !c.kernelParams) || !vr_same_function(&c.f, &n->f)) {
+        /* The arguments can no longer be read with this layout. */
+        const char *why = c.extra ? "extra" : vr_same_function(&c.f, &n->f) ? "no_arguments"
+                                                                           : "function";
+        r = vr_forward_raw(e->handle, node, entry, params);
+        if (r == CUDA_SUCCESS) {
+            vr_node_make_opaque(&e->ns, n);
+            n->f = c.f;
+            vr_ex_unvary(e);
+        }
+        note_forward(e, n, why);
+        return vr_err_cu(r);
+    }
+
+    vr_layout_pack(l, c.kernelParams, e->scratch);
+    bool same = vr_same_fields(&c.f, &n->f);
+    if (vr_ex_cfg.mode == VR_MODE_OBSERVE) {
+        r = vr_forward_raw(e->handle, node, entry, params);
+        if (r == CUDA_SUCCESS) {
+            set_intended(e, n);
+            memcpy(vr_installed(&e->ns, n), e->scratch, l->bytes);
+            n->f = c.f;
+        }
+        note_forward(e, n, "observe");
+        return vr_err_cu(r);
+    }
+    return update_args(e, n, node, entry, params, &c.f, same);
+}
+
+/* The program's arguments, packed in scratch, against the node's shadows:
+ * skipped when they are what it asked for last or (translated) what the
+ * driver holds, else forwarded, translated when active. f: the call's
+ * fields; same: they equal the node's. */
+static int update_args(struct vr_exec *e, struct vr_node *n, CUgraphNode node,
+                       enum vr_sp_entry entry, const void *params, const struct vr_fields *f,
+                       bool same)
+{
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT_INTERNAL(n->layout && f);
+    const struct vr_layout *l = n->layout;
+    if (same && memcmp(e->scratch, n->intended, l->bytes) == 0)
+        goto skip;
+
+    const uint8_t *send = e->scratch;
+    if (e->state == ST_ACTIVE) {
+        vr_ex_translate_node(e, n, e->scratch, e->xlat, true);
+        send = e->xlat;
+    }
+    if (same && memcmp(send, vr_installed(&e->ns, n), l->bytes) == 0) {
+        set_intended(e, n);
+        e->c.xabsorbed += send == e->xlat;
+        goto skip;
+    }
+    vr_layout_point(l, (uint8_t *)send, e->kp);
+    uint64_t t0 = sample_start(e);
+    CUresult r = vr_forward_args(e->handle, node, entry, params, e->kp);
+    sample_end(t0, r);
+    note_forward(e, n, same ? "arguments" : "shape");
+    if (r == CUDA_SUCCESS) {
+        set_intended(e, n);
+        memcpy(vr_installed(&e->ns, n), send, l->bytes);
+        n->f = *f;
+        vr_variants_touch(e->vars, (size_t)(n - e->ns.v));
+    }
+    return vr_err_cu(r);
+
+skip:
+    e->c.skipped++;
+    return 0;
+}
+
+/* The same function, no `extra` and the same launch shape as the driver
+ * holds, tested without decoding or copying anything; then the node's
+ * fields stay as they are whatever the arguments (vr_call_decode gives a
+ * node with func set no kern and no ctx). */
+static inline __attribute__((always_inline)) bool same_call(const struct vr_node *n,
+                                                            enum vr_sp_entry entry,
+                                                            const void *params)
+{
+    if (!n->layout || !params)
+        return false;
+    const CUDA_KERNEL_NODE_PARAMS_v2 *p = vr_call_v2(entry, params);
+    /* One test for the function, `extra` and the launch shape. */
+    return p && p->func && p->kernelParams &&
+           (((uintptr_t)p->func ^ (uintptr_t)n->f.func) | (uintptr_t)p->extra |
+            vr_dims_diff(&p->gridDimX, n->f.dims)) == 0;
+}
+
+/* The common case: the same call with the same arguments as the program
+ * last asked for; then what the driver holds already means the same bytes
+ * (the invariant). False for a layout with units under 4 bytes (then
+ * direct_args decides). */
+static inline __attribute__((always_inline)) bool absorbable(const struct vr_node *n,
+                                                             enum vr_sp_entry entry,
+                                                             const void *params)
+{
+    return same_call(n, entry, params) &&
+           vr_args_same(n->layout, vr_call_v2(entry, params)->kernelParams, n->intended);
+}
+
+/* A same_call update that needs no decoding: its fields stay the node's,
+ * only its arguments are new (observe mode forwards everything as it came). */
+static inline bool direct(const struct vr_exec *e, const struct vr_node *n,
+                          enum vr_sp_entry entry, const void *params)
+{
+    return vr_ex_cfg.mode != VR_MODE_OBSERVE && !e->orphan && !vr_ex_forwards_all(e->state) &&
+           same_call(n, entry, params);
+}
+
+/* An exec without slices (dedup, still profiling, settled) holds what the
+ * program asked for (installed == intended): the program's own struct goes
+ * to the driver as it is, and both shadows take its arguments. `changed`:
+ * the caller's compare was exact (no unit under 4 bytes) and found a
+ * difference; else this one decides. */
+static int forward_plain(struct vr_exec *e, struct vr_node *n, enum vr_sp_entry entry,
+                         const void *params, bool changed)
+{
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT_INTERNAL(!e->slices && n->layout);
+    const struct vr_layout *l = n->layout;
+    void *const *kp = vr_call_v2(entry, params)->kernelParams;
+    if (!changed && vr_layout_equal(l, kp, n->intended)) {
+        e->c.skipped++;
+        return 0;
+    }
+    uint64_t t0 = sample_start(e);
+    CUresult r = vr_forward_raw(e->handle, n->handle, entry, params);
+    sample_end(t0, r);
+    if (r == CUDA_SUCCESS) {
+        vr_layout_pack2(l, kp, n->intended, vr_installed(&e->ns, n));
+        size_t i = (size_t)(n - e->ns.v);
+        if (e->prof)
+            vr_profile_touch(e->prof, i);
+        vr_variants_touch(e->vars, i);
+    }
+    note_forward(e, n, "arguments");
+    return vr_err_cu(r);
+}
+
+/* A direct update. `changed`: the caller's compare was exact and found a
+ * difference. */
+static int direct_args(struct vr_exec *e, struct vr_node *n, enum vr_sp_entry entry,
+                       const void *params, bool changed)
+{
+    VR_ASSERT_INTERNAL(n->layout);
+    if (!e->slices)
+        return forward_plain(e, n, entry, params, changed);
+    vr_layout_pack(n->layout, vr_call_v2(entry, params)->kernelParams, e->scratch);
+    return update_args(e, n, n->handle, entry, params, &n->f, true);
+}
+
+/* A passing exec's update (weigh_absorbed): straight to the driver. */
+static inline CUresult pass_update(struct vr_exec *e, CUgraphNode node, enum vr_sp_entry entry,
+                                   const void *params)
+{
+    note_forward(e, NULL, "pass");
+    return vr_forward_raw(e->handle, node, entry, params);
+}
+
+/* Everything but an absorbed update. */
+static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNode node,
+                                                    enum vr_sp_entry entry, const void *params)
+{
+    struct vr_exec *e = vr_ex_acquire(exec);
+    if (!e) {
+        vr_stat_inc(VR_C_setparams_seen);
+        vr_stat_inc(VR_C_setparams_forwarded);
+        return vr_err_cu(vr_forward_raw(exec, node, entry, params));
+    }
+    e->c.seen++;
+    if (e->cmp == CMP_PASS) {
+        int rc = vr_err_cu(pass_update(e, node, entry, params));
+        vr_ex_unlock(e);
+        return rc;
+    }
+    struct vr_node *n = vr_nodes_find(&e->ns, node);
+    int rc = 0;
+    if (e->orphan) {
+        /* The driver's own answer for a node of a destroyed graph. */
+        rc = vr_err_cu(vr_forward_raw(exec, node, entry, params));
+        note_forward(e, n, "graph_destroyed");
+    } else if (n && direct(e, n, entry, params))
+        rc = direct_args(e, n, entry, params, false);
+    else
+        rc = setparams_slow(e, n, node, entry, params);
+    vr_ex_unlock(e);
+    return rc;
+}
+
+/* Until the hook layer registers its paths (a constructor of the shim, so
+ * before any program code runs), an update the absorbed path cannot take
+ * gets the answer of a driver not yet initialized, never a jump to NULL. */
+static CUresult unready_v1(CUgraphExec x, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+    (void)x, (void)n, (void)p;
+    return CUDA_ERROR_NOT_INITIALIZED;
+}
+
+static CUresult unready_v2(CUgraphExec x, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS_v2 *p)
+{
+    (void)x, (void)n, (void)p;
+    return CUDA_ERROR_NOT_INITIALIZED;
+}
+
+static CUresult unready_node(CUgraphExec x, CUgraphNode n, CUgraphNodeParams *p)
+{
+    (void)x, (void)n, (void)p;
+    return CUDA_ERROR_NOT_INITIALIZED;
+}
+
+static struct vr_setparams_full vr_sp_full = {unready_v1, unready_v2, unready_node};
+
+void vr_exec_route_full(const struct vr_setparams_full *full)
+{
+    VR_ASSERT(full && full->v1 && full->v2 && full->node);
+    vr_sp_full = *full;
+}
+
+/* The absorbed path: the exec this thread used last, the node that followed
+ * the last one updated, one compare with what the program last asked for.
+ * No global atomic, no allocation, no call but the tail call of the hook's
+ * full path when the update is not absorbed (another exec or node order, a
+ * busy lock: nothing was done), of changed_* when the arguments changed, and
+ * the wake of a sleeper. Observe mode never absorbs (acquire_slow keeps its
+ * execs out of the first entry). Every exit is a return or a tail call, so
+ * few registers need saving; once the node is found, the record holds the
+ * exec's and the node's handles and the full path gets them from there (the
+ * same values), which keeps the compare's registers free. */
+#define VR_SP_ENTRY(suffix, entry, ptype)                                           \
+    static __attribute__((noinline, cold)) CUresult absorb_wake_##suffix(           \
+        struct vr_exec *e, bool ok, CUgraphExec exec, CUgraphNode node, ptype *params) \
+    {                                                                               \
+        vr_mutex_wake(&e->lock);                                                    \
+        return ok ? CUDA_SUCCESS : vr_sp_full.suffix(exec, node, params);  \
+    }                                                                               \
+    /* A passing exec's update, under the guard the full path would set. */    \
+    static __attribute__((noinline)) CUresult pass_##suffix(struct vr_exec *e,    \
+                                                             CUgraphNode node,    \
+                                                             ptype *params)       \
+    {                                                                               \
+        e->c.seen++;                                                                \
+        vr_in_shim = 1;                                                             \
+        CUresult r = pass_update(e, node, entry, params);                           \
+        vr_in_shim = 0;                                                             \
+        vr_ex_unlock(e);                                                  \
+        return r;                                                                   \
+    }                                                                               \
+    /* A node found, not absorbed: a direct update is finished here; else   \
+     * the full path, with the handles from the record. */                      \
+    static __attribute__((noinline)) CUresult changed_##suffix(struct vr_exec *e, \
+                                                                ptype *params) \
+    {                                                                               \
+        struct vr_node *n = e->ns.cur;                                              \
+        if (direct(e, n, entry, params)) {                                          \
+            e->c.seen++;                                                            \
+            vr_in_shim = 1;                                                         \
+            /* vr_args_same is exact without units under 4 bytes */              \
+            int rc = direct_args(e, n, entry, params,                               \
+                                 n->layout->end4 == n->layout->end);                \
+            vr_in_shim = 0;                                                         \
+            vr_ex_unlock(e);                                              \
+            return vr_err_to_cu(rc);                                                \
+        }                                                                           \
+        CUgraphExec exec = e->handle;                                               \
+        CUgraphNode node = n->handle;                                               \
+        if ((vr_rank_drop(VR_RANK_EXEC), vr_mutex_release(&e->lock)))                                             \
+            return absorb_wake_##suffix(e, false, exec, node, params);              \
+        return vr_sp_full.suffix(exec, node, params);                      \
+    }                                                                               \
+    CUresult vr_exec_absorb_##suffix(CUgraphExec exec, CUgraphNode node, ptype *params) \
+    {                                                                               \
+        struct vr_exec *e = vr_ex_last_exec[0].e;                                         \
+        if (__builtin_expect(vr_ex_last_exec[0].handle != exec || !vr_mutex_trylock(&e->lock), 0)) \
+            return vr_sp_full.suffix(exec, node, params);                  \
+        vr_rank_take(VR_RANK_EXEC);                                                 \
+        struct vr_node *n = e->serial == vr_ex_last_exec[0].serial && e->cmp != CMP_PASS            \
+                                ? vr_nodes_next(&e->ns, node) : NULL;                \
+        if (__builtin_expect(!n, 0)) {                                              \
+            if (e->cmp == CMP_PASS && e->serial == vr_ex_last_exec[0].serial)                        \
+                return pass_##suffix(e, node, params);                              \
+            if ((vr_rank_drop(VR_RANK_EXEC), vr_mutex_release(&e->lock)))                                         \
+                return absorb_wake_##suffix(e, false, exec, node, params);          \
+            return vr_sp_full.suffix(exec, node, params);                  \
+        }                                                                           \
+        if (__builtin_expect(absorbable(n, entry, params), 1)) {                    \
+            e->c.absorbed++;                                                        \
+            if (__builtin_expect((vr_rank_drop(VR_RANK_EXEC), vr_mutex_release(&e->lock)), 0))                    \
+                return absorb_wake_##suffix(e, true, NULL, NULL, NULL);             \
+            return CUDA_SUCCESS;                                                    \
+        }                                                                           \
+        return changed_##suffix(e, params);                                         \
+    }                                                                               \
+    int vr_exec_setparams_##suffix(CUgraphExec exec, CUgraphNode node, const void *params) \
+    {                                                                               \
+        return setparams_rest(exec, node, entry, params);                           \
+    }
+VR_SP_ENTRY(v1, VR_SP_V1, const CUDA_KERNEL_NODE_PARAMS_v1)
+VR_SP_ENTRY(v2, VR_SP_V2, const CUDA_KERNEL_NODE_PARAMS_v2)
+VR_SP_ENTRY(node, VR_SP_NODE, CUgraphNodeParams)
+#undef VR_SP_ENTRY
+
+int vr_exec_set_enabled(CUgraphExec exec, CUgraphNode node, unsigned enabled)
+{
+    struct vr_exec *e = vr_ex_cfg.mode == VR_MODE_OFF ? NULL : vr_ex_acquire(exec);
+    CUresult r = vr_real.cuGraphNodeSetEnabled(exec, node, enabled);
+    if (e) {
+        if (r == CUDA_SUCCESS && e->vars) {
+            struct vr_node *n = vr_nodes_find(&e->ns, node);
+            struct vr_var_ctx cx = var_ctx(e);
+            vr_variants_set_enabled(e->vars, &cx, n ? (size_t)(n - e->ns.v) : SIZE_MAX, node,
+                                    enabled);
+        }
+        vr_ex_unlock(e);
+    }
+    return vr_err_cu(r);
+}
+
+int vr_exec_set_node(CUgraphExec exec, CUgraphNode node, const struct vr_set *set)
+{
+    struct vr_exec *e = vr_ex_cfg.mode == VR_MODE_OFF ? NULL : vr_ex_acquire(exec);
+    CUresult r = vr_set_issue(exec, node, set);
+    if (e) {
+        if (r == CUDA_SUCCESS && e->vars) {
+            struct vr_var_ctx cx = var_ctx(e);
+            vr_variants_set_node(e->vars, &cx, node, set);
+        }
+        vr_ex_unlock(e);
+    }
+    return vr_err_cu(r);
+}
+
