@@ -23,6 +23,7 @@
 #include "config.h"
 #include "driver.h"
 #include "err.h"
+#include "hook.h"
 #include "exec.h"
 #include "layout.h"
 #include "log.h"
@@ -50,8 +51,6 @@ static atomic_int init_state;
 
 /* ---- the table of wrappers ------------------------------------------ */
 
-#define VR_HOOK(name, base, off, params, args) static CUresult vr_on_##name params;
-#include "hooks.def"
 
 struct hook {
     const char *name;
@@ -106,6 +105,12 @@ static void emit_start(bool ask_device)
     vr_jw_u64(&w, "vmm_min_bytes", cfg.vmm_min_bytes);
     vr_jw_u64(&w, "max_padding", cfg.max_padding);
     vr_log_emit(&w, VR_LEVEL_INFO);
+}
+
+void vr_hook_note_start(void)
+{
+    if (!atomic_load_explicit(&started, memory_order_relaxed))
+        emit_start(true);
 }
 
 static void finish(void)
@@ -354,309 +359,45 @@ __attribute__((constructor)) static void route_full_paths(void)
     vr_exec_route_full(&full_paths);
 }
 
-/* ---- memory ----------------------------------------------------------- */
+/* ---- the hot graph hooks, beside their wrappers --------------------- */
 
-/* The entry points that draw device memory (hooks.def's ALLOC): the shim's
- * kept memory is free memory as far as the program can tell, so an
- * allocation that ran out of it gets it back and tries once more. Only then:
- * a retry after nothing went back would turn one failing call into two. */
-#define VR_BODY_FWD(name, params, args)
-#define VR_BODY_SEEN(name, params, args)
-#define VR_BODY_LAUNCH(name, params, args)
-#define VR_BODY_FULL(name, params, args)
-#define VR_BODY_ALLOC(name, params, args)                                       \
-    static CUresult vr_on_##name params                                         \
-    {                                                                           \
-        CUresult r = vr_real.name args;                                         \
-        if (r == CUDA_ERROR_OUT_OF_MEMORY && vr_alloc_reclaim())                \
-            r = vr_real.name args;                                              \
-        return r;                                                               \
-    }
-#define VR_HOOK(name, base, off, params, args) VR_BODY_##off(name, params, args)
-#include "hooks.def"
-
-static CUresult vr_on_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
-{
-    if (!atomic_load_explicit(&started, memory_order_relaxed))
-        emit_start(true);
-    return vr_err_to_cu(vr_alloc_create(dptr, bytesize));
-}
-
-static CUresult vr_on_cuMemFree_v2(CUdeviceptr dptr)
-{
-    return vr_err_to_cu(vr_alloc_free(dptr));
-}
-
-static CUresult vr_on_cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
-{
-    return vr_err_to_cu(vr_alloc_free_async(dptr, stream, false));
-}
-
-static CUresult vr_on_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
-{
-    return vr_err_to_cu(vr_alloc_free_async(dptr, stream, true));
-}
-
-static CUresult vr_on_cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
-{
-    return vr_err_to_cu(vr_alloc_mem_info(free_bytes, total));
-}
-
-static CUresult vr_on_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
-{
-    return vr_err_to_cu(vr_alloc_address_range(pbase, psize, dptr));
-}
-
-static CUresult vr_on_cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
-                                            CUdeviceptr ptr)
-{
-    return vr_err_to_cu(vr_alloc_pointer_attributes(true, 1, &attribute, &data, ptr));
-}
-
-static CUresult vr_on_cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attributes,
-                                             void **data, CUdeviceptr ptr)
-{
-    return vr_err_to_cu(vr_alloc_pointer_attributes(false, n, attributes, data, ptr));
-}
-
-static CUresult vr_on_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
-{
-    return vr_err_to_cu(vr_alloc_retain_handle(handle, addr));
-}
-
-static CUresult vr_on_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location,
-                                     CUdeviceptr ptr)
-{
-    return vr_err_to_cu(vr_alloc_get_access(flags, location, ptr));
-}
-
-static CUresult vr_on_cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags)
-{
-    return vr_err_to_cu(vr_alloc_enable_peer(peer, flags));
-}
-
-/* ---- graphs ----------------------------------------------------------- */
-
-static CUresult tracked(CUresult r, CUgraphExec *exec, CUgraph graph, unsigned long long flags)
-{
-    if (!atomic_load_explicit(&started, memory_order_relaxed))
-        emit_start(true);
-    if (r == CUDA_SUCCESS && exec)
-        vr_exec_track(*exec, graph, flags);
-    return r;
-}
-
-static CUresult vr_on_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
-                                                  unsigned long long flags)
-{
-    return tracked(vr_real.cuGraphInstantiateWithFlags(exec, graph, flags), exec, graph, flags);
-}
-
-static CUresult vr_on_cuGraphInstantiateWithParams(CUgraphExec *exec, CUgraph graph,
-                                                   CUDA_GRAPH_INSTANTIATE_PARAMS *params)
-{
-    return tracked(vr_real.cuGraphInstantiateWithParams(exec, graph, params), exec, graph,
-                   params ? params->flags : 0);
-}
-
-static CUresult vr_on_cuGraphInstantiateWithParams_ptsz(CUgraphExec *exec, CUgraph graph,
-                                                        CUDA_GRAPH_INSTANTIATE_PARAMS *params)
-{
-    return tracked(vr_real.cuGraphInstantiateWithParams_ptsz(exec, graph, params), exec, graph,
-                   params ? params->flags : 0);
-}
-
-static CUresult vr_on_cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node,
+CUresult vr_on_cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node,
                                                      const CUDA_KERNEL_NODE_PARAMS_v1 *params)
 {
     return vr_err_to_cu(vr_exec_setparams(exec, node, VR_SP_V1, params));
 }
 
-static CUresult vr_on_cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node,
+CUresult vr_on_cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node,
                                                         const CUDA_KERNEL_NODE_PARAMS_v2 *params)
 {
     return vr_err_to_cu(vr_exec_setparams(exec, node, VR_SP_V2, params));
 }
 
-static CUresult vr_on_cuGraphExecNodeSetParams(CUgraphExec exec, CUgraphNode node,
+CUresult vr_on_cuGraphExecNodeSetParams(CUgraphExec exec, CUgraphNode node,
                                                CUgraphNodeParams *params)
 {
     return vr_err_to_cu(vr_exec_setparams(exec, node, VR_SP_NODE, params));
 }
 
-static CUresult vr_on_cuGraphLaunch(CUgraphExec exec, CUstream stream)
+CUresult vr_on_cuGraphLaunch(CUgraphExec exec, CUstream stream)
 {
     return vr_err_to_cu(vr_exec_launch(exec, stream, false));
 }
 
-static CUresult vr_on_cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream)
+CUresult vr_on_cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream)
 {
     return vr_err_to_cu(vr_exec_launch(exec, stream, true));
 }
 
 /* The exec's variants are uploaded with it. */
-static CUresult vr_on_cuGraphUpload(CUgraphExec exec, CUstream stream)
+CUresult vr_on_cuGraphUpload(CUgraphExec exec, CUstream stream)
 {
     return vr_err_to_cu(vr_exec_upload(exec, stream, false));
 }
 
-static CUresult vr_on_cuGraphUpload_ptsz(CUgraphExec exec, CUstream stream)
+CUresult vr_on_cuGraphUpload_ptsz(CUgraphExec exec, CUstream stream)
 {
     return vr_err_to_cu(vr_exec_upload(exec, stream, true));
-}
-
-static CUresult vr_on_cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph,
-                                           CUgraphExecUpdateResultInfo *info)
-{
-    return vr_err_to_cu(vr_exec_update(exec, graph, info));
-}
-
-/* The v1 entry reports its result in two out-parameters instead of a
- * struct: forwarded as is, then the exec learns of the update. */
-static CUresult vr_on_cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphNode *error_node,
-                                        CUgraphExecUpdateResult *result)
-{
-    CUresult r = vr_real.cuGraphExecUpdate(exec, graph, error_node, result);
-    if (r == CUDA_SUCCESS)
-        vr_exec_updated(exec, graph);
-    return r;
-}
-
-/* The variants of the exec must hold the same: applied to each. */
-static CUresult vr_on_cuGraphNodeSetEnabled(CUgraphExec exec, CUgraphNode node, unsigned int enabled)
-{
-    return vr_err_to_cu(vr_exec_set_enabled(exec, node, enabled));
-}
-
-/* The other node setters: made on the program's exec, then on each of its
- * variants (or the variants go); the program gets the driver's answer for
- * its own exec. */
-static CUresult set_node(CUgraphExec exec, CUgraphNode node, struct vr_set s)
-{
-    return vr_err_to_cu(vr_exec_set_node(exec, node, &s));
-}
-
-static CUresult vr_on_cuGraphExecMemcpyNodeSetParams(CUgraphExec exec, CUgraphNode node,
-                                                     const CUDA_MEMCPY3D *p, CUcontext ctx)
-{
-    return set_node(exec, node, (struct vr_set){.kind = VR_SET_MEMCPY, .params = p, .ctx = ctx});
-}
-
-static CUresult vr_on_cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode node,
-                                                     const CUDA_MEMSET_NODE_PARAMS *p,
-                                                     CUcontext ctx)
-{
-    return set_node(exec, node, (struct vr_set){.kind = VR_SET_MEMSET, .params = p, .ctx = ctx});
-}
-
-static CUresult vr_on_cuGraphExecHostNodeSetParams(CUgraphExec exec, CUgraphNode node,
-                                                   const CUDA_HOST_NODE_PARAMS *p)
-{
-    return set_node(exec, node, (struct vr_set){.kind = VR_SET_HOST, .params = p});
-}
-
-static CUresult vr_on_cuGraphExecChildGraphNodeSetParams(CUgraphExec exec, CUgraphNode node,
-                                                         CUgraph child)
-{
-    return set_node(exec, node, (struct vr_set){.kind = VR_SET_CHILD, .child = child});
-}
-
-static CUresult vr_on_cuGraphExecEventRecordNodeSetEvent(CUgraphExec exec, CUgraphNode node,
-                                                         CUevent event)
-{
-    return set_node(exec, node, (struct vr_set){.kind = VR_SET_EVENT_RECORD, .event = event});
-}
-
-static CUresult vr_on_cuGraphExecEventWaitNodeSetEvent(CUgraphExec exec, CUgraphNode node,
-                                                       CUevent event)
-{
-    return set_node(exec, node, (struct vr_set){.kind = VR_SET_EVENT_WAIT, .event = event});
-}
-
-static CUresult vr_on_cuGraphExecExternalSemaphoresSignalNodeSetParams(
-    CUgraphExec exec, CUgraphNode node, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *p)
-{
-    return set_node(exec, node, (struct vr_set){.kind = VR_SET_SEM_SIGNAL, .params = p});
-}
-
-static CUresult vr_on_cuGraphExecExternalSemaphoresWaitNodeSetParams(
-    CUgraphExec exec, CUgraphNode node, const CUDA_EXT_SEM_WAIT_NODE_PARAMS *p)
-{
-    return set_node(exec, node, (struct vr_set){.kind = VR_SET_SEM_WAIT, .params = p});
-}
-
-static CUresult vr_on_cuGraphExecBatchMemOpNodeSetParams(CUgraphExec exec, CUgraphNode node,
-                                                         const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
-{
-    return set_node(exec, node, (struct vr_set){.kind = VR_SET_BATCH, .params = p});
-}
-
-static CUresult vr_on_cuGraphExecDestroy(CUgraphExec exec)
-{
-    return vr_err_to_cu(vr_exec_destroy(exec));
-}
-
-static CUresult vr_on_cuStreamDestroy_v2(CUstream stream)
-{
-    vr_exec_stream_destroyed(stream);
-    return vr_real.cuStreamDestroy_v2(stream);
-}
-
-static CUresult vr_on_cuCtxDestroy_v2(CUcontext ctx)
-{
-    CUresult r = vr_real.cuCtxDestroy_v2(ctx);
-    if (r == CUDA_SUCCESS)
-        vr_alloc_context_destroyed(ctx);
-    return r;
-}
-
-/* The primary context's handle is asked first (retained and released
- * again: its count is as before), and only while it is active: an inactive
- * one holds no memory. */
-static CUresult vr_on_cuDevicePrimaryCtxReset_v2(CUdevice dev)
-{
-    unsigned flags;
-    int active = 0;
-    CUcontext primary = NULL;
-    if (vr_real.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active &&
-        vr_real.cuDevicePrimaryCtxRetain(&primary, dev) == CUDA_SUCCESS)
-        vr_real.cuDevicePrimaryCtxRelease_v2(dev);
-    CUresult r = vr_real.cuDevicePrimaryCtxReset_v2(dev);
-    if (r == CUDA_SUCCESS)
-        vr_alloc_context_destroyed(primary);
-    return r;
-}
-
-/* The nodes of a destroyed graph name nothing any more, also in the execs
- * instantiated from it (driver-answers.txt): their updates go to the driver,
- * which refuses them, and the shim can no longer re-point them. */
-static CUresult vr_on_cuGraphDestroy(CUgraph graph)
-{
-    CUresult r = vr_real.cuGraphDestroy(graph);
-    if (r == CUDA_SUCCESS)
-        vr_exec_graph_destroyed(graph);
-    return r;
-}
-
-/* ---- modules ---------------------------------------------------------- */
-
-/* After an unload the driver may hand the same function handle to another
- * function with other arguments: the cached layouts must go (layout.h says
- * why twice). */
-static CUresult vr_on_cuModuleUnload(CUmodule mod)
-{
-    vr_layout_evict_module(mod);
-    CUresult r = vr_real.cuModuleUnload(mod);
-    vr_layout_evict_module(mod);
-    return r;
-}
-
-static CUresult vr_on_cuLibraryUnload(CUlibrary lib)
-{
-    vr_layout_evict_library(lib);
-    CUresult r = vr_real.cuLibraryUnload(lib);
-    vr_layout_evict_library(lib);
-    return r;
 }
 
 /* ---- routing ---------------------------------------------------------- */
@@ -757,7 +498,7 @@ static void route_proc(const char *symbol, void **pfn, int version)
         handed_out_unrouted(symbol, named);
 }
 
-static CUresult vr_on_cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
+CUresult vr_on_cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
     CUresult r = vr_real.cuGetProcAddress(symbol, pfn, version, flags);
     if (r == CUDA_SUCCESS)
@@ -765,7 +506,7 @@ static CUresult vr_on_cuGetProcAddress(const char *symbol, void **pfn, int versi
     return r;
 }
 
-static CUresult vr_on_cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+CUresult vr_on_cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
                                           cuuint64_t flags, CUdriverProcAddressQueryResult *status)
 {
     CUresult r = vr_real.cuGetProcAddress_v2(symbol, pfn, version, flags, status);
