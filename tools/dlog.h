@@ -1,4 +1,4 @@
-/* dlog: reads varemap decision logs (DESIGN.md, "Decision log (contract)")
+/* dlog: reads varemap decision logs (../shared/DESIGN.md, "Decision log (contract)"; docs/design.md)
  * into processes and execs, for `varemap report` and the command's summary.
  *
  * Lines are grouped by their "pid" (a pid that already wrote its `summary`
