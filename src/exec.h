@@ -56,34 +56,12 @@ int vr_exec_set_node(CUgraphExec exec, CUgraphNode node, const struct vr_set *s)
 
 /* One SetParams through entry point `entry`; params is the program's struct.
  * Complete on its own, but it does not try the absorbed path's shortcut
- * first: the exported wrapper has tried vr_exec_absorb_* already. One
+ * first: the exported wrapper has tried vr_absorb_* (absorb.c) already. One
  * function per entry point, so the hook's constant picks it at compile time
  * and the absorbed path does not test it. */
 int vr_exec_setparams_v1(CUgraphExec exec, CUgraphNode node, const void *params);
 int vr_exec_setparams_v2(CUgraphExec exec, CUgraphNode node, const void *params);
 int vr_exec_setparams_node(CUgraphExec exec, CUgraphNode node, const void *params);
-
-/* The absorbed path, for the exported wrapper to try before anything else:
- * CUDA_SUCCESS when the update was absorbed (and counted). A changed update
- * of an exec without slices is forwarded from here (under vr_in_shim), the
- * result the driver's; otherwise nothing was done and the result is
- * vr_hook_setparams_*'s for the same arguments, reached by a tail call. */
-CUresult vr_exec_absorb_v1(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v1 *params);
-CUresult vr_exec_absorb_v2(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2 *params);
-CUresult vr_exec_absorb_node(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams *params);
-
-/* The hook layer's complete SetParams paths, which the absorbed path hands
- * an update it cannot absorb to, by a tail call through this table (a jump
- * through memory: no register of the compare's is taken). The hook layer
- * registers them at init, as the allocator's free observer is registered:
- * this layer names nothing above it. Before that (and in the unit suites,
- * which never call vr_exec_absorb_*) the table is empty. */
-struct vr_setparams_full {
-    CUresult (*v1)(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v1 *params);
-    CUresult (*v2)(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2 *params);
-    CUresult (*node)(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams *params);
-};
-void vr_exec_route_full(const struct vr_setparams_full *full);
 
 static inline int vr_exec_setparams(CUgraphExec exec, CUgraphNode node, enum vr_sp_entry entry,
                                     const void *params)

@@ -251,4 +251,52 @@ static inline bool may_vary(const struct vr_exec *e)
 
 #pragma GCC visibility pop
 
+/* The tests the absorbed path (absorb.c) and the full path share. */
+/* The same function, no `extra` and the same launch shape as the driver
+ * holds, tested without decoding or copying anything; then the node's
+ * fields stay as they are whatever the arguments (vr_call_decode gives a
+ * node with func set no kern and no ctx). */
+static inline __attribute__((always_inline)) bool same_call(const struct vr_node *n,
+                                                            enum vr_sp_entry entry,
+                                                            const void *params)
+{
+    if (!n->layout || !params)
+        return false;
+    const CUDA_KERNEL_NODE_PARAMS_v2 *p = vr_call_v2(entry, params);
+    /* One test for the function, `extra` and the launch shape. */
+    return p && p->func && p->kernelParams &&
+           (((uintptr_t)p->func ^ (uintptr_t)n->f.func) | (uintptr_t)p->extra |
+            vr_dims_diff(&p->gridDimX, n->f.dims)) == 0;
+}
+
+/* The common case: the same call with the same arguments as the program
+ * last asked for; then what the driver holds already means the same bytes
+ * (the invariant). False for a layout with units under 4 bytes (then
+ * direct_args decides). */
+static inline __attribute__((always_inline)) bool absorbable(const struct vr_node *n,
+                                                             enum vr_sp_entry entry,
+                                                             const void *params)
+{
+    return same_call(n, entry, params) &&
+           vr_args_same(n->layout, vr_call_v2(entry, params)->kernelParams, n->intended);
+}
+
+/* A same_call update that needs no decoding: its fields stay the node's,
+ * only its arguments are new (observe mode forwards everything as it came). */
+static inline bool direct(const struct vr_exec *e, const struct vr_node *n,
+                          enum vr_sp_entry entry, const void *params)
+{
+    return vr_ex_cfg.mode != VR_MODE_OBSERVE && !e->orphan && !vr_ex_forwards_all(e->state) &&
+           same_call(n, entry, params);
+}
+
+/* What the absorbed path hands over when it found the node but cannot
+ * absorb (setparams.c): the exec's lock held, dropped there. */
+CUresult vr_exec_pass_v1(struct vr_exec *e, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v1 *p);
+CUresult vr_exec_pass_v2(struct vr_exec *e, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2 *p);
+CUresult vr_exec_pass_node(struct vr_exec *e, CUgraphNode node, CUgraphNodeParams *p);
+CUresult vr_exec_direct_v1(struct vr_exec *e, const CUDA_KERNEL_NODE_PARAMS_v1 *p);
+CUresult vr_exec_direct_v2(struct vr_exec *e, const CUDA_KERNEL_NODE_PARAMS_v2 *p);
+CUresult vr_exec_direct_node(struct vr_exec *e, CUgraphNodeParams *p);
+
 #endif

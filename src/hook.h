@@ -12,6 +12,23 @@
 #define VR_HOOK(name, base, off, params, args) CUresult vr_on_##name params;
 #include "hooks.def"
 
+/* The absorbed path (absorb.c), for the exported wrapper to try before
+ * anything else: CUDA_SUCCESS when the update was absorbed (and counted).
+ * An update it found the node for is finished by the exec layer (its result
+ * the driver's when forwarded); otherwise nothing was done and the result is
+ * vr_hook_setparams_*'s for the same arguments, reached by a tail call. */
+CUresult vr_absorb_v1(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v1 *params);
+CUresult vr_absorb_v2(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2 *params);
+CUresult vr_absorb_node(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams *params);
+
+/* A SetParams through the wrapper's complete path (interpose.c): guard,
+ * init, the hook. */
+CUresult vr_hook_setparams_v1(CUgraphExec exec, CUgraphNode node,
+                              const CUDA_KERNEL_NODE_PARAMS_v1 *params);
+CUresult vr_hook_setparams_v2(CUgraphExec exec, CUgraphNode node,
+                              const CUDA_KERNEL_NODE_PARAMS_v2 *params);
+CUresult vr_hook_setparams_node(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams *params);
+
 /* The log's `start` event, once, at the first hook that runs with a
  * context (it asks the device whether VMM is supported). */
 void vr_hook_note_start(void);

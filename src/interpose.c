@@ -304,9 +304,9 @@ __attribute__((constructor)) static void record_pid(void)
 
 /* What a wrapper tries before its full path (hooks.def's `off` column
  * again): a SetParams first tries the absorbed path, which makes no driver
- * call and needs no guard; it tail-calls the full path (wrap_*, registered
- * with the exec layer as full_paths) when it cannot absorb, so the common
- * case pays no second call and no stack frame. */
+ * call and needs no guard (absorb.c); it tail-calls the full path
+ * (vr_hook_setparams_*, below) when it cannot absorb, so the common case
+ * pays no second call and no stack frame. */
 #define VR_FAST_FWD(name, args)
 #define VR_FAST_LAUNCH(name, args)
 #define VR_FAST_FULL(name, args)
@@ -315,9 +315,9 @@ __attribute__((constructor)) static void record_pid(void)
     if (!vr_in_shim)                                                            \
         return absorb_##name args;
 
-#define absorb_cuGraphExecKernelNodeSetParams vr_exec_absorb_v1
-#define absorb_cuGraphExecKernelNodeSetParams_v2 vr_exec_absorb_v2
-#define absorb_cuGraphExecNodeSetParams vr_exec_absorb_node
+#define absorb_cuGraphExecKernelNodeSetParams vr_absorb_v1
+#define absorb_cuGraphExecKernelNodeSetParams_v2 vr_absorb_v2
+#define absorb_cuGraphExecNodeSetParams vr_absorb_node
 
 /* The exported wrapper holds only mode off's path, so it needs no stack
  * frame; everything else is in wrap_<name>, called as a tail call. */
@@ -346,17 +346,22 @@ __attribute__((constructor)) static void record_pid(void)
     }
 #include "hooks.def"
 
-/* The full paths the absorbed path falls back to (exec.h), registered when
- * the shim is loaded: the exported wrappers may run before init_once. */
-static const struct vr_setparams_full full_paths = {
-    wrap_cuGraphExecKernelNodeSetParams,
-    wrap_cuGraphExecKernelNodeSetParams_v2,
-    wrap_cuGraphExecNodeSetParams,
-};
-
-__attribute__((constructor)) static void route_full_paths(void)
+/* The full paths the absorbed path falls back to (hook.h). */
+CUresult vr_hook_setparams_v1(CUgraphExec exec, CUgraphNode node,
+                              const CUDA_KERNEL_NODE_PARAMS_v1 *params)
 {
-    vr_exec_route_full(&full_paths);
+    return wrap_cuGraphExecKernelNodeSetParams(exec, node, params);
+}
+
+CUresult vr_hook_setparams_v2(CUgraphExec exec, CUgraphNode node,
+                              const CUDA_KERNEL_NODE_PARAMS_v2 *params)
+{
+    return wrap_cuGraphExecKernelNodeSetParams_v2(exec, node, params);
+}
+
+CUresult vr_hook_setparams_node(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams *params)
+{
+    return wrap_cuGraphExecNodeSetParams(exec, node, params);
 }
 
 /* ---- the hot graph hooks, beside their wrappers --------------------- */

@@ -1,7 +1,7 @@
 /* setparams: every SetParams of a known exec but the absorbed one: decoding,
  * the compare with the node's shadows, translation when active, forwarding
  * (timed on a sample), and the setters that reach the variants too. The
- * absorbed path (VR_SP_ENTRY) ends here when it cannot absorb.
+ * absorbed path (absorb.c) ends here when it cannot absorb.
  */
 #include "exec_internal.h"
 
@@ -176,44 +176,6 @@ skip:
     return 0;
 }
 
-/* The same function, no `extra` and the same launch shape as the driver
- * holds, tested without decoding or copying anything; then the node's
- * fields stay as they are whatever the arguments (vr_call_decode gives a
- * node with func set no kern and no ctx). */
-static inline __attribute__((always_inline)) bool same_call(const struct vr_node *n,
-                                                            enum vr_sp_entry entry,
-                                                            const void *params)
-{
-    if (!n->layout || !params)
-        return false;
-    const CUDA_KERNEL_NODE_PARAMS_v2 *p = vr_call_v2(entry, params);
-    /* One test for the function, `extra` and the launch shape. */
-    return p && p->func && p->kernelParams &&
-           (((uintptr_t)p->func ^ (uintptr_t)n->f.func) | (uintptr_t)p->extra |
-            vr_dims_diff(&p->gridDimX, n->f.dims)) == 0;
-}
-
-/* The common case: the same call with the same arguments as the program
- * last asked for; then what the driver holds already means the same bytes
- * (the invariant). False for a layout with units under 4 bytes (then
- * direct_args decides). */
-static inline __attribute__((always_inline)) bool absorbable(const struct vr_node *n,
-                                                             enum vr_sp_entry entry,
-                                                             const void *params)
-{
-    return same_call(n, entry, params) &&
-           vr_args_same(n->layout, vr_call_v2(entry, params)->kernelParams, n->intended);
-}
-
-/* A same_call update that needs no decoding: its fields stay the node's,
- * only its arguments are new (observe mode forwards everything as it came). */
-static inline bool direct(const struct vr_exec *e, const struct vr_node *n,
-                          enum vr_sp_entry entry, const void *params)
-{
-    return vr_ex_cfg.mode != VR_MODE_OBSERVE && !e->orphan && !vr_ex_forwards_all(e->state) &&
-           same_call(n, entry, params);
-}
-
 /* An exec without slices (dedup, still profiling, settled) holds what the
  * program asked for (installed == intended): the program's own struct goes
  * to the driver as it is, and both shadows take its arguments. `changed`:
@@ -294,108 +256,32 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
     return rc;
 }
 
-/* Until the hook layer registers its paths (a constructor of the shim, so
- * before any program code runs), an update the absorbed path cannot take
- * gets the answer of a driver not yet initialized, never a jump to NULL. */
-static CUresult unready_v1(CUgraphExec x, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
-{
-    (void)x, (void)n, (void)p;
-    return CUDA_ERROR_NOT_INITIALIZED;
-}
-
-static CUresult unready_v2(CUgraphExec x, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS_v2 *p)
-{
-    (void)x, (void)n, (void)p;
-    return CUDA_ERROR_NOT_INITIALIZED;
-}
-
-static CUresult unready_node(CUgraphExec x, CUgraphNode n, CUgraphNodeParams *p)
-{
-    (void)x, (void)n, (void)p;
-    return CUDA_ERROR_NOT_INITIALIZED;
-}
-
-static struct vr_setparams_full vr_sp_full = {unready_v1, unready_v2, unready_node};
-
-void vr_exec_route_full(const struct vr_setparams_full *full)
-{
-    VR_ASSERT(full && full->v1 && full->v2 && full->node);
-    vr_sp_full = *full;
-}
-
-/* The absorbed path: the exec this thread used last, the node that followed
- * the last one updated, one compare with what the program last asked for.
- * No global atomic, no allocation, no call but the tail call of the hook's
- * full path when the update is not absorbed (another exec or node order, a
- * busy lock: nothing was done), of changed_* when the arguments changed, and
- * the wake of a sleeper. Observe mode never absorbs (acquire_slow keeps its
- * execs out of the first entry). Every exit is a return or a tail call, so
- * few registers need saving; once the node is found, the record holds the
- * exec's and the node's handles and the full path gets them from there (the
- * same values), which keeps the compare's registers free. */
+/* The absorbed path (absorb.c, in the hook layer) hands over here the
+ * updates it found a node for but could not absorb: a passing exec's, and a
+ * direct one (same call, new arguments). The exec's lock is held and
+ * dropped here. */
 #define VR_SP_ENTRY(suffix, entry, ptype)                                           \
-    static __attribute__((noinline, cold)) CUresult absorb_wake_##suffix(           \
-        struct vr_exec *e, bool ok, CUgraphExec exec, CUgraphNode node, ptype *params) \
+    CUresult vr_exec_pass_##suffix(struct vr_exec *e, CUgraphNode node, ptype *params) \
     {                                                                               \
-        vr_mutex_wake(&e->lock);                                                    \
-        return ok ? CUDA_SUCCESS : vr_sp_full.suffix(exec, node, params);  \
-    }                                                                               \
-    /* A passing exec's update, under the guard the full path would set. */    \
-    static __attribute__((noinline)) CUresult pass_##suffix(struct vr_exec *e,    \
-                                                             CUgraphNode node,    \
-                                                             ptype *params)       \
-    {                                                                               \
+        VR_ASSERT_HELD(VR_RANK_EXEC);                                               \
         e->c.seen++;                                                                \
         vr_in_shim = 1;                                                             \
         CUresult r = pass_update(e, node, entry, params);                           \
         vr_in_shim = 0;                                                             \
-        vr_ex_unlock(e);                                                  \
+        vr_ex_unlock(e);                                                            \
         return r;                                                                   \
     }                                                                               \
-    /* A node found, not absorbed: a direct update is finished here; else   \
-     * the full path, with the handles from the record. */                      \
-    static __attribute__((noinline)) CUresult changed_##suffix(struct vr_exec *e, \
-                                                                ptype *params) \
+    CUresult vr_exec_direct_##suffix(struct vr_exec *e, ptype *params)              \
     {                                                                               \
+        VR_ASSERT_HELD(VR_RANK_EXEC);                                               \
         struct vr_node *n = e->ns.cur;                                              \
-        if (direct(e, n, entry, params)) {                                          \
-            e->c.seen++;                                                            \
-            vr_in_shim = 1;                                                         \
-            /* vr_args_same is exact without units under 4 bytes */              \
-            int rc = direct_args(e, n, entry, params,                               \
-                                 n->layout->end4 == n->layout->end);                \
-            vr_in_shim = 0;                                                         \
-            vr_ex_unlock(e);                                              \
-            return vr_err_to_cu(rc);                                                \
-        }                                                                           \
-        CUgraphExec exec = e->handle;                                               \
-        CUgraphNode node = n->handle;                                               \
-        if ((vr_rank_drop(VR_RANK_EXEC), vr_mutex_release(&e->lock)))                                             \
-            return absorb_wake_##suffix(e, false, exec, node, params);              \
-        return vr_sp_full.suffix(exec, node, params);                      \
-    }                                                                               \
-    CUresult vr_exec_absorb_##suffix(CUgraphExec exec, CUgraphNode node, ptype *params) \
-    {                                                                               \
-        struct vr_exec *e = vr_ex_last_exec[0].e;                                         \
-        if (__builtin_expect(vr_ex_last_exec[0].handle != exec || !vr_mutex_trylock(&e->lock), 0)) \
-            return vr_sp_full.suffix(exec, node, params);                  \
-        vr_rank_take(VR_RANK_EXEC);                                                 \
-        struct vr_node *n = e->serial == vr_ex_last_exec[0].serial && e->cmp != CMP_PASS            \
-                                ? vr_nodes_next(&e->ns, node) : NULL;                \
-        if (__builtin_expect(!n, 0)) {                                              \
-            if (e->cmp == CMP_PASS && e->serial == vr_ex_last_exec[0].serial)                        \
-                return pass_##suffix(e, node, params);                              \
-            if ((vr_rank_drop(VR_RANK_EXEC), vr_mutex_release(&e->lock)))                                         \
-                return absorb_wake_##suffix(e, false, exec, node, params);          \
-            return vr_sp_full.suffix(exec, node, params);                  \
-        }                                                                           \
-        if (__builtin_expect(absorbable(n, entry, params), 1)) {                    \
-            e->c.absorbed++;                                                        \
-            if (__builtin_expect((vr_rank_drop(VR_RANK_EXEC), vr_mutex_release(&e->lock)), 0))                    \
-                return absorb_wake_##suffix(e, true, NULL, NULL, NULL);             \
-            return CUDA_SUCCESS;                                                    \
-        }                                                                           \
-        return changed_##suffix(e, params);                                         \
+        e->c.seen++;                                                                \
+        vr_in_shim = 1;                                                             \
+        /* vr_args_same is exact without units under 4 bytes */                  \
+        int rc = direct_args(e, n, entry, params, n->layout->end4 == n->layout->end); \
+        vr_in_shim = 0;                                                             \
+        vr_ex_unlock(e);                                                            \
+        return vr_err_to_cu(rc);                                                    \
     }                                                                               \
     int vr_exec_setparams_##suffix(CUgraphExec exec, CUgraphNode node, const void *params) \
     {                                                                               \

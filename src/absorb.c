@@ -1,0 +1,72 @@
+/* absorb: the absorbed SetParams path, the first thing an exported
+ * SetParams wrapper tries (interpose.c), in the hook layer so that it hands
+ * what it cannot absorb to the hook's full path by a direct tail call.
+ *
+ * The exec this thread used last, the node that followed the last one
+ * updated, one compare with what the program last asked for. No global
+ * atomic, no allocation, no call but: the tail call of the full path when
+ * the update is not absorbed (another exec or node order, a busy lock:
+ * nothing was done), of the exec layer's vr_exec_direct_* / vr_exec_pass_*
+ * when it found the node but the arguments changed or the exec passes its
+ * updates through, and the wake of a sleeper. Observe mode never absorbs
+ * (the exec table keeps its execs out of the first cache entry). Every exit
+ * is a return or a tail call, so few registers need saving; once the node
+ * is found the record holds the exec's and the node's handles, and the full
+ * path gets them from there (the same values), which keeps the compare's
+ * registers free. The exec layer's lock and hot tests come from its private
+ * header (exec_internal.h), the one place that states them.
+ */
+#include "exec_internal.h"
+#include "hook.h"
+
+#define VR_ABSORB(suffix, entry, ptype)                                             \
+    static __attribute__((noinline, cold)) CUresult absorb_wake_##suffix(           \
+        struct vr_exec *e, bool ok, CUgraphExec exec, CUgraphNode node, ptype *params) \
+    {                                                                               \
+        vr_mutex_wake(&e->lock);                                                    \
+        return ok ? CUDA_SUCCESS : vr_hook_setparams_##suffix(exec, node, params);  \
+    }                                                                               \
+    /* A node found, not absorbed: a direct update is finished by the exec     \
+     * layer; else the full path, with the handles from the record. */         \
+    static __attribute__((noinline)) CUresult changed_##suffix(struct vr_exec *e, \
+                                                                ptype *params)  \
+    {                                                                               \
+        struct vr_node *n = e->ns.cur;                                              \
+        if (direct(e, n, entry, params))                                            \
+            return vr_exec_direct_##suffix(e, params);                              \
+        CUgraphExec exec = e->handle;                                               \
+        CUgraphNode node = n->handle;                                               \
+        if ((vr_rank_drop(VR_RANK_EXEC), vr_mutex_release(&e->lock)))               \
+            return absorb_wake_##suffix(e, false, exec, node, params);              \
+        return vr_hook_setparams_##suffix(exec, node, params);                      \
+    }                                                                               \
+    CUresult vr_absorb_##suffix(CUgraphExec exec, CUgraphNode node, ptype *params)  \
+    {                                                                               \
+        struct vr_exec *e = vr_ex_last_exec[0].e;                                   \
+        if (__builtin_expect(vr_ex_last_exec[0].handle != exec ||                   \
+                                 !vr_mutex_trylock(&e->lock), 0))                   \
+            return vr_hook_setparams_##suffix(exec, node, params);                  \
+        vr_rank_take(VR_RANK_EXEC);                                                 \
+        struct vr_node *n = e->serial == vr_ex_last_exec[0].serial && e->cmp != CMP_PASS \
+                                ? vr_nodes_next(&e->ns, node)                       \
+                                : NULL;                                             \
+        if (__builtin_expect(!n, 0)) {                                              \
+            if (e->cmp == CMP_PASS && e->serial == vr_ex_last_exec[0].serial)       \
+                return vr_exec_pass_##suffix(e, node, params);                      \
+            if ((vr_rank_drop(VR_RANK_EXEC), vr_mutex_release(&e->lock)))           \
+                return absorb_wake_##suffix(e, false, exec, node, params);          \
+            return vr_hook_setparams_##suffix(exec, node, params);                  \
+        }                                                                           \
+        if (__builtin_expect(absorbable(n, entry, params), 1)) {                    \
+            e->c.absorbed++;                                                        \
+            if (__builtin_expect((vr_rank_drop(VR_RANK_EXEC),                       \
+                                  vr_mutex_release(&e->lock)), 0))                  \
+                return absorb_wake_##suffix(e, true, NULL, NULL, NULL);             \
+            return CUDA_SUCCESS;                                                    \
+        }                                                                           \
+        return changed_##suffix(e, params);                                         \
+    }
+VR_ABSORB(v1, VR_SP_V1, const CUDA_KERNEL_NODE_PARAMS_v1)
+VR_ABSORB(v2, VR_SP_V2, const CUDA_KERNEL_NODE_PARAMS_v2)
+VR_ABSORB(node, VR_SP_NODE, CUgraphNodeParams)
+#undef VR_ABSORB
