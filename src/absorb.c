@@ -33,7 +33,7 @@
     {                                                                               \
         struct vr_node *n = e->ns.cur;                                              \
         if (direct(e, n, entry, params))                                            \
-            return vr_exec_direct_##suffix(e, params);                              \
+            return vr_exec_direct_##suffix(e, n, params);                           \
         CUgraphExec exec = e->handle;                                               \
         CUgraphNode node = n->handle;                                               \
         if ((vr_rank_drop(VR_RANK_EXEC), vr_mutex_release(&e->lock)))               \

@@ -295,8 +295,8 @@ static inline bool direct(const struct vr_exec *e, const struct vr_node *n,
 CUresult vr_exec_pass_v1(struct vr_exec *e, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v1 *p);
 CUresult vr_exec_pass_v2(struct vr_exec *e, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2 *p);
 CUresult vr_exec_pass_node(struct vr_exec *e, CUgraphNode node, CUgraphNodeParams *p);
-CUresult vr_exec_direct_v1(struct vr_exec *e, const CUDA_KERNEL_NODE_PARAMS_v1 *p);
-CUresult vr_exec_direct_v2(struct vr_exec *e, const CUDA_KERNEL_NODE_PARAMS_v2 *p);
-CUresult vr_exec_direct_node(struct vr_exec *e, CUgraphNodeParams *p);
+CUresult vr_exec_direct_v1(struct vr_exec *e, struct vr_node *n, const CUDA_KERNEL_NODE_PARAMS_v1 *p);
+CUresult vr_exec_direct_v2(struct vr_exec *e, struct vr_node *n, const CUDA_KERNEL_NODE_PARAMS_v2 *p);
+CUresult vr_exec_direct_node(struct vr_exec *e, struct vr_node *n, CUgraphNodeParams *p);
 
 #endif

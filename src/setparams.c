@@ -271,10 +271,9 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
         vr_ex_unlock(e);                                                            \
         return r;                                                                   \
     }                                                                               \
-    CUresult vr_exec_direct_##suffix(struct vr_exec *e, ptype *params)              \
+    CUresult vr_exec_direct_##suffix(struct vr_exec *e, struct vr_node *n, ptype *params) \
     {                                                                               \
         VR_ASSERT_HELD(VR_RANK_EXEC);                                               \
-        struct vr_node *n = e->ns.cur;                                              \
         e->c.seen++;                                                                \
         vr_in_shim = 1;                                                             \
         /* vr_args_same is exact without units under 4 bytes */                  \

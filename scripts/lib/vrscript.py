@@ -105,8 +105,11 @@ def artifacts(prog, build):
 
 
 def run_env(unset=RUN_UNSET, **vars):
-    """The caller's environment less UNSET, plus VARS."""
+    """The caller's environment less UNSET, plus VARS. The standard kernels
+    run as simcuda's host versions (SIMCUDA_KERNELS=host) unless the caller
+    chose: a benchmark measures the shim, not the PTX interpreter."""
     env = {k: v for k, v in os.environ.items() if k not in unset}
+    env.setdefault("SIMCUDA_KERNELS", "host")
     env.update(vars)
     return env
 

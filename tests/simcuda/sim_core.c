@@ -261,7 +261,15 @@ static void knobs_load(void)
     if ((s = getenv("SIMCUDA_STATS")) && *s)
         g_stats_path = sim_strdup(s);
     sim_knob.proc_internal = (s = getenv("SIMCUDA_PROC_INTERNAL")) && strcmp(s, "1") == 0;
-    sim_knob.kernels_ptx = (s = getenv("SIMCUDA_KERNELS")) && strcmp(s, "ptx") == 0;
+    /* Host versions of the standard kernels by default: the interpreter made
+     * the end-to-end suites several times slower (e2e_passthrough 366 s). */
+    sim_knob.kernels_ptx = false;
+    if ((s = getenv("SIMCUDA_KERNELS")) && *s) {
+        if (strcmp(s, "ptx") == 0)
+            sim_knob.kernels_ptx = true;
+        else if (strcmp(s, "host") != 0)
+            sim_warn("SIMCUDA_KERNELS='%s' is not host or ptx; using host", s);
+    }
     /* The device count is fixed once initialized (contexts exist per device). */
     if (!atomic_load(&sim_initialized)) {
         sim_knob.devices = 1;

@@ -907,10 +907,14 @@ int main(int argc, char **argv)
 
     const unsigned timed = o->steps - o->warmup;
     const double per = (double)timed;
+    /* On simcuda, how its standard kernels ran (SIMCUDA_KERNELS): a
+     * benchmark's figures are for host versions unless it says ptx. */
+    const char *sk = getenv("SIMCUDA_KERNELS");
+    const char *sim_kernels = !nentries ? "none" : sk && !strcmp(sk, "host") ? "host" : "ptx";
     printf("graph_bench: pattern=%s kernel=%s api=%s nodes=%u buffers=%u fan=%u steps=%u "
-           "warmup=%u\n",
+           "warmup=%u simcuda_kernels=%s\n",
            pattern_names[o->pattern], kmix_names[o->kmix], api_names[o->api], o->nodes,
-           o->buffers, fan_pattern() ? o->fan : 0, o->steps, o->warmup);
+           o->buffers, fan_pattern() ? o->fan : 0, o->steps, o->warmup, sim_kernels);
     printf("graph_bench: host ns/step %.0f (setparams %.1f ns/call, launch %.0f ns)\n",
            (double)t_total / per, (double)t_setparams / (per * o->nodes),
            (double)t_launch / per);
@@ -960,9 +964,11 @@ int main(int argc, char **argv)
             printf("%s\"%s\": %.4g", first ? "" : ", ", G.entry_name(i), (double)d / per);
             first = 0;
         }
-        printf("}, \"priced_ns_per_step\": %.1f, ", (double)priced / per);
+        printf("}, \"priced_ns_per_step\": %.1f, \"simcuda_kernels\": \"%s\", ", (double)priced / per,
+               sim_kernels);
     } else {
-        printf("\"driver_calls_per_step\": null, \"priced_ns_per_step\": null, ");
+        printf("\"driver_calls_per_step\": null, \"priced_ns_per_step\": null, "
+               "\"simcuda_kernels\": null, ");
     }
     printf("\"checksum\": \"%016" PRIx64 "\", \"sum\": %.9g, \"verified\": %s, "
            "\"max_rel_error\": %.3g, ",
