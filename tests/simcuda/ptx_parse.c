@@ -17,20 +17,33 @@
 
 /* ---- text helpers --------------------------------------------------------- */
 
-static char *strip_comments(const char *src)
+/* sim.h: also the module loader's. */
+char *sim_strip_comments(const char *src)
 {
     size_t n = strlen(src);
     char *d = sim_malloc(n + 1);
     if (!d)
         return NULL;
-    for (size_t i = 0; i < n;) {
-        if (src[i] == '/' && src[i + 1] == '/') {
+    size_t i = 0;
+    while (i < n) {
+        if (src[i] == '"') {
+            d[i] = src[i];
+            i++;
+            while (i < n && src[i] != '"' && src[i] != '\n') {
+                d[i] = src[i];
+                i++;
+            }
+            if (i < n) {
+                d[i] = src[i];
+                i++;
+            }
+        } else if (src[i] == '/' && i + 1 < n && src[i + 1] == '/') {
             while (i < n && src[i] != '\n')
                 d[i++] = ' ';
-        } else if (src[i] == '/' && src[i + 1] == '*') {
+        } else if (src[i] == '/' && i + 1 < n && src[i + 1] == '*') {
             d[i++] = ' ';
             d[i++] = ' ';
-            while (i < n && !(src[i] == '*' && src[i + 1] == '/')) {
+            while (i < n && !(src[i] == '*' && i + 1 < n && src[i + 1] == '/')) {
                 d[i] = src[i] == '\n' ? '\n' : ' ';
                 i++;
             }
@@ -1481,7 +1494,7 @@ static void module_free(struct ptx_module *m)
 
 int ptx_module_load(const char *text, struct ptx_module **out)
 {
-    char *t = strip_comments(text);
+    char *t = sim_strip_comments(text);
     if (!t)
         return -ENOMEM;
     struct ptx_module *m = sim_calloc(1, sizeof *m);

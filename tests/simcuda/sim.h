@@ -354,6 +354,10 @@ CUresult sim_func_get(CUfunction h, struct sim_func **out);
 CUresult sim_func_plan(const struct sim_func *f, unsigned shmem, sim_kernel_fn *fn,
                        struct ptx_kernel **pk);
 /* Copy arguments from kernelParams or extra into dst (f->argsize bytes). */
+/* A malloc'ed copy of PTX text with its comments blanked (newlines and
+ * string literals kept, so offsets and names stay): the module loader's and
+ * the interpreter's one comment stripper (ptx_parse.c). NULL: no memory. */
+char *sim_strip_comments(const char *src);
 CUresult sim_pack_args(const struct sim_func *f, void **kernelParams, void **extra,
                        unsigned char *dst);
 /* Validate launch dimensions like the driver. */

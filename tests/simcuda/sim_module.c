@@ -50,48 +50,6 @@ static void func_rec_put(struct sim_func *f)
 
 /* ---- PTX parsing ------------------------------------------------------------ */
 
-/* Copy of src with comments replaced by spaces (string literals kept). */
-static char *strip_comments(const char *src)
-{
-    size_t n = strlen(src);
-    char *d = sim_malloc(n + 1);
-    if (!d)
-        return NULL;
-    size_t i = 0;
-    while (i < n) {
-        if (src[i] == '"') {
-            d[i] = src[i];
-            i++;
-            while (i < n && src[i] != '"' && src[i] != '\n') {
-                d[i] = src[i];
-                i++;
-            }
-            if (i < n) {
-                d[i] = src[i];
-                i++;
-            }
-        } else if (src[i] == '/' && i + 1 < n && src[i + 1] == '/') {
-            while (i < n && src[i] != '\n')
-                d[i++] = ' ';
-        } else if (src[i] == '/' && i + 1 < n && src[i + 1] == '*') {
-            d[i++] = ' ';
-            d[i++] = ' ';
-            while (i < n && !(src[i] == '*' && i + 1 < n && src[i + 1] == '/')) {
-                d[i] = src[i] == '\n' ? '\n' : ' ';
-                i++;
-            }
-            if (i < n) {
-                d[i++] = ' ';
-                d[i++] = ' ';
-            }
-        } else {
-            d[i] = src[i];
-            i++;
-        }
-    }
-    d[n] = 0;
-    return d;
-}
 
 static size_t type_size(const char *t, size_t len)
 {
@@ -198,7 +156,7 @@ static bool ident_char(char c)
 /* Parse every `.entry NAME ( params )` of a PTX text. */
 static CUresult ptx_parse(const char *text, struct sim_ptx_entry **out, size_t *nout)
 {
-    char *t = strip_comments(text);
+    char *t = sim_strip_comments(text);
     if (!t)
         return CUDA_ERROR_OUT_OF_MEMORY;
     struct sim_ptx_entry *v = NULL;
