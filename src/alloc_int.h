@@ -8,11 +8,12 @@
  *   alloc_reg.c      the registry of allocations (reg_lock, rank REG)
  *   alloc_release.c  releasing freed VMM memory, and what waits to be
  *                    released (parked, on the waiting queue: waitq.h)
- *   alloc_cache.c    freed VMM memory kept for reuse (cache_lock, rank CACHE)
+ *   alloc_cache.c    freed VMM memory kept for reuse (cache_lock, rank CACHE);
+ *                    what is not idle yet waits on the queue too
  *
- * Each lock is private to its file and a leaf in practice (lockrank.h):
- * never held across a driver call that can block on the GPU, never two of
- * them together.
+ * Each lock is private to its file (lockrank.h): never held across a
+ * driver call that can block on the GPU, never two of them together (the
+ * cache's takes only the queue's, to queue a reminder).
  */
 #ifndef VR_ALLOC_INT_H
 #define VR_ALLOC_INT_H
