@@ -11,6 +11,7 @@ assertion that prints what was expected and what was seen.
     reprobe STILL_FROM            a passing exec compares again, backing off
     settle PATTERN                slices that save nothing settle
     priced                        every driver call a run makes has a price
+    repeat PATTERN [RUNS]         same program, same prices: same decisions
     heap                          scripts/bench's heap fields per scaling row
 
 The programs come from the environment: GB (graph_bench), SHIM
@@ -223,7 +224,86 @@ def check_settle(checks, log, pattern):
         checks.equal("passing (fallback setparams) after settling", n, 1)
 
 
-PRICE_SOURCES = ("estimate", "public", "same as")
+# Decision events and the fields that make the decision: times, pids,
+# addresses and the measured prices are left out (noise may move a price,
+# never a decision).
+DECISION_EVENTS = ("profile_decision", "exec_state", "fallback", "exec_reprobe", "exec_reset")
+DECISION_SUMMARY = ("execs_active", "execs_disabled", "variants")
+
+
+def decisions(path):
+    out = []
+    try:
+        lines = open(path, errors="replace").read().splitlines()
+    except OSError:
+        return None
+    for l in lines:
+        try:
+            ev = json.loads(l)
+        except ValueError:
+            continue
+        e = ev.get("event")
+        if e == "summary":
+            out.append(("summary",) + tuple((k, ev.get(k)) for k in DECISION_SUMMARY if k in ev))
+        if e not in DECISION_EVENTS:
+            continue
+        if e == "profile_decision":
+            out.append((e, ev.get("state"), ev.get("launches"),
+                        tuple((c.get("size"), c.get("anchors"), c.get("verdict"))
+                              for c in ev.get("candidates", []))))
+        elif e == "exec_state":
+            out.append((e, ev.get("from"), ev.get("to")))
+        elif e == "fallback":
+            # the reason's numbers are counts and priced sums: kept
+            out.append((e, ev.get("what"), ev.get("reason")))
+        else:
+            out.append((e,))
+    return out
+
+
+def check_repeat(checks, log, pattern, runs="10"):
+    """The same program with the same prices (simcuda's SIMCUDA_COST from
+    the cost model) makes the same sequence of decisions in every run: the
+    decision events of the logs equal, apart from times and addresses."""
+    cost = os.environ["COST"]
+    prices = []
+    with open(cost) as f:
+        for line in f:
+            fl = line.split("#", 1)[0].split()
+            if len(fl) >= 2:
+                prices.append("%s:%s" % (fl[0], fl[1]))
+    seqs = []
+    for r in range(int(runs)):
+        if os.path.exists(log):
+            os.unlink(log)
+        env = env_for("profiled", log, {"SIMCUDA_COST": ",".join(prices),
+                                        "VAREMAP_LOG_LEVEL": "debug"})
+        p = subprocess.run([os.environ["GB"], "--pattern", pattern, "--nodes", "1000",
+                            "--steps", "300", "--warmup", "20", "--elems", "16", "--bytes", "2M"],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        checks.equal("run %d: graph_bench exits 0" % (r + 1), p.returncode, 0)
+        seq = decisions(log)
+        # the variants made are decisions the log does not list one by one
+        at_end = (last_json(p.stdout) or {}).get("shim_at_end") or {}
+        if seq is not None:
+            seq.append(("variants_at_end", at_end.get("variants")))
+        seqs.append(seq)
+    first = seqs[0]
+    print("run 1: %d decision events" % len(first or []))
+    for d in first or []:
+        print("   ", d)
+    for r, s in enumerate(seqs[1:], 2):
+        if s != first:
+            for i, (a, b) in enumerate(zip(first, s)):
+                if a != b:
+                    print("run %d differs at event %d: %r / %r" % (r, i, a, b))
+                    break
+            else:
+                print("run %d: %d events, run 1: %d" % (r, len(s), len(first)))
+        checks.equal("run %d's decisions equal run 1's" % r, s == first, True)
+
+
+PRICE_SOURCES = ("estimate", "public", "same as", "measured")
 
 
 def check_priced(checks):
@@ -337,6 +417,8 @@ def main(argv):
             check_reprobe(checks, log, *args)
         elif what == "settle" and len(args) == 1:
             check_settle(checks, log, *args)
+        elif what == "repeat" and 1 <= len(args) <= 2:
+            check_repeat(checks, log, *args)
         elif what == "priced" and not args:
             check_priced(checks)
         elif what == "heap" and not args:
