@@ -75,13 +75,12 @@ unsigned vr_policy_brief(unsigned brief, uint64_t lived)
     return lived < VR_BRIEF_DECISION ? brief + 1 : 0;
 }
 
-bool vr_policy_variant_pays(bool again, bool weighed, size_t moved, size_t total, bool stuck,
-                            unsigned nv)
+bool vr_policy_variant_pays(bool again, bool weighed, size_t moved, size_t total)
 {
     /* A new variant costs an instantiation and an update of every anchored
-     * node; passing the moved slots through costs their nodes now, again
-     * when they come back, and in each variant launched meanwhile. So while
-     * stuck one is made for fewer moved nodes. */
-    return again || (weighed && moved * 2 >= total) ||
-           (stuck && weighed && moved * (2 + nv) >= total * 2);
+     * node, once; passing the moved slots through costs their nodes at
+     * every move. A pipeline bound by the GPU (every variant busy) once
+     * made more of them for fewer moved nodes: that made the number of
+     * variants, and everything after, depend on what completed when. */
+    return again || (weighed && moved * 2 >= total);
 }

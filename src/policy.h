@@ -158,10 +158,9 @@ enum vr_slice_verdict vr_policy_slice_verdict(const struct vr_buffer_seen *b,
 
 /* Whether a new variant pays (variant.c): the targets come back (`again`),
  * or the moved slots hold at least half the `total` anchored nodes
- * (`weighed`: moved and total are known), or, while every variant and the
- * program's exec are busy (`stuck`), a share that shrinks with the `nv`
- * variants made already. */
-bool vr_policy_variant_pays(bool again, bool weighed, size_t moved, size_t total, bool stuck,
-                            unsigned nv);
+ * (`weighed`: moved and total are known). Counts only: whether the exec
+ * and its variants are still running when the question is asked (the
+ * simulated or real GPU's timing) never decides. */
+bool vr_policy_variant_pays(bool again, bool weighed, size_t moved, size_t total);
 
 #endif
