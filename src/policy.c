@@ -40,10 +40,14 @@ enum vr_slice_verdict vr_policy_slice_verdict(const struct vr_buffer_seen *b,
     /* Dedup absorbs every update of a buffer that stays: a slice would add
      * its VMM work and the transition's updates and save nothing. */
     if (!b->moved)
-        return VR_SLICE_STILL;
+        return VR_STILL_STAYS_COMPARED ? VR_SLICE_STILL : VR_SLICE_SELECTED;
     if (vr_policy_cheaper(vr_policy_slice_ns(b, p), vr_policy_compare_ns(b, p)))
         return VR_SLICE_SELECTED;
-    /* Variants serve a recurring set at no cost per launch: worth their
+    /* A period seen in the profile: its variants end this buffer's updates
+     * for good, a bounded one-time cost against a saving at every launch. */
+    if (variants && b->back)
+        return VR_SLICE_SELECTED;
+    /* Variants may serve a recurring set at no cost per launch: worth their
      * instantiations where the moving buffers' updates cost more. */
     if (variants && vr_policy_cheaper(vr_policy_variants_ns(moving_slots, period, p), moving_ns))
         return VR_SLICE_SELECTED;

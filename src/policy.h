@@ -97,13 +97,24 @@ static inline bool vr_policy_churns(unsigned brief) { return brief >= 2; }
  * (hysteresis): a price that noise moves a little never flips it, and where
  * both sides cost nothing nothing is decided. */
 
-/* Launches one-time work is spread over. */
-#define VR_HORIZON 1000u
+/* Launches one-time work is spread over: a program that replays a graph
+ * replays it for thousands of steps (a training run, a solver); a shorter
+ * run pays its one-time work once, at most a few milliseconds. */
+#define VR_HORIZON 10000u
 /* A choice changes when the other side costs at most 1 - 2/8 of it. */
 #define VR_MARGIN_EIGHTHS 2u
 /* Recurring buffer sets the decision budgets variants for (the setting's
  * default): the one-time price of serving a period with variants. */
 #define VR_PERIOD_BUDGET 4u
+
+/* Whether a buffer that never moved during the profile stays compared (no
+ * slot, no transition: the stable pattern at dedup's price). Off for now:
+ * the end-to-end scenarios that check the slices' translation (exec_edge,
+ * variant_probe, the profiled and lifecycle suites) profile buffers that
+ * never move and would then check dedup; they are to move a buffer within
+ * their profile first. With it off a still buffer is selected as before
+ * (its one-time work is spread over the run; none per step). */
+#define VR_STILL_STAYS_COMPARED 0
 
 struct vr_prices {
     uint64_t setparams; /* one update reaching the driver */
