@@ -212,9 +212,7 @@ def check_settle(checks, log, pattern):
     given up when they do not (a fallback "rebind" whose slices cost more
     than they saved, never one where both sides are 0):
       realloc   the re-allocated output has one node: a remap per step costs
-                more than its update, the other buffers never move: no
-                slice at all (profile_decision state disabled), nothing to
-                settle
+                more than its update: no slice for it, nothing to settle
       periodic  the moving buffers' 64 updates a step cost more than the
                 variants of a period: slices, variants, and no update
                 reaching the driver after the warm-up steps
@@ -235,8 +233,9 @@ def check_settle(checks, log, pattern):
           "end/warm-up: %r" % (r, z, n, active, fwd))
     checks.equal("never settled on 0 us against 0 us", z, 0)
     if pattern == "realloc":
-        checks.equal("no slices (profile_decision active)", active, 0)
         checks.equal("nothing to settle (fallback rebind)", r, 0)
+        checks.expect("the output's update forwarded, one a step", None not in fwd and
+                      fwd[0] - fwd[1] <= 140, "<= 140 after the warm-up", repr(fwd))
     if pattern == "periodic":
         checks.equal("slices (profile_decision active)", active, 1)
         checks.equal("nothing to settle (fallback rebind)", r, 0)
