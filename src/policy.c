@@ -45,6 +45,8 @@ enum vr_slice_verdict vr_policy_slice_verdict(const struct vr_buffer_seen *b,
         return VR_SLICE_SELECTED;
     /* A period seen in the profile: its variants end this buffer's updates
      * for good, a bounded one-time cost against a saving at every launch. */
+    if (b->renewed)
+        return VR_SLICE_NOT_WORTH_IT;
     if (variants && b->back)
         return VR_SLICE_SELECTED;
     /* Variants may serve a recurring set at no cost per launch: worth their

@@ -128,6 +128,8 @@ struct vr_buffer_seen {
     unsigned anchors; /* nodes homed in it */
     bool moved;       /* its allocation changed between profiled launches */
     bool back;        /* and an earlier one came back (a period) */
+    bool renewed;     /* the one it first held was freed: it moves to new
+                       * allocations, which no variant made earlier holds */
 };
 
 enum vr_slice_verdict {
@@ -156,7 +158,9 @@ uint64_t vr_policy_slice_ns(const struct vr_buffer_seen *b, const struct vr_pric
  * the horizon. */
 uint64_t vr_policy_variants_ns(size_t moving_slots, unsigned period, const struct vr_prices *p);
 
-/* One buffer's verdict at the decision. `moving_ns`: what comparing every
+/* One buffer's verdict at the decision (variants count only for a buffer
+ * that moves among live allocations: a renewed one is served by a remap
+ * per move or not at all). `moving_ns`: what comparing every
  * moving buffer of the exec costs per launch (vr_policy_compare_ns summed);
  * `variants`: whether the exec may get variants. A still buffer gets no
  * slice; a moving one gets one when its remaps are cheaper than its

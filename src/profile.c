@@ -285,6 +285,7 @@ struct candidate {
     uint64_t id, ptr;
     size_t word;        /* its first anchor */
     bool moved, back;   /* its buffer changed during the profile; and came back */
+    bool renewed;       /* the allocation it first held is gone */
     size_t size;
     unsigned anchors;
     const char *verdict;
@@ -309,7 +310,7 @@ static struct vr_prices prices_now(void)
 static struct vr_buffer_seen seen_of(const struct candidate *c)
 {
     return (struct vr_buffer_seen){.anchors = c->anchors, .moved = c->moved || c->back,
-                                   .back = c->back};
+                                   .back = c->back, .renewed = c->renewed};
 }
 
 /* What moving one slice to another buffer costs the host. */
@@ -462,6 +463,13 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
     }
     size_t ncand = group(p, cand, cidx);
     size_t nsel = 0, reserved = 0;
+    /* A moving buffer whose first allocation was freed moves to new ones
+     * (freed and re-allocated every step): no variant holds them. */
+    for (size_t k = 0; k < ncand; k++) {
+        struct vr_alloc_info first = {0};
+        cand[k].renewed = cand[k].moved && (vr_alloc_find(cand[k].ptr, &first) != 0 ||
+                                            first.id != cand[k].id);
+    }
     /* The exec's moving buffers together: what variants would save. */
     struct vr_prices pr = prices_now();
     uint64_t moving_ns = 0;
