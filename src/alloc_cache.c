@@ -292,22 +292,32 @@ void vr_cache_settle(int dev, size_t padded)
 }
 
 /* Takes an idle entry of `dev` with `padded` bytes out of the cache:
- * 0, or -ENOENT. */
+ * 0, or -ENOENT. Of the idle entries, the one at the lowest address: a
+ * program that frees and re-allocates its buffers every step then gets
+ * them back at the addresses it had, in the order it allocates them (its
+ * k-th allocation of a step the k-th lowest of those it freed), so its
+ * addresses recur with a short period, which variants absorb, instead of
+ * wandering with the list's order. */
 int vr_cache_take(int dev, size_t padded, struct kept *out)
 {
     for (int round = 0; round < 2; round++) {
         if (atomic_load_explicit(&kept_hint, memory_order_relaxed) == 0)
             return -ENOENT;
         bool pending = false;
+        size_t pick = SIZE_MAX;
         lock();
-        for (size_t i = nkept; i-- > 0;) {
+        for (size_t i = 0; i < nkept; i++) {
             if (kept[i].rec.device != dev || kept[i].rec.padded != padded)
                 continue;
             if (kept[i].done || kept[i].busy) {
                 pending = pending || !kept[i].busy;
                 continue;
             }
-            serve_locked(i, out);
+            if (pick == SIZE_MAX || kept[i].rec.base < kept[pick].rec.base)
+                pick = i;
+        }
+        if (pick != SIZE_MAX) {
+            serve_locked(pick, out);
             unlock();
             return 0;
         }

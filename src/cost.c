@@ -1,43 +1,63 @@
 #include "cost.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 
-/* Priors: conf/cost-model.conf's figures for the entry points the shim uses. */
-static const uint64_t prior[VR_COST_COUNT] = {1000, 1500, 20000, 30000};
+/* conf/cost-model.conf's figures (the H200's, measured by cost_probe);
+ * tests/unit/test_cost.c checks them against the file. */
+static const uint64_t prior[VR_COST_COUNT] = {228, 529, 13116, 18948};
 static const char *const names[VR_COST_COUNT] = {"setparams", "map", "unmap", "set_access"};
-static _Atomic uint64_t mean[VR_COST_COUNT];
+static const char *const entries[VR_COST_COUNT] = {"cuGraphExecKernelNodeSetParams_v2",
+                                                   "cuMemMap", "cuMemUnmap", "cuMemSetAccess"};
+static _Atomic uint32_t ring[VR_COST_COUNT][VR_COST_RING];
 static _Atomic unsigned samples[VR_COST_COUNT];
-
-/* A sample counts for at most this many times the estimate (the prior for
- * the first): a thread preempted inside the call (milliseconds on a loaded
- * machine) measured the scheduler, not the driver, and one such sample would
- * otherwise decide for the next dozens of calls. A driver that is really
- * slower still gets there: each sample may raise the estimate by 3/8. */
-#define VR_COST_CLAMP 4
-
-/* The first samples decide a profile (a few forwarded updates before the
- * decision): the least of them, since being preempted only ever adds time;
- * the running mean from then on. */
-#define VR_COST_FIRST 8
 
 void vr_cost_note(enum vr_cost c, uint64_t since_ns)
 {
     uint64_t ns = vr_now_ns() - since_ns;
-    uint64_t m = atomic_load_explicit(&mean[c], memory_order_relaxed);
+    /* A sample over 4 s is a stopped process, not a call; 0 marks an empty
+     * slot. */
+    uint32_t v = ns > UINT32_MAX / 2 ? UINT32_MAX / 2 : ns ? (uint32_t)ns : 1;
     unsigned n = atomic_fetch_add_explicit(&samples[c], 1, memory_order_relaxed);
-    uint64_t cap = VR_COST_CLAMP * (m ? m : prior[c]);
-    if (ns > cap)
-        ns = cap;
-    if (ns == 0)
-        ns = 1; /* 0 means "not measured" */
-    uint64_t next = !m ? ns : n < VR_COST_FIRST ? (ns < m ? ns : m) : m - m / 8 + ns / 8;
-    atomic_store_explicit(&mean[c], next ? next : 1, memory_order_relaxed);
+    atomic_store_explicit(&ring[c][n % VR_COST_RING], v, memory_order_relaxed);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* A median, not a mean: one call preempted for milliseconds moves it by
+ * one place, never to milliseconds. */
+static uint64_t median(enum vr_cost c)
+{
+    uint32_t v[VR_COST_RING];
+    size_t n = 0;
+    for (size_t i = 0; i < VR_COST_RING; i++) {
+        uint32_t s = atomic_load_explicit(&ring[c][i], memory_order_relaxed);
+        if (s)
+            v[n++] = s;
+    }
+    if (n == 0)
+        return 0;
+    qsort(v, n, sizeof *v, cmp_u32);
+    return v[n / 2];
 }
 
 uint64_t vr_cost_get(enum vr_cost c)
 {
-    uint64_t m = atomic_load_explicit(&mean[c], memory_order_relaxed);
-    return m ? m : prior[c];
+    if (!vr_cost_measured(c))
+        return prior[c];
+    uint64_t m = median(c), band = prior[c] * VR_COST_BAND_EIGHTHS / 8;
+    if (m == 0 || (m + band >= prior[c] && m <= prior[c] + band))
+        return prior[c];
+    return m;
+}
+
+uint64_t vr_cost_prior(enum vr_cost c)
+{
+    return prior[c];
 }
 
 const char *vr_cost_name(enum vr_cost c)
@@ -45,7 +65,12 @@ const char *vr_cost_name(enum vr_cost c)
     return names[c];
 }
 
+const char *vr_cost_entry(enum vr_cost c)
+{
+    return entries[c];
+}
+
 bool vr_cost_measured(enum vr_cost c)
 {
-    return atomic_load_explicit(&mean[c], memory_order_relaxed) != 0;
+    return atomic_load_explicit(&samples[c], memory_order_relaxed) >= VR_COST_MIN;
 }

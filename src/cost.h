@@ -1,12 +1,16 @@
-/* cost: the shim's running estimates of what the driver calls it weighs cost.
+/* cost: the prices the policy weighs with, per driver call the shim times.
  *
- * Measured with clock_gettime around calls the shim makes anyway (no extra
- * driver call): the least of the first 8 samples per kind, then an
- * exponentially weighted mean; the priors of conf/cost-model.conf until the
- * first measurement. A sample counts for at most 4 times the estimate (a
- * preempted call is no verdict). Relaxed
- * atomics: an estimate may lag a concurrent measurement; never on the
- * absorbed path.
+ * Each price starts as the cost model's (conf/cost-model.conf: the H200's
+ * measured figures) and follows what this process measures, robustly: the
+ * median of the last VR_COST_RING samples, once there are VR_COST_MIN of
+ * them, and only where that median lies outside VR_COST_BAND of the
+ * model's figure. Inside the band the model's figure stands, so timing noise
+ * (a loaded machine, simcuda's own overhead around a modelled cost) never
+ * moves a price, and two runs of one program at one set of prices weigh with
+ * the same numbers; a driver really dearer or cheaper than the model is
+ * followed. Measured with clock_gettime around calls the shim makes anyway
+ * (no extra driver call). Relaxed atomics: a price may lag a concurrent
+ * measurement; never read on the absorbed path.
  */
 #ifndef VR_COST_H
 #define VR_COST_H
@@ -17,6 +21,14 @@
 
 enum vr_cost { VR_COST_SETPARAMS, VR_COST_MAP, VR_COST_UNMAP, VR_COST_ACCESS, VR_COST_COUNT };
 
+/* Samples the median is taken over (the last ones), and the fewest that
+ * make it a measurement. */
+#define VR_COST_RING 64
+#define VR_COST_MIN 16
+/* A median within this share of the model's figure (in 1/8: 3/8 = 37.5%)
+ * keeps the model's figure. */
+#define VR_COST_BAND_EIGHTHS 3
+
 static inline uint64_t vr_now_ns(void)
 {
     struct timespec ts;
@@ -25,9 +37,20 @@ static inline uint64_t vr_now_ns(void)
 }
 
 void vr_cost_note(enum vr_cost c, uint64_t since_ns);
+/* The price: the model's, or the median measured outside the band. */
 uint64_t vr_cost_get(enum vr_cost c);
-/* True once the estimate rests on a measurement, not the prior. */
+/* The cost model's figure (conf/cost-model.conf). */
+uint64_t vr_cost_prior(enum vr_cost c);
+/* True once VR_COST_MIN samples were taken. */
 bool vr_cost_measured(enum vr_cost c);
 const char *vr_cost_name(enum vr_cost c);
+/* The conf/cost-model.conf entry point each price is of. */
+const char *vr_cost_entry(enum vr_cost c);
+
+/* Prices the shim never measures (it makes these calls too rarely, or not
+ * on the paths it times): the cost model's figures, in ns. */
+#define VR_PRICE_INSTANTIATE 1000000u /* cuGraphInstantiateWithFlags (estimate) */
+#define VR_PRICE_RESERVE 478u         /* cuMemAddressReserve (H200) */
+#define VR_PRICE_LAUNCH 2600u         /* cuGraphLaunch (H200) */
 
 #endif

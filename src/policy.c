@@ -11,7 +11,49 @@ unsigned vr_policy_slices_losing(unsigned losing, uint64_t cost, uint64_t saved,
      * new buffer can then only be passed as written and re-pointed later,
      * twice the updates dedup sends. Slices that saved nothing while
      * updates still went to the driver only add the translation to each. */
-    return cost > saved || (kept == 0 && forwarded > 0) ? losing + 1 : 0;
+    (void)kept;
+    (void)forwarded;
+    return cost > 0 && vr_policy_cheaper(saved, cost) ? losing + 1 : 0;
+}
+
+uint64_t vr_policy_compare_ns(const struct vr_buffer_seen *b, const struct vr_prices *p)
+{
+    return b->moved ? (uint64_t)b->anchors * p->setparams : 0;
+}
+
+uint64_t vr_policy_slice_ns(const struct vr_buffer_seen *b, const struct vr_prices *p)
+{
+    return (b->moved ? p->remap : 0) + p->slot / VR_HORIZON;
+}
+
+uint64_t vr_policy_variants_ns(size_t moving_slots, unsigned period, const struct vr_prices *p)
+{
+    VR_ASSERT(period > 0);
+    return period * (p->instantiate + moving_slots * p->slot) / VR_HORIZON;
+}
+
+enum vr_slice_verdict vr_policy_slice_verdict(const struct vr_buffer_seen *b,
+                                              const struct vr_prices *p, uint64_t moving_ns,
+                                              size_t moving_slots, unsigned period,
+                                              bool variants)
+{
+    /* Dedup absorbs every update of a buffer that stays: a slice would add
+     * its VMM work and the transition's updates and save nothing. */
+    if (!b->moved)
+        return VR_STILL_STAYS_COMPARED ? VR_SLICE_STILL : VR_SLICE_SELECTED;
+    if (vr_policy_cheaper(vr_policy_slice_ns(b, p), vr_policy_compare_ns(b, p)))
+        return VR_SLICE_SELECTED;
+    /* A period seen in the profile: its variants end this buffer's updates
+     * for good, a bounded one-time cost against a saving at every launch. */
+    if (b->renewed)
+        return VR_SLICE_NOT_WORTH_IT;
+    if (variants && b->back)
+        return VR_SLICE_SELECTED;
+    /* Variants may serve a recurring set at no cost per launch: worth their
+     * instantiations where the moving buffers' updates cost more. */
+    if (variants && vr_policy_cheaper(vr_policy_variants_ns(moving_slots, period, p), moving_ns))
+        return VR_SLICE_SELECTED;
+    return VR_SLICE_NOT_WORTH_IT;
 }
 
 unsigned vr_policy_absorb_losing(unsigned losing, uint64_t seen, uint64_t kept)
@@ -39,13 +81,12 @@ unsigned vr_policy_brief(unsigned brief, uint64_t lived)
     return lived < VR_BRIEF_DECISION ? brief + 1 : 0;
 }
 
-bool vr_policy_variant_pays(bool again, bool weighed, size_t moved, size_t total, bool stuck,
-                            unsigned nv)
+bool vr_policy_variant_pays(bool again, bool weighed, size_t moved, size_t total)
 {
     /* A new variant costs an instantiation and an update of every anchored
-     * node; passing the moved slots through costs their nodes now, again
-     * when they come back, and in each variant launched meanwhile. So while
-     * stuck one is made for fewer moved nodes. */
-    return again || (weighed && moved * 2 >= total) ||
-           (stuck && weighed && moved * (2 + nv) >= total * 2);
+     * node, once; passing the moved slots through costs their nodes at
+     * every move. A pipeline bound by the GPU (every variant busy) once
+     * made more of them for fewer moved nodes: that made the number of
+     * variants, and everything after, depend on what completed when. */
+    return again || (weighed && moved * 2 >= total);
 }

@@ -50,8 +50,9 @@ static inline bool vr_policy_window_closed(uint64_t since, bool probing)
  * nodes at `sp` each and remaps at `remap` each; saved = the updates
  * absorbed only because the slices made them identical to what the driver
  * holds, at `sp` each). Returns the losing windows in a row after this one:
- * slices that cost more than they saved, or saved nothing while updates
- * still went to the driver, lose. */
+ * slices that cost more than they saved by the margin lose; a window in
+ * which they cost nothing is no loss (`kept`, `forwarded`: reported, not
+ * weighed: an update forwarded costs the same with slices and without). */
 unsigned vr_policy_slices_losing(unsigned losing, uint64_t cost, uint64_t saved, uint64_t kept,
                                  uint64_t forwarded);
 /* Two losing windows in a row settle the exec (one busy stretch is no
@@ -84,12 +85,97 @@ unsigned vr_policy_brief(unsigned brief, uint64_t lived);
 /* Two brief decisions in a row: the exec churns and keeps no slices. */
 static inline bool vr_policy_churns(unsigned brief) { return brief >= 2; }
 
+/* ---- the cost model ------------------------------------------------------
+ *
+ * Every choice below is priced in host nanoseconds per launch of the
+ * program's exec, from counts (what the profile and the windows observed)
+ * times prices (cost.h: the model's figures unless measured well outside
+ * them), never from a wall clock directly: the same program at the same
+ * prices decides the same way in every run. One-time work (a slot, a
+ * variant's instantiation) is spread over VR_HORIZON launches. A choice
+ * changes only when the other side is cheaper by VR_MARGIN_EIGHTHS/8
+ * (hysteresis): a price that noise moves a little never flips it, and where
+ * both sides cost nothing nothing is decided. */
+
+/* Launches one-time work is spread over: a program that replays a graph
+ * replays it for thousands of steps (a training run, a solver); a shorter
+ * run pays its one-time work once, at most a few milliseconds. */
+#define VR_HORIZON 10000u
+/* A choice changes when the other side costs at most 1 - 2/8 of it. */
+#define VR_MARGIN_EIGHTHS 2u
+/* Recurring buffer sets the decision budgets variants for (the setting's
+ * default): the one-time price of serving a period with variants. */
+#define VR_PERIOD_BUDGET 4u
+
+/* Whether a buffer that never moved during the profile stays compared (no
+ * slot, no transition: the stable pattern at dedup's price). Off for now:
+ * the end-to-end scenarios that check the slices' translation (exec_edge,
+ * variant_probe, the profiled and lifecycle suites) profile buffers that
+ * never move and would then check dedup; they are to move a buffer within
+ * their profile first. With it off a still buffer is selected as before
+ * (its one-time work is spread over the run; none per step). */
+#define VR_STILL_STAYS_COMPARED 0
+
+struct vr_prices {
+    uint64_t setparams; /* one update reaching the driver */
+    uint64_t remap;     /* moving one slot: unmap + map + set-access */
+    uint64_t slot;      /* a new slot: reserve + map + set-access */
+    uint64_t instantiate;
+};
+
+/* What the profile saw of one buffer its nodes point at. */
+struct vr_buffer_seen {
+    unsigned anchors; /* nodes homed in it */
+    bool moved;       /* its allocation changed between profiled launches */
+    bool back;        /* and an earlier one came back (a period) */
+    bool renewed;     /* the one it first held was freed: it moves to new
+                       * allocations, which no variant made earlier holds */
+};
+
+enum vr_slice_verdict {
+    VR_SLICE_SELECTED,
+    VR_SLICE_STILL,         /* never moved: compared, absorbed, no VMM work */
+    VR_SLICE_NOT_WORTH_IT,  /* a remap per move costs more than its updates */
+};
+
+/* True when `b` is cheaper than `a` by the margin; never when b is 0 and a
+ * is 0. */
+static inline bool vr_policy_cheaper(uint64_t b, uint64_t a)
+{
+    return a > 0 && b * 8 <= a * (8 - VR_MARGIN_EIGHTHS);
+}
+
+/* Host ns per launch of serving one buffer that moves every launch by
+ * comparing (its updates forwarded: dedup), by a slice (a remap per move),
+ * and by variants (one executable graph per recurring set: its slot once
+ * per variant, spread over the horizon; the instantiation is the exec's,
+ * counted in vr_policy_variants_ns). */
+uint64_t vr_policy_compare_ns(const struct vr_buffer_seen *b, const struct vr_prices *p);
+uint64_t vr_policy_slice_ns(const struct vr_buffer_seen *b, const struct vr_prices *p);
+/* The exec's variants, all its moving buffers together: one instantiation
+ * and its slots per buffer set of the `period` (the profile's when every
+ * moving buffer came back in it, VR_PERIOD_BUDGET otherwise), spread over
+ * the horizon. */
+uint64_t vr_policy_variants_ns(size_t moving_slots, unsigned period, const struct vr_prices *p);
+
+/* One buffer's verdict at the decision (variants count only for a buffer
+ * that moves among live allocations: a renewed one is served by a remap
+ * per move or not at all). `moving_ns`: what comparing every
+ * moving buffer of the exec costs per launch (vr_policy_compare_ns summed);
+ * `variants`: whether the exec may get variants. A still buffer gets no
+ * slice; a moving one gets one when its remaps are cheaper than its
+ * updates, or when variants would serve the exec's moving buffers cheaper
+ * than comparing them. */
+enum vr_slice_verdict vr_policy_slice_verdict(const struct vr_buffer_seen *b,
+                                              const struct vr_prices *p, uint64_t moving_ns,
+                                              size_t moving_slots, unsigned period,
+                                              bool variants);
+
 /* Whether a new variant pays (variant.c): the targets come back (`again`),
  * or the moved slots hold at least half the `total` anchored nodes
- * (`weighed`: moved and total are known), or, while every variant and the
- * program's exec are busy (`stuck`), a share that shrinks with the `nv`
- * variants made already. */
-bool vr_policy_variant_pays(bool again, bool weighed, size_t moved, size_t total, bool stuck,
-                            unsigned nv);
+ * (`weighed`: moved and total are known). Counts only: whether the exec
+ * and its variants are still running when the question is asked (the
+ * simulated or real GPU's timing) never decides. */
+bool vr_policy_variant_pays(bool again, bool weighed, size_t moved, size_t total);
 
 #endif

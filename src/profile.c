@@ -8,6 +8,7 @@
 #include "alloc.h"
 #include "cost.h"
 #include "log.h"
+#include "policy.h"
 #include "ptrindex.h"
 
 /* Why a node is read at the next profile launch. */
@@ -284,6 +285,7 @@ struct candidate {
     uint64_t id, ptr;
     size_t word;        /* its first anchor */
     bool moved, back;   /* its buffer changed during the profile; and came back */
+    bool renewed;       /* the allocation it first held is gone */
     size_t size;
     unsigned anchors;
     const char *verdict;
@@ -293,13 +295,22 @@ struct candidate {
 
 static const char *const V_SELECTED = "selected";
 static const char *const V_NOT_WORTH_IT = "not_worth_it";
+static const char *const V_STILL = "still";
 
-static bool costs_measured(void)
+/* The prices the decision weighs with (cost.h). */
+static struct vr_prices prices_now(void)
 {
-    for (int c = 0; c < VR_COST_COUNT; c++)
-        if (!vr_cost_measured((enum vr_cost)c))
-            return false;
-    return true;
+    uint64_t map = vr_cost_get(VR_COST_MAP), access = vr_cost_get(VR_COST_ACCESS);
+    return (struct vr_prices){.setparams = vr_cost_get(VR_COST_SETPARAMS),
+                              .remap = vr_cost_get(VR_COST_UNMAP) + map + access,
+                              .slot = VR_PRICE_RESERVE + map + access,
+                              .instantiate = VR_PRICE_INSTANTIATE};
+}
+
+static struct vr_buffer_seen seen_of(const struct candidate *c)
+{
+    return (struct vr_buffer_seen){.anchors = c->anchors, .moved = c->moved || c->back,
+                                   .back = c->back, .renewed = c->renewed};
 }
 
 /* What moving one slice to another buffer costs the host. */
@@ -452,6 +463,29 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
     }
     size_t ncand = group(p, cand, cidx);
     size_t nsel = 0, reserved = 0;
+    /* A moving buffer whose first allocation was freed moves to new ones
+     * (freed and re-allocated every step): no variant holds them. */
+    for (size_t k = 0; k < ncand; k++) {
+        struct vr_alloc_info first = {0};
+        cand[k].renewed = cand[k].moved && (vr_alloc_find(cand[k].ptr, &first) != 0 ||
+                                            first.id != cand[k].id);
+    }
+    /* The exec's moving buffers together: what variants would save. */
+    struct vr_prices pr = prices_now();
+    uint64_t moving_ns = 0;
+    size_t moving_slots = 0;
+    bool all_back = true;
+    for (size_t k = 0; k < ncand; k++) {
+        struct vr_buffer_seen b = seen_of(&cand[k]);
+        moving_ns += vr_policy_compare_ns(&b, &pr);
+        moving_slots += b.moved;
+        all_back &= !b.moved || b.back;
+    }
+    /* Every moving buffer came back within the profile: the period is at
+     * most its launches less one. */
+    unsigned period = VR_PERIOD_BUDGET;
+    if (all_back && p->launches > 1 && p->launches - 1 < period)
+        period = (unsigned)p->launches - 1;
     for (size_t k = 0; k < ncand; k++) {
         struct vr_alloc_info *a = &cand[k].info;
         /* A position group is bound to what its words point at now: the
@@ -469,17 +503,14 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
             cand[k].verdict = "not_vmm_backed";
             continue;
         }
-        /* A slice pays when the buffer changes: one remap instead of one
-         * update per anchor. Fewer anchors than that: dedup serves it. Only
-         * judged on this process's own measurements, never on the priors. */
-        /* A buffer that moved at every profiled launch will be remapped at
-         * every launch: judged on the estimates even before they are
-         * measured, unless it came back (a variant will hold it: no remap
-         * once settled). */
-        bool every = cand[k].moved && !(cand[k].back && variants_on);
-        if ((every || costs_measured()) &&
-            cand[k].anchors * vr_cost_get(VR_COST_SETPARAMS) < remap_ns()) {
-            cand[k].verdict = V_NOT_WORTH_IT;
+        /* policy.h's cost model: a still buffer stays compared; a moving
+         * one gets a slice where a remap, or variants, cost less than its
+         * updates. */
+        struct vr_buffer_seen b = seen_of(&cand[k]);
+        enum vr_slice_verdict v =
+            vr_policy_slice_verdict(&b, &pr, moving_ns, moving_slots, period, variants_on);
+        if (v != VR_SLICE_SELECTED) {
+            cand[k].verdict = v == VR_SLICE_STILL ? V_STILL : V_NOT_WORTH_IT;
             continue;
         }
         /* Slots are named by two-byte anchor entries: past that many, the

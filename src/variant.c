@@ -455,16 +455,12 @@ int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr
     if (!again && weigh(vs, cx) == 0)
         for (size_t s = 0; s < vr_slices_count(cx->base); s++)
             moved += vr_slices_slot_pending(cx->base, s) ? vs->weight[s] : 0;
-    /* Every variant and the program's exec still running: passing the moved
-     * slots through would cost their nodes now, again when they come back,
-     * and once more in each variant launched meanwhile (it is sent the
-     * changed nodes); a variant more costs an instantiation and an update of
-     * every anchored node, once (about as much again for the instantiation
-     * at 1000 nodes). So, while stuck, one is made for fewer moved nodes,
-     * and past the setting, up to twice it. Never a wait. */
-    bool stuck = !best && !v0_idle;
-    bool pays = vr_policy_variant_pays(again, vs->weight != NULL, moved, vs->total, stuck, vs->nv);
-    if ((vs->nv + 1 < vs->max || (stuck && vs->nv + 1 < vs->cap)) && pays) {
+    /* Decided on counts alone (policy.h): whether the program's exec and
+     * the variants are still running says how the targets are served now,
+     * never whether a variant is made, so the same program makes the same
+     * variants in every run. */
+    bool pays = vr_policy_variant_pays(again, vs->weight != NULL, moved, vs->total);
+    if (vs->nv + 1 < vs->max && pays) {
         int k = create(vs, cx, vmm);
         if (k > 0)
             return k;

@@ -205,8 +205,11 @@ Test(profiled, rebind)
     pair_free(&p);
 }
 
-/* (c) an output re-allocated every step has no stable address: never
- * selected, while the stable buffers still are. */
+/* (c) an output re-allocated every step at new addresses is never
+ * selected, while the stable buffers still are. The freed-memory cache
+ * gives a re-allocation the lowest address freed (issue 17 item 4), so O
+ * may recur at two addresses: then it came back within the profile and
+ * may be selected (variants serve a period). */
 Test(profiled, realloc)
 {
     static const char *const args[] = { "--pattern", "realloc", "--bytes", BIG, NULL };
@@ -221,9 +224,17 @@ Test(profiled, realloc)
     size_t no = vr_map_ptrs(&p.shim.map, "O", NULL, o, 128);
     cr_assert_gt(no, 2, "O was not re-allocated:\n%s", p.shim.map.p);
     cr_assert_leq(no, 128);
-    for (size_t i = 0; i < no; i++)
-        cr_assert(!in_cand(c, nc, o[i], "selected"), "re-allocated O 0x%llx was selected: %.*s",
-                  (unsigned long long)o[i], (int)len, d);
+    size_t distinct = 0;
+    for (size_t i = 0; i < no; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = o[j] == o[i];
+        distinct += !seen;
+    }
+    for (size_t i = 0; i < no && distinct > 2; i++)
+        cr_assert(!in_cand(c, nc, o[i], "selected"),
+                  "re-allocated O 0x%llx (%zu addresses) was selected: %.*s",
+                  (unsigned long long)o[i], distinct, (int)len, d);
     pair_free(&p);
 }
 

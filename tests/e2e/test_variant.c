@@ -240,12 +240,13 @@ Test(variant, periodic_settles) { settles("periodic"); }
 Test(variant, pingpong_settles) { settles("pingpong"); }
 
 /* fanout on a GPU far slower than the host: at every launch the program's
- * exec and every variant are still running. Passing the moved buffers'
- * nodes through costs them again and again; the shim makes variants past
- * the setting, up to twice it (1 + 7 instantiations), then passes the moved
- * nodes through at SetParams, as dedup does, trying variants again now and
+ * exec and every variant are still running. The variants made are decided
+ * on counts, never on what is still running (issue 17 item 3: it made up to
+ * twice the setting while everything was busy, a number that changed from
+ * run to run): the setting's, 1 + 3 instantiations; then the moved nodes
+ * pass through at SetParams, as dedup does, trying variants again now and
  * then: in steady state (a long run minus a short one) at most 10% more
- * SetParams than dedup (it was 17% more, sending each one out and back). */
+ * SetParams than dedup. */
 Test(variant, fanout_on_a_busy_gpu_costs_about_what_dedup_does)
 {
     struct bench plain, shim, s40, d40, d120;
@@ -256,7 +257,7 @@ Test(variant, fanout_on_a_busy_gpu_costs_about_what_dedup_does)
     uint64_t waits = 1;
     cr_assert(vr_summary(&shim.log, "rebind_waits", &waits));
     cr_assert_eq(waits, 0);
-    cr_assert_eq(vr_sim_calls(&shim.stats, "cuGraphInstantiateWithFlags"), 8);
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuGraphInstantiateWithFlags"), 4);
     bench_env(&s40, "busy_shim40", "fanout", "200", "40", "0", true, delay, NULL);
     bench_env(&d40, "busy_dedup40", "fanout", "200", "40", "0", true, delay, dedup);
     bench_env(&d120, "busy_dedup120", "fanout", "200", "120", "0", true, delay, dedup);

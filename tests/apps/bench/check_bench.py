@@ -11,6 +11,7 @@ assertion that prints what was expected and what was seen.
     reprobe STILL_FROM            a passing exec compares again, backing off
     settle PATTERN                slices that save nothing settle
     priced                        every driver call a run makes has a price
+    repeat PATTERN [RUNS]         same program, same prices: same decisions
     heap                          scripts/bench's heap fields per scaling row
 
 The programs come from the environment: GB (graph_bench), SHIM
@@ -100,6 +101,8 @@ class Pair:
         checks.expect("checksum without the shim", bool(ca), "a checksum", repr(ca))
         checks.equal("checksum under the shim (%s) equals the one without" % mode, cb, ca)
         self.final = (jb or {}).get("shim_final") or {}
+        self.at_warmup = (jb or {}).get("shim_at_warmup") or {}
+        self.at_end = (jb or {}).get("shim_at_end") or {}
 
     def num(self, name):
         return self.final.get(name)
@@ -205,8 +208,17 @@ def check_reprobe(checks, log, still):
 
 
 def check_settle(checks, log, pattern):
-    """Slices that absorb nothing dedup would not settle after two windows
-    (a fallback "rebind" with "0 us saved"); periodic and fanout then pass."""
+    """The slices are made where the cost model expects them to pay, and
+    given up when they do not (a fallback "rebind" whose slices cost more
+    than they saved, never one where both sides are 0):
+      realloc   the re-allocated output has one node: a remap per step costs
+                more than its update: no slice for it, nothing to settle
+      periodic  the moving buffers' 64 updates a step cost more than the
+                variants of a period: slices, variants, and no update
+                reaching the driver after the warm-up steps
+      fanout    8 buffers of 8 nodes each, replaced at random: variants do
+                not recur, the remaps cost more than they save: it settles,
+                then passes (a fallback "setparams")"""
     p = Pair(checks, "profiled", ["--pattern", pattern, "--steps", "140", "--warmup", "6"] + SMALL
              + ["--sync-every", "1"], log)
     for l in p.lines():
@@ -215,15 +227,105 @@ def check_settle(checks, log, pattern):
     z = p.count('"what":"rebind","reason":"slices cost 0 us (0 updates, 0 remaps) for 0 us saved')
     r = p.count('"what":"rebind"')
     n = p.count('"what":"setparams"')
-    print("settled: %d (having saved nothing: %d)  passing: %d" % (r, z, n))
-    checks.equal("settled (fallback rebind)", r, 1)
-    if pattern in ("realloc", "periodic"):
-        checks.equal("settled having saved nothing", z, 1)
-    if pattern in ("periodic", "fanout"):
+    active = p.count('"event":"profile_decision","exec"') and p.count('"state":"active"')
+    fwd = (p.at_end.get("setparams_forwarded"), p.at_warmup.get("setparams_forwarded"))
+    print("settled: %d (having saved nothing: %d)  passing: %d  active: %d  forwarded "
+          "end/warm-up: %r" % (r, z, n, active, fwd))
+    checks.equal("never settled on 0 us against 0 us", z, 0)
+    if pattern == "realloc":
+        checks.equal("nothing to settle (fallback rebind)", r, 0)
+        checks.expect("the output's update forwarded, one a step", None not in fwd and
+                      fwd[0] - fwd[1] <= 140, "<= 140 after the warm-up", repr(fwd))
+    if pattern == "periodic":
+        checks.equal("slices (profile_decision active)", active, 1)
+        checks.equal("nothing to settle (fallback rebind)", r, 0)
+        checks.expect("no update forwarded after the warm-up", None not in fwd and fwd[0] == fwd[1],
+                      "end == warm-up", repr(fwd))
+    if pattern == "fanout":
+        checks.equal("settled (fallback rebind)", r, 1)
         checks.equal("passing (fallback setparams) after settling", n, 1)
 
 
-PRICE_SOURCES = ("estimate", "public", "same as")
+# Decision events and the fields that make the decision: times, pids,
+# addresses and the measured prices are left out (noise may move a price,
+# never a decision).
+DECISION_EVENTS = ("profile_decision", "exec_state", "fallback", "exec_reprobe", "exec_reset")
+DECISION_SUMMARY = ("execs_active", "execs_disabled", "variants")
+
+
+def decisions(path):
+    out = []
+    try:
+        lines = open(path, errors="replace").read().splitlines()
+    except OSError:
+        return None
+    for l in lines:
+        try:
+            ev = json.loads(l)
+        except ValueError:
+            continue
+        e = ev.get("event")
+        if e == "summary":
+            out.append(("summary",) + tuple((k, ev.get(k)) for k in DECISION_SUMMARY if k in ev))
+        if e not in DECISION_EVENTS:
+            continue
+        if e == "profile_decision":
+            out.append((e, ev.get("state"), ev.get("launches"),
+                        tuple((c.get("size"), c.get("anchors"), c.get("verdict"))
+                              for c in ev.get("candidates", []))))
+        elif e == "exec_state":
+            out.append((e, ev.get("from"), ev.get("to")))
+        elif e == "fallback":
+            # the reason's numbers are counts and priced sums: kept
+            out.append((e, ev.get("what"), ev.get("reason")))
+        else:
+            out.append((e,))
+    return out
+
+
+def check_repeat(checks, log, pattern, runs="10"):
+    """The same program with the same prices (simcuda's SIMCUDA_COST from
+    the cost model) makes the same sequence of decisions in every run: the
+    decision events of the logs equal, apart from times and addresses."""
+    cost = os.environ["COST"]
+    prices = []
+    with open(cost) as f:
+        for line in f:
+            fl = line.split("#", 1)[0].split()
+            if len(fl) >= 2:
+                prices.append("%s:%s" % (fl[0], fl[1]))
+    seqs = []
+    for r in range(int(runs)):
+        if os.path.exists(log):
+            os.unlink(log)
+        env = env_for("profiled", log, {"SIMCUDA_COST": ",".join(prices),
+                                        "VAREMAP_LOG_LEVEL": "debug"})
+        p = subprocess.run([os.environ["GB"], "--pattern", pattern, "--nodes", "1000",
+                            "--steps", "300", "--warmup", "20", "--elems", "16", "--bytes", "2M"],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        checks.equal("run %d: graph_bench exits 0" % (r + 1), p.returncode, 0)
+        seq = decisions(log)
+        # the variants made are decisions the log does not list one by one
+        at_end = (last_json(p.stdout) or {}).get("shim_at_end") or {}
+        if seq is not None:
+            seq.append(("variants_at_end", at_end.get("variants")))
+        seqs.append(seq)
+    first = seqs[0]
+    print("run 1: %d decision events" % len(first or []))
+    for d in first or []:
+        print("   ", d)
+    for r, s in enumerate(seqs[1:], 2):
+        if s != first:
+            for i, (a, b) in enumerate(zip(first, s)):
+                if a != b:
+                    print("run %d differs at event %d: %r / %r" % (r, i, a, b))
+                    break
+            else:
+                print("run %d: %d events, run 1: %d" % (r, len(s), len(first)))
+        checks.equal("run %d's decisions equal run 1's" % r, s == first, True)
+
+
+PRICE_SOURCES = ("estimate", "public", "same as", "measured")
 
 
 def check_priced(checks):
@@ -284,7 +386,8 @@ def check_heap(checks):
                       isinstance(v, int) and v > 0, "a positive integer", repr(v))
     with tempfile.TemporaryDirectory() as out:
         r = subprocess.run([os.path.join(os.environ["SRC"], "scripts", "bench"), "--quick",
-                            "--scale-only", "--scale-nodes", "100", "--no-build", "--build",
+                            "--scale-only", "--scale-nodes", "100", "--no-build",
+                            "--cost", os.environ["COST"], "--build",
                             os.environ["BUILD"], "--out", out], stdout=subprocess.DEVNULL)
         checks.equal("scripts/bench exits 0", r.returncode, 0)
         try:
@@ -337,6 +440,8 @@ def main(argv):
             check_reprobe(checks, log, *args)
         elif what == "settle" and len(args) == 1:
             check_settle(checks, log, *args)
+        elif what == "repeat" and 1 <= len(args) <= 2:
+            check_repeat(checks, log, *args)
         elif what == "priced" and not args:
             check_priced(checks)
         elif what == "heap" and not args:
