@@ -79,8 +79,11 @@ struct xver {
                              * free list, the next free one */
     uint64_t gen;           /* launches issued when it was written */
     bool disabled;          /* cuGraphNodeSetEnabled */
-    struct knode k;         /* kernel nodes */
-    struct sim_onode o;     /* memcpy, memset, host nodes */
+    bool holds_k;           /* which member of the union it holds */
+    union {                 /* one version per pending launch and node: small */
+        struct knode k;     /* kernel nodes */
+        struct sim_onode o; /* memcpy, memset, host nodes */
+    };
 };
 
 struct xnode {
@@ -898,12 +901,22 @@ CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PA
 
 /* ---- executable graphs ------------------------------------------------------------------ */
 
+/* Empties a version (either member), ready for another node's parameters. */
+static void ver_clear(struct xver *v)
+{
+    if (v->holds_k)
+        knode_clear(&v->k);
+    else
+        sim_onode_clear(&v->o);
+    memset(&v->o, 0, sizeof v->o > sizeof v->k ? sizeof v->o : sizeof v->k);
+    v->holds_k = false;
+}
+
 static void ver_free_list(struct xver *v)
 {
     while (v) {
         struct xver *next = atomic_load_explicit(&v->next, memory_order_relaxed);
-        knode_clear(&v->k);
-        sim_onode_clear(&v->o);
+        ver_clear(v);
         sim_free(v);
         v = next;
     }
@@ -920,6 +933,16 @@ static bool work_node(CUgraphNodeType t)
 static struct xver *ver_cur(const struct xnode *xn)
 {
     return xn->newest;
+}
+
+/* The other-type parameters an exec node holds now: a kernel node's are
+ * empty (type 0). */
+static const struct sim_onode *xnode_onode(const struct xnode *xn)
+{
+    static const struct sim_onode none;
+    if (xn->type == CU_GRAPH_NODE_TYPE_KERNEL)
+        return &none;
+    return work_node(xn->type) ? &ver_cur(xn)->o : &xn->o;
 }
 
 static void exec_free(struct sim_exec *x)
@@ -955,11 +978,14 @@ static bool ver_copy(struct xver *dst, const struct xver *src, CUgraphNodeType t
 {
     /* recycled versions come from any node of the exec */
     dst->disabled = src->disabled;
-    sim_onode_clear(&dst->o);
     if (t != CU_GRAPH_NODE_TYPE_KERNEL) {
-        knode_clear(&dst->k);
+        ver_clear(dst);
         sim_onode_copy(&dst->o, &src->o);
         return true;
+    }
+    if (!dst->holds_k) {
+        ver_clear(dst);
+        dst->holds_k = true;
     }
     if (dst->k.args && dst->k.argsize != src->k.argsize) {
         sim_free(dst->k.args);
@@ -967,7 +993,7 @@ static bool ver_copy(struct xver *dst, const struct xver *src, CUgraphNodeType t
     }
     unsigned char *args = dst->k.args ? dst->k.args : sim_malloc(src->k.argsize ? src->k.argsize : 1);
     if (!args) {
-        knode_clear(&dst->k);
+        ver_clear(dst);
         return false;
     }
     ptx_kernel_unref(dst->k.pk);
@@ -1120,12 +1146,15 @@ static CUresult instantiate(struct sim_graph *g, struct sim_exec **out, CUgraphN
         xn->deps = dep_indices(nd);
         struct xver *v = work_node(nd->type) ? sim_calloc(1, sizeof *v) : NULL;
         xn->oldest = xn->newest = v;
-        if (!xn->deps || (work_node(nd->type) && !v) ||
-            (nd->type == CU_GRAPH_NODE_TYPE_KERNEL && !knode_copy(&v->k, &nd->k))) {
+        bool kernel = nd->type == CU_GRAPH_NODE_TYPE_KERNEL;
+        if (v)
+            v->holds_k = kernel;
+        if (!xn->deps || (work_node(nd->type) && !v) || (kernel && !knode_copy(&v->k, &nd->k))) {
             r = CUDA_ERROR_OUT_OF_MEMORY;
             goto fail;
         }
-        sim_onode_copy(v ? &v->o : &xn->o, &nd->o);
+        if (!kernel)
+            sim_onode_copy(v ? &v->o : &xn->o, &nd->o);
         if (nd->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD || nd->type == CU_GRAPH_NODE_TYPE_WAIT_EVENT)
             x->events[x->nevents++] = (uint32_t)i;
         indeg[i] = (uint32_t)nd->ndeps;
@@ -1348,9 +1377,10 @@ static CUresult exec_set_other(CUgraphExec hx, CUgraphNode hn, struct sim_onode 
     if (r == CUDA_SUCCESS) {
         pthread_mutex_lock(&x->mu);
         struct xnode *xn = exec_node(x, hn);
+        /* a kernel node's empty parameters never match o's type */
         bool work = xn && work_node(xn->type), fresh = false;
-        struct xver *v = work ? ver_cur(xn) : NULL;
-        r = !xn ? CUDA_ERROR_INVALID_VALUE : sim_onode_exec_check(v ? &v->o : &xn->o, o);
+        struct xver *v = NULL;
+        r = !xn ? CUDA_ERROR_INVALID_VALUE : sim_onode_exec_check(xnode_onode(xn), o);
         if (r == CUDA_SUCCESS && work && !(v = ver_get(x, xn, &fresh)))
             r = CUDA_ERROR_OUT_OF_MEMORY;
         if (r == CUDA_SUCCESS) {
@@ -1742,9 +1772,8 @@ static CUresult exec_update(CUgraphExec hGraphExec, CUgraph hGraph,
                 break;
             }
         }
-        const struct xver *cur = work_node(xn->type) ? ver_cur(xn) : NULL;
         if (res == CU_GRAPH_EXEC_UPDATE_SUCCESS &&
-            sim_onode_exec_check(cur ? &cur->o : &xn->o, &nd->o) != CUDA_SUCCESS) {
+            sim_onode_exec_check(xnode_onode(xn), &nd->o) != CUDA_SUCCESS) {
             res = CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED;
             err = (CUgraphNode)nd;
         }
