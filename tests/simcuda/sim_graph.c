@@ -1008,8 +1008,10 @@ static bool ver_copy(struct xver *dst, const struct xver *src, CUgraphNodeType t
 
 /* x->mu held. The version of a work node a setter may write: the newest
  * one when no launch was issued since it was written, else a new copy of
- * it (*fresh: not yet published; ver_put publishes it or gives it back). */
-static struct xver *ver_get(struct sim_exec *x, struct xnode *xn, bool *fresh)
+ * it (*fresh: not yet published; ver_put publishes it or gives it back);
+ * whole: the setter writes all of a kernel's parameters (knode_set), so
+ * only the enable state is copied. */
+static struct xver *ver_get(struct sim_exec *x, struct xnode *xn, bool *fresh, bool whole)
 {
     struct xver *v = ver_cur(xn);
     *fresh = v->gen != x->launches;
@@ -1023,6 +1025,14 @@ static struct xver *ver_get(struct sim_exec *x, struct xnode *xn, bool *fresh)
     else if (!(nv = sim_calloc(1, sizeof *nv)))
         return NULL;
     atomic_store_explicit(&nv->next, NULL, memory_order_relaxed);
+    if (whole && xn->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+        if (!nv->holds_k) {
+            ver_clear(nv);
+            nv->holds_k = true;
+        }
+        nv->disabled = v->disabled;
+        return nv;
+    }
     if (!ver_copy(nv, v, xn->type)) {
         sim_free(nv);
         return NULL;
@@ -1304,7 +1314,7 @@ static CUresult exec_set_kernel(CUgraphExec hx, CUgraphNode hn, const CUDA_KERNE
     struct xnode *xn = exec_node(x, hn);
     if (xn && xn->type == CU_GRAPH_NODE_TYPE_KERNEL) {
         bool fresh;
-        struct xver *v = ver_get(x, xn, &fresh); /* affects future launches only */
+        struct xver *v = ver_get(x, xn, &fresh, true); /* affects future launches only */
         r = v ? knode_set(&v->k, p, false) : CUDA_ERROR_OUT_OF_MEMORY;
         if (v)
             ver_put(x, xn, v, fresh, r == CUDA_SUCCESS);
@@ -1381,7 +1391,7 @@ static CUresult exec_set_other(CUgraphExec hx, CUgraphNode hn, struct sim_onode 
         bool work = xn && work_node(xn->type), fresh = false;
         struct xver *v = NULL;
         r = !xn ? CUDA_ERROR_INVALID_VALUE : sim_onode_exec_check(xnode_onode(xn), o);
-        if (r == CUDA_SUCCESS && work && !(v = ver_get(x, xn, &fresh)))
+        if (r == CUDA_SUCCESS && work && !(v = ver_get(x, xn, &fresh, false)))
             r = CUDA_ERROR_OUT_OF_MEMORY;
         if (r == CUDA_SUCCESS) {
             struct sim_onode *dst = v ? &v->o : &xn->o; /* affects future launches only */
@@ -1470,7 +1480,7 @@ CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsign
     CUresult r = ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     if (ok) {
         bool fresh;
-        struct xver *v = ver_get(x, xn, &fresh); /* affects future launches only */
+        struct xver *v = ver_get(x, xn, &fresh, false); /* affects future launches only */
         if (v) {
             v->disabled = isEnabled == 0;
             ver_put(x, xn, v, fresh, true);
@@ -1798,7 +1808,7 @@ static CUresult exec_update(CUgraphExec hGraphExec, CUgraph hGraph,
                 continue;
             }
             bool fresh;
-            struct xver *v = ver_get(x, xn, &fresh);
+            struct xver *v = ver_get(x, xn, &fresh, true);
             struct knode nk;
             bool kernel = xn->type == CU_GRAPH_NODE_TYPE_KERNEL;
             if (!v || (kernel && !knode_copy(&nk, &nd->k))) {
