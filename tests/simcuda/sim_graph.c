@@ -45,6 +45,8 @@ struct knode {
     bool use_extra;
     unsigned char *args;
     size_t argsize;
+    size_t argcap;   /* bytes args holds (exec nodes: at least 64, so a recycled
+                      * version takes another kernel's arguments in place) */
     void **argptrs;  /* graph nodes: the kernelParams GetParams returns */
     void *extra[5];  /* graph nodes: the extra GetParams returns */
     size_t extra_size;
@@ -163,8 +165,11 @@ static CUresult knode_set(struct knode *k, const CUDA_KERNEL_NODE_PARAMS *p, boo
     }
     /* Storage is reused while the layout size stays the same, so pointers
      * from GetParams stay valid across updates of the same kernel. */
-    if (!k->args || k->argsize != f->argsize || (graph_node && k->nparams != f->nparams)) {
-        unsigned char *na = sim_malloc(f->argsize ? f->argsize : 1);
+    bool reuse = k->args && (graph_node ? k->argsize == f->argsize && k->nparams == f->nparams
+                                        : k->argcap >= f->argsize);
+    if (!reuse) {
+        size_t cap = f->argsize > 64 || graph_node ? f->argsize : 64;
+        unsigned char *na = sim_malloc(cap ? cap : 1);
         void **np = graph_node ? sim_malloc((f->nparams ? f->nparams : 1) * sizeof *np) : NULL;
         if (!na || (graph_node && !np)) {
             sim_free(na);
@@ -178,6 +183,7 @@ static CUresult knode_set(struct knode *k, const CUDA_KERNEL_NODE_PARAMS *p, boo
         sim_free(k->argptrs);
         k->args = na;
         k->argptrs = np;
+        k->argcap = cap;
     }
     memcpy(k->args, tmp, f->argsize);
     if (tmp != stackbuf)
@@ -223,6 +229,7 @@ static bool knode_copy(struct knode *dst, const struct knode *src)
     dst->shmem = src->shmem;
     dst->use_extra = src->use_extra;
     dst->argsize = src->argsize;
+    dst->argcap = src->argsize;
     dst->args = sim_malloc(src->argsize ? src->argsize : 1);
     if (!dst->args)
         return false;
@@ -987,11 +994,12 @@ static bool ver_copy(struct xver *dst, const struct xver *src, CUgraphNodeType t
         ver_clear(dst);
         dst->holds_k = true;
     }
-    if (dst->k.args && dst->k.argsize != src->k.argsize) {
+    if (dst->k.args && dst->k.argcap < src->k.argsize) {
         sim_free(dst->k.args);
         dst->k.args = NULL;
     }
-    unsigned char *args = dst->k.args ? dst->k.args : sim_malloc(src->k.argsize ? src->k.argsize : 1);
+    size_t cap = dst->k.args ? dst->k.argcap : src->k.argsize > 64 ? src->k.argsize : 64;
+    unsigned char *args = dst->k.args ? dst->k.args : sim_malloc(cap);
     if (!args) {
         ver_clear(dst);
         return false;
@@ -1001,6 +1009,7 @@ static bool ver_copy(struct xver *dst, const struct xver *src, CUgraphNodeType t
     dst->k = src->k;
     dst->k.argptrs = NULL;
     dst->k.args = args;
+    dst->k.argcap = cap;
     memcpy(args, src->k.args, src->k.argsize);
     ptx_kernel_ref(dst->k.pk);
     return true;
