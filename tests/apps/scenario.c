@@ -169,6 +169,9 @@ struct opts {
     bool tolerate;
     bool trace;
     unsigned update_at; /* 0: never */
+    /* from this step on, every step captures the chain with its arguments
+     * and updates the exec from the capture instead of SetParams; 0: never */
+    unsigned recapture_from;
     unsigned regrid;    /* every N steps, every node launches half the blocks; 0: never */
     bool with_params;   /* instantiate with cuGraphInstantiateWithParams */
 };
@@ -262,7 +265,7 @@ static _Noreturn void usage(void)
             "  [--k N] [--bytes N] [--out FILE] [--map FILE] [--ptx PATH] [--capture]\n"
             "  [--execs N] [--cycles N] [--stream-threads] [--tolerate-launch-failure]\n"
             "  [--trace-decision] [--update-at STEP] [--regrid N] [--instantiate-with-params]\n"
-            "  [--two-streams | --ptds-threads]\n",
+            "  [--two-streams | --ptds-threads] [--recapture-from STEP]\n",
             R.prog);
     exit(2);
 }
@@ -321,6 +324,8 @@ static void parse(int argc, char **argv, struct opts *o)
             o->regrid = (unsigned)parse_num(v, 1000000);
         } else if (!strcmp(a, "--update-at") && v) {
             o->update_at = (unsigned)parse_num(v, 1000000);
+        } else if (!strcmp(a, "--recapture-from") && v) {
+            o->recapture_from = (unsigned)parse_num(v, 1000000);
         } else if (!strcmp(a, "--cycles") && v) {
             o->cycles = (unsigned)parse_num(v, 1000000);
         } else {
@@ -349,7 +354,7 @@ static void parse(int argc, char **argv, struct opts *o)
      * the f32 kernels and make the byte comparison meaningless. */
     if (o->steps == 0 || o->k == 0 || o->execs == 0 || o->cycles >= o->steps ||
         o->bytes < 1024 || o->bytes % 4 ||
-        ((o->two_streams || o->ptds) && (o->capture || o->threads)))
+        ((o->two_streams || o->ptds) && (o->capture || o->threads || o->recapture_from)))
         usage();
 }
 
@@ -662,12 +667,36 @@ static void trace_decision(void)
     }
 }
 
-/* What a framework does per step: re-point every node, then launch. */
+/* --recapture-from: the step's chain captured from the program's stream
+ * (each launch behind the one before: the chain's edges) and the exec
+ * updated from it, as programs that capture every step do; the caller
+ * destroys the capture after the launch. */
+static CUgraph recapture(CUgraphExec ex, unsigned step)
+{
+    CUgraph g;
+    CK(StreamBeginCapture_v2, R.stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    for (size_t i = 0; i < NNODE; i++) {
+        struct node *n = &R.nodes[i];
+        node_args(n, step);
+        CK(LaunchKernel, n->fn, shape(n), 1, 1, 256, 1, 1, 0, R.stream, n->kp, NULL);
+    }
+    CK(StreamEndCapture, R.stream, &g);
+    CUgraphExecUpdateResultInfo info;
+    memset(&info, 0, sizeof info);
+    CK(GraphExecUpdate_v2, ex, g, &info);
+    return g;
+}
+
+/* What a framework does per step: re-point every node (or recapture), then
+ * launch. */
 static void launch_step(unsigned step)
 {
     CUgraphExec ex = R.ex[step % R.o.execs];
     R.half = R.o.regrid && step > 0 && step % R.o.regrid == 0;
-    for (size_t i = 0; i < NNODE; i++) {
+    CUgraph captured = NULL;
+    if (R.o.recapture_from && step >= R.o.recapture_from)
+        captured = recapture(ex, step);
+    for (size_t i = 0; i < NNODE && !captured; i++) {
         node_args(&R.nodes[i], step);
         set_params(ex, &R.nodes[i], (unsigned)(i % 3));
     }
@@ -678,6 +707,8 @@ static void launch_step(unsigned step)
         fprintf(stderr, "%s: launch %llu failed: %s\n", R.prog, R.launches, errname(rc));
     else
         check("GraphLaunch", rc);
+    if (captured)
+        CK(GraphDestroy, captured);
     trace_decision();
 }
 

@@ -3,8 +3,10 @@
  * which covers the transition and everything after it; every call), under
  * four workloads (stable buffers, rebinds, reallocation, buffers freed while
  * a launch that reads them is in flight), a fifth that updates the exec
- * (cuGraphExecUpdate) after the transition, and two served by variants
- * (pingpong in two streams, and in two threads' per-thread streams). Each cell runs the scenario
+ * (cuGraphExecUpdate) after the transition, one that captures its step and
+ * updates the exec from the capture every step after the transition
+ * (recapture), and two served by variants (pingpong in two streams, and in
+ * two threads' per-thread streams). Each cell runs the scenario
  * without the shim and with it, under the same fault (SIMCUDA_FAIL).
  *
  * A cell holds when the run with the shim
@@ -130,6 +132,11 @@ static const struct pattern patterns[] = {
      * reads the update graph and profiles again) */
     { "update", { "--pattern", "rebind", "--k", "4", "--update-at", "6", NULL }, NULL, true,
       false },
+    /* issue 19: from step 5 on, every step is captured (global mode) with
+     * its buffers and the exec updated from the capture (X replaced at
+     * steps 4 and 8: the rebind before, a moved pointer in the update) */
+    { "recapture", { "--pattern", "rebind", "--k", "4", "--recapture-from", "5", NULL }, NULL,
+      true, false },
     /* with variants (issue 15): pingpong launched alternately in two
      * streams, and by two threads into their per-thread default streams;
      * the variants' launches are ordered behind the program's exec's */
@@ -140,7 +147,7 @@ static const struct pattern patterns[] = {
 };
 #define NPATTERNS (sizeof patterns / sizeof patterns[0])
 
-/* Small and short: the matrix has NCALLS * 15 cells. */
+/* Small and short: the matrix has NCALLS * NMOMENTS * NPATTERNS cells. */
 static const char *const common_args[] = { "--steps", "10", "--bytes", "65536", NULL };
 
 /* A run that takes longer than this hung. */

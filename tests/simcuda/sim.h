@@ -240,9 +240,11 @@ enum sim_op_kind {
     SIM_OP_EVENT,
     SIM_OP_FREE,      /* stream-ordered cuMemFreeAsync */
     SIM_OP_HOST,      /* cuLaunchHostFunc */
+    SIM_OP_GRAPH,     /* a graph launch: the exec's nodes as launch `gen` saw them */
 };
 
 struct sim_event;
+struct sim_exec;
 
 struct sim_op {
     struct sim_op *next;
@@ -278,6 +280,10 @@ struct sim_op {
             CUhostFn fn;
             void *arg;
         } host;
+        struct {
+            struct sim_exec *x;      /* referenced */
+            uint64_t gen;            /* the launch's number (1, 2, ...) */
+        } g;
     } u;
 };
 
@@ -301,6 +307,12 @@ void sim_stream_release(struct sim_stream *s); /* destroy: drain, then free */
 /* Submit a no-op and wait for it: the stream and everything it must wait
  * for (legacy stream semantics) have finished. */
 void sim_stream_sync(struct sim_stream *s);
+/* A GPU's launch queue is bounded: a launch into a stream with this many
+ * operations not yet finished waits (the only wait a launch makes) until
+ * one finishes. Assumption: cuda.h documents no depth; 1,024 pending
+ * launches per stream is the order of a driver's push buffer. */
+#define SIM_LAUNCH_QUEUE 1024u
+void sim_stream_throttle(struct sim_stream *s);
 
 /* Stream capture: true if s is capturing (then *cap_err may be set when the
  * capture cannot take this kind of work). */
@@ -429,6 +441,13 @@ bool sim_event_dep(struct sim_event *e, struct sim_dep *d);
 CUresult sim_event_record_in(struct sim_event *e, struct sim_stream *s);
 /* Runs one work item of a graph launch (sim_stream.c). */
 void sim_work_run(const struct sim_work *w);
+/* Runs one call of a kernel operation in ctx on a stream worker: the
+ * memory check, then the kernel (sim_stream.c). */
+void sim_run_kcall(const struct sim_kcall *c, struct sim_ctx *ctx, struct sim_seen *seen);
+/* A graph launch on its stream's worker: every node as the launch saw it
+ * (sim_graph.c); and the release of the op's exec reference. */
+void sim_exec_run(const struct sim_op *op, struct sim_seen *seen);
+void sim_exec_op_release(struct sim_op *op);
 
 /* ---- graphs ----------------------------------------------------------- */
 

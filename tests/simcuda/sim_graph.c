@@ -1,8 +1,30 @@
 /*
  * simcuda graphs: kernel, empty, memcpy, memset, host and event record/wait
  * nodes (the others: sim_gnode.c), dependencies, executable graphs
- * (exec), O(1) exec node parameter updates, launches that snapshot the
- * exec's parameters, cuGraphExecUpdate.
+ * (exec), O(1) exec node parameter updates, O(1) launches, cuGraphExecUpdate.
+ *
+ * A launch returns to the calling thread in O(1) (plus its event nodes):
+ * it queues one operation naming the exec and the launch's number, and the
+ * stream's worker runs the nodes. A launch must still run the parameters
+ * set before it, never later ones (cuda.h: SetParams affects launches made
+ * after it), so every work node (kernel, memcpy, memset, host) keeps its
+ * parameters as a list of versions, oldest first, each tagged with the
+ * number of launches issued when it was written:
+ *   - a setter writes the newest version in place when no launch was issued
+ *     since it was written (no launch can see it), and otherwise pushes a
+ *     new version (a recycled one: no allocation in the steady state);
+ *   - launch k runs, of each node, the newest version written before it
+ *     (tag < k), found from the oldest one still kept; the versions older
+ *     than it are needed by no launch any more (an exec's launches run one
+ *     after the other), so the worker recycles them: each version is passed
+ *     once, O(1) per node and launch however far the caller runs ahead.
+ * Only the setter (under x->mu) writes a version's parameters and the
+ * newest one's link, and only while no issued launch can see it; a worker
+ * reads only versions some launch sees, and recycles only versions that
+ * have a newer one (never the setter's). Memory: one version per node set
+ * after a launch that has not run yet. The exec is referenced by its queued launches, so
+ * cuGraphExecDestroy with launches pending is legal and frees it after the
+ * last one (as the driver defers).
  */
 #include "sim.h"
 #include "ptx.h"
@@ -23,6 +45,8 @@ struct knode {
     bool use_extra;
     unsigned char *args;
     size_t argsize;
+    size_t argcap;   /* bytes args holds (exec nodes: at least 64, so a recycled
+                      * version takes another kernel's arguments in place) */
     void **argptrs;  /* graph nodes: the kernelParams GetParams returns */
     void *extra[5];  /* graph nodes: the extra GetParams returns */
     size_t extra_size;
@@ -51,18 +75,35 @@ struct sim_graph {
     size_t n, cap;
 };
 
+/* One version of a work node's parameters (see the top of the file). */
+struct xver {
+    _Atomic(struct xver *) next; /* the version after it (newer), or NULL; in a
+                             * free list, the next free one */
+    uint64_t gen;           /* launches issued when it was written */
+    bool disabled;          /* cuGraphNodeSetEnabled */
+    bool holds_k;           /* which member of the union it holds */
+    union {                 /* one version per pending launch and node: small */
+        struct knode k;     /* kernel nodes */
+        struct sim_onode o; /* memcpy, memset, host nodes */
+    };
+};
+
 struct xnode {
     struct sim_node *key;   /* the instantiating graph's node (referenced) */
     CUgraphNodeType type;
-    bool disabled;          /* cuGraphNodeSetEnabled */
-    struct knode k;
-    struct sim_onode o;
+    struct xver *oldest;    /* work nodes: the oldest version kept (workers') */
+    struct xver *newest;    /* the setters' (under the exec's mu) */
+    struct sim_onode o;     /* event nodes (read by the calling thread only) */
     uint32_t *deps; /* sorted indices */
     size_t ndeps;
 };
 
 struct sim_exec {
+    atomic_int refs;          /* the handle + each queued launch */
     pthread_mutex_t mu;
+    uint64_t launches;        /* issued (under mu) */
+    struct xver *spare;       /* recycled versions for setters (under mu) */
+    _Atomic(struct xver *) recycled; /* pushed by workers, taken by setters */
     uint64_t graph_id;        /* graph instantiated from */
     struct sim_ctx *ctx;      /* context instantiated in (contexts are never freed) */
     size_t n;
@@ -124,8 +165,11 @@ static CUresult knode_set(struct knode *k, const CUDA_KERNEL_NODE_PARAMS *p, boo
     }
     /* Storage is reused while the layout size stays the same, so pointers
      * from GetParams stay valid across updates of the same kernel. */
-    if (!k->args || k->argsize != f->argsize || (graph_node && k->nparams != f->nparams)) {
-        unsigned char *na = sim_malloc(f->argsize ? f->argsize : 1);
+    bool reuse = k->args && (graph_node ? k->argsize == f->argsize && k->nparams == f->nparams
+                                        : k->argcap >= f->argsize);
+    if (!reuse) {
+        size_t cap = f->argsize > 64 || graph_node ? f->argsize : 64;
+        unsigned char *na = sim_malloc(cap ? cap : 1);
         void **np = graph_node ? sim_malloc((f->nparams ? f->nparams : 1) * sizeof *np) : NULL;
         if (!na || (graph_node && !np)) {
             sim_free(na);
@@ -139,6 +183,7 @@ static CUresult knode_set(struct knode *k, const CUDA_KERNEL_NODE_PARAMS *p, boo
         sim_free(k->argptrs);
         k->args = na;
         k->argptrs = np;
+        k->argcap = cap;
     }
     memcpy(k->args, tmp, f->argsize);
     if (tmp != stackbuf)
@@ -184,6 +229,7 @@ static bool knode_copy(struct knode *dst, const struct knode *src)
     dst->shmem = src->shmem;
     dst->use_extra = src->use_extra;
     dst->argsize = src->argsize;
+    dst->argcap = src->argsize;
     dst->args = sim_malloc(src->argsize ? src->argsize : 1);
     if (!dst->args)
         return false;
@@ -862,15 +908,61 @@ CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PA
 
 /* ---- executable graphs ------------------------------------------------------------------ */
 
+/* Empties a version (either member), ready for another node's parameters. */
+static void ver_clear(struct xver *v)
+{
+    if (v->holds_k)
+        knode_clear(&v->k);
+    else
+        sim_onode_clear(&v->o);
+    memset(&v->o, 0, sizeof v->o > sizeof v->k ? sizeof v->o : sizeof v->k);
+    v->holds_k = false;
+}
+
+static void ver_free_list(struct xver *v)
+{
+    while (v) {
+        struct xver *next = atomic_load_explicit(&v->next, memory_order_relaxed);
+        ver_clear(v);
+        sim_free(v);
+        v = next;
+    }
+}
+
+static bool work_node(CUgraphNodeType t)
+{
+    return t == CU_GRAPH_NODE_TYPE_KERNEL || t == CU_GRAPH_NODE_TYPE_MEMCPY ||
+           t == CU_GRAPH_NODE_TYPE_MEMSET || t == CU_GRAPH_NODE_TYPE_HOST;
+}
+
+/* A work node's newest version (the setters' and the calling thread's
+ * view, under the exec's mu), or NULL. */
+static struct xver *ver_cur(const struct xnode *xn)
+{
+    return xn->newest;
+}
+
+/* The other-type parameters an exec node holds now: a kernel node's are
+ * empty (type 0). */
+static const struct sim_onode *xnode_onode(const struct xnode *xn)
+{
+    static const struct sim_onode none;
+    if (xn->type == CU_GRAPH_NODE_TYPE_KERNEL)
+        return &none;
+    return work_node(xn->type) ? &ver_cur(xn)->o : &xn->o;
+}
+
 static void exec_free(struct sim_exec *x)
 {
     for (size_t i = 0; i < x->n; i++) {
-        knode_clear(&x->nodes[i].k);
+        ver_free_list(x->nodes[i].oldest);
         sim_onode_clear(&x->nodes[i].o);
         sim_free(x->nodes[i].deps);
         if (x->nodes[i].key)
             node_unref(x->nodes[i].key);
     }
+    ver_free_list(x->spare);
+    ver_free_list(atomic_load(&x->recycled));
     sim_free(x->nodes);
     sim_free(x->slots);
     sim_free(x->order);
@@ -879,6 +971,98 @@ static void exec_free(struct sim_exec *x)
         sim_stream_unref(x->last_s);
     pthread_mutex_destroy(&x->mu);
     sim_free(x);
+}
+
+static void exec_unref(struct sim_exec *x)
+{
+    if (atomic_fetch_sub(&x->refs, 1) == 1)
+        exec_free(x);
+}
+
+/* A copy of src's parameters into dst (a recycled or new version; its
+ * argument storage reused where the size matches). */
+static bool ver_copy(struct xver *dst, const struct xver *src, CUgraphNodeType t)
+{
+    /* recycled versions come from any node of the exec */
+    dst->disabled = src->disabled;
+    if (t != CU_GRAPH_NODE_TYPE_KERNEL) {
+        ver_clear(dst);
+        sim_onode_copy(&dst->o, &src->o);
+        return true;
+    }
+    if (!dst->holds_k) {
+        ver_clear(dst);
+        dst->holds_k = true;
+    }
+    if (dst->k.args && dst->k.argcap < src->k.argsize) {
+        sim_free(dst->k.args);
+        dst->k.args = NULL;
+    }
+    size_t cap = dst->k.args ? dst->k.argcap : src->k.argsize > 64 ? src->k.argsize : 64;
+    unsigned char *args = dst->k.args ? dst->k.args : sim_malloc(cap);
+    if (!args) {
+        ver_clear(dst);
+        return false;
+    }
+    ptx_kernel_unref(dst->k.pk);
+    sim_free(dst->k.argptrs);
+    dst->k = src->k;
+    dst->k.argptrs = NULL;
+    dst->k.args = args;
+    dst->k.argcap = cap;
+    memcpy(args, src->k.args, src->k.argsize);
+    ptx_kernel_ref(dst->k.pk);
+    return true;
+}
+
+/* x->mu held. The version of a work node a setter may write: the newest
+ * one when no launch was issued since it was written, else a new copy of
+ * it (*fresh: not yet published; ver_put publishes it or gives it back);
+ * whole: the setter writes all of a kernel's parameters (knode_set), so
+ * only the enable state is copied. */
+static struct xver *ver_get(struct sim_exec *x, struct xnode *xn, bool *fresh, bool whole)
+{
+    struct xver *v = ver_cur(xn);
+    *fresh = v->gen != x->launches;
+    if (!*fresh)
+        return v;
+    struct xver *nv = x->spare;
+    if (!nv)
+        nv = x->spare = atomic_exchange_explicit(&x->recycled, NULL, memory_order_acquire);
+    if (nv)
+        x->spare = atomic_load_explicit(&nv->next, memory_order_relaxed);
+    else if (!(nv = sim_calloc(1, sizeof *nv)))
+        return NULL;
+    atomic_store_explicit(&nv->next, NULL, memory_order_relaxed);
+    if (whole && xn->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+        if (!nv->holds_k) {
+            ver_clear(nv);
+            nv->holds_k = true;
+        }
+        nv->disabled = v->disabled;
+        return nv;
+    }
+    if (!ver_copy(nv, v, xn->type)) {
+        sim_free(nv);
+        return NULL;
+    }
+    return nv;
+}
+
+/* x->mu held. After ver_get: publishes a fresh version that was written
+ * (ok), or keeps it for the next setter. */
+static void ver_put(struct sim_exec *x, struct xnode *xn, struct xver *v, bool fresh, bool ok)
+{
+    if (!fresh)
+        return;
+    if (!ok) {
+        atomic_store_explicit(&v->next, x->spare, memory_order_relaxed);
+        x->spare = v;
+        return;
+    }
+    v->gen = x->launches;
+    atomic_store_explicit(&xn->newest->next, v, memory_order_release);
+    xn->newest = v;
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -960,6 +1144,7 @@ static CUresult instantiate(struct sim_graph *g, struct sim_exec **out, CUgraphN
     if (!x)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_init(&x->mu, NULL);
+    atomic_init(&x->refs, 1);
     x->graph_id = g->id;
     x->n = n;
     x->nodes = sim_calloc(n ? n : 1, sizeof *x->nodes);
@@ -978,11 +1163,17 @@ static CUresult instantiate(struct sim_graph *g, struct sim_exec **out, CUgraphN
         xn->type = nd->type;
         xn->ndeps = nd->ndeps;
         xn->deps = dep_indices(nd);
-        if (!xn->deps || (nd->type == CU_GRAPH_NODE_TYPE_KERNEL && !knode_copy(&xn->k, &nd->k))) {
+        struct xver *v = work_node(nd->type) ? sim_calloc(1, sizeof *v) : NULL;
+        xn->oldest = xn->newest = v;
+        bool kernel = nd->type == CU_GRAPH_NODE_TYPE_KERNEL;
+        if (v)
+            v->holds_k = kernel;
+        if (!xn->deps || (work_node(nd->type) && !v) || (kernel && !knode_copy(&v->k, &nd->k))) {
             r = CUDA_ERROR_OUT_OF_MEMORY;
             goto fail;
         }
-        sim_onode_copy(&xn->o, &nd->o);
+        if (!kernel)
+            sim_onode_copy(v ? &v->o : &xn->o, &nd->o);
         if (nd->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD || nd->type == CU_GRAPH_NODE_TYPE_WAIT_EVENT)
             x->events[x->nevents++] = (uint32_t)i;
         indeg[i] = (uint32_t)nd->ndeps;
@@ -1090,7 +1281,7 @@ static CUresult instantiate_params(CUgraphExec *out, CUgraph hg, CUDA_GRAPH_INST
             struct sim_exec *x = (struct sim_exec *)*out;
             sim_reg_del(x);
             atomic_fetch_sub(&sim_live_execs, 1);
-            exec_free(x);
+            exec_unref(x);
             *out = NULL;
             res = CUDA_GRAPH_INSTANTIATE_ERROR;
             r = CUDA_ERROR_INVALID_VALUE;
@@ -1130,8 +1321,13 @@ static CUresult exec_set_kernel(CUgraphExec hx, CUgraphNode hn, const CUDA_KERNE
     pthread_mutex_lock(&x->mu);
     CUresult r = CUDA_ERROR_INVALID_VALUE;
     struct xnode *xn = exec_node(x, hn);
-    if (xn && xn->type == CU_GRAPH_NODE_TYPE_KERNEL)
-        r = knode_set(&xn->k, p, false); /* affects future launches only */
+    if (xn && xn->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+        bool fresh;
+        struct xver *v = ver_get(x, xn, &fresh, true); /* affects future launches only */
+        r = v ? knode_set(&v->k, p, false) : CUDA_ERROR_OUT_OF_MEMORY;
+        if (v)
+            ver_put(x, xn, v, fresh, r == CUDA_SUCCESS);
+    }
     pthread_mutex_unlock(&x->mu);
     return r;
 }
@@ -1200,11 +1396,19 @@ static CUresult exec_set_other(CUgraphExec hx, CUgraphNode hn, struct sim_onode 
     if (r == CUDA_SUCCESS) {
         pthread_mutex_lock(&x->mu);
         struct xnode *xn = exec_node(x, hn);
-        r = !xn ? CUDA_ERROR_INVALID_VALUE : sim_onode_exec_check(&xn->o, o);
+        /* a kernel node's empty parameters never match o's type */
+        bool work = xn && work_node(xn->type), fresh = false;
+        struct xver *v = NULL;
+        r = !xn ? CUDA_ERROR_INVALID_VALUE : sim_onode_exec_check(xnode_onode(xn), o);
+        if (r == CUDA_SUCCESS && work && !(v = ver_get(x, xn, &fresh, false)))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
         if (r == CUDA_SUCCESS) {
-            sim_onode_clear(&xn->o); /* affects future launches only */
-            xn->o = *o;
+            struct sim_onode *dst = v ? &v->o : &xn->o; /* affects future launches only */
+            sim_onode_clear(dst);
+            *dst = *o;
             memset(o, 0, sizeof *o);
+            if (v)
+                ver_put(x, xn, v, fresh, true);
         }
         pthread_mutex_unlock(&x->mu);
     }
@@ -1282,10 +1486,19 @@ CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsign
     pthread_mutex_lock(&x->mu);
     struct xnode *xn = exec_node(x, hNode);
     bool ok = xn && can_disable(xn->type);
-    if (ok)
-        xn->disabled = isEnabled == 0;
+    CUresult r = ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (ok) {
+        bool fresh;
+        struct xver *v = ver_get(x, xn, &fresh, false); /* affects future launches only */
+        if (v) {
+            v->disabled = isEnabled == 0;
+            ver_put(x, xn, v, fresh, true);
+        } else {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
     pthread_mutex_unlock(&x->mu);
-    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return r;
 }
 
 CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
@@ -1298,7 +1511,7 @@ CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsign
     pthread_mutex_lock(&x->mu);
     struct xnode *xn = exec_node(x, hNode);
     bool ok = xn && can_disable(xn->type);
-    unsigned v = ok && !xn->disabled;
+    unsigned v = ok && !ver_cur(xn)->disabled;
     pthread_mutex_unlock(&x->mu);
     if (!ok)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1340,56 +1553,20 @@ static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt)
     }
     if ((r = sim_capture_check_legacy(s)) != CUDA_SUCCESS)
         return r;
-    pthread_mutex_lock(&x->mu);
-    /* Snapshot every node's parameters now: later SetParams calls only
-     * affect later launches. */
-    size_t total = 0, ncalls = 0;
-    for (size_t i = 0; i < x->norder; i++) {
-        const struct xnode *xn = &x->nodes[x->order[i]];
-        if (!xn->disabled) {
-            total += xn->type == CU_GRAPH_NODE_TYPE_KERNEL ? xn->k.argsize : 0;
-            ncalls++;
-        }
-    }
-    struct sim_op *op = sim_op_new(SIM_OP_KERNELS, ncalls * sizeof(struct sim_kcall) + total);
-    if (!op) {
-        pthread_mutex_unlock(&x->mu);
+    /* The one wait a launch makes: a full launch queue (before any lock,
+     * so the worker it waits for never waits for the caller). */
+    sim_stream_throttle(s);
+    struct sim_op *op = sim_op_new(SIM_OP_GRAPH, 0);
+    if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    struct sim_kcall *calls = (struct sim_kcall *)(op + 1);
-    unsigned char *args = (unsigned char *)(calls + ncalls);
-    for (size_t i = 0, c = 0; i < x->norder; i++) {
-        const struct xnode *xn = &x->nodes[x->order[i]];
-        if (xn->disabled)
-            continue; /* an empty node until re-enabled */
-        if (xn->type != CU_GRAPH_NODE_TYPE_KERNEL) {
-            /* fn NULL: not a kernel; w is read only then */
-            calls[c] = (struct sim_kcall){.fn = NULL};
-            sim_onode_work(&xn->o, &calls[c++].w);
-            continue;
-        }
-        const struct knode *k = &xn->k;
-        memcpy(args, k->args, k->argsize);
-        calls[c].fn = k->fn;
-        calls[c].pk = k->pk;
-        ptx_kernel_ref(k->pk);
-        calls[c].name = k->pk ? ptx_kernel_name(k->pk) : NULL;
-        memcpy(calls[c].dims, k->dims, sizeof calls[c].dims);
-        calls[c].shmem = k->shmem;
-        calls[c].args = args;
-        calls[c].impl = k->impl;
-        calls[c].argsize = k->argsize;
-        args += k->argsize;
-        c++;
-    }
-    op->u.k.ncalls = ncalls;
-    op->u.k.ctx = x->ctx; /* an exec runs in the context it was instantiated in */
-    op->u.k.calls = calls;
+    pthread_mutex_lock(&x->mu);
     /* Event wait nodes: the launch waits for what their events stand for
      * now (the whole launch, not only the nodes after them: assumption).
      * Event record nodes: recorded after the launch (never before the
      * work that precedes them). */
-    struct sim_dep *deps = sim_malloc((x->nevents + 1) * sizeof *deps);
+    struct sim_dep deps_small[9];
+    struct sim_dep *deps = x->nevents < 9 ? deps_small
+                                          : sim_malloc((x->nevents + 1) * sizeof *deps);
     if (!deps) {
         sim_op_free(op);
         pthread_mutex_unlock(&x->mu);
@@ -1401,10 +1578,16 @@ static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt)
         if (xn->type == CU_GRAPH_NODE_TYPE_WAIT_EVENT && sim_event_dep(xn->o.ev, &deps[ndeps]))
             ndeps++;
     }
+    /* The nodes are not copied: the launch runs each node's version
+     * written before it (see the top of the file). */
+    op->u.g.x = x;
+    op->u.g.gen = ++x->launches;
+    atomic_fetch_add_explicit(&x->refs, 1, memory_order_relaxed);
     exec_submit(x, s, op, deps, ndeps);
     for (size_t i = 0; i < ndeps; i++)
         sim_stream_unref(deps[i].s);
-    sim_free(deps);
+    if (deps != deps_small)
+        sim_free(deps);
     for (size_t i = 0; i < x->nevents && r == CUDA_SUCCESS; i++) {
         const struct xnode *xn = &x->nodes[x->events[i]];
         if (xn->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD)
@@ -1412,6 +1595,62 @@ static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt)
     }
     pthread_mutex_unlock(&x->mu);
     return r;
+}
+
+/* On the worker of the launch's stream: each node in dependency order as
+ * launch `gen` saw it. The exec's earlier launches have finished (they
+ * are ordered before it), so the versions older than the one this launch
+ * runs are needed by no launch: recycled for the setters. */
+void sim_exec_run(const struct sim_op *op, struct sim_seen *seen)
+{
+    struct sim_exec *x = op->u.g.x;
+    const uint64_t gen = op->u.g.gen;
+    struct xver *done = NULL, *done_tail = NULL;
+    for (size_t i = 0; i < x->norder; i++) {
+        struct xnode *xn = &x->nodes[x->order[i]];
+        struct xver *v = xn->oldest, *nx;
+        while ((nx = atomic_load_explicit(&v->next, memory_order_acquire)) && nx->gen < gen) {
+            atomic_store_explicit(&v->next, NULL, memory_order_relaxed);
+            if (done_tail)
+                atomic_store_explicit(&done_tail->next, v, memory_order_relaxed);
+            else
+                done = v;
+            done_tail = v;
+            v = nx;
+        }
+        xn->oldest = v;
+        if (v->disabled)
+            continue; /* an empty node until re-enabled */
+        struct sim_kcall c = {.fn = NULL};
+        if (xn->type != CU_GRAPH_NODE_TYPE_KERNEL) {
+            sim_onode_work(&v->o, &c.w); /* fn and pk NULL: not a kernel */
+        } else {
+            const struct knode *k = &v->k;
+            c.fn = k->fn;
+            c.pk = k->pk; /* the version holds the reference while it runs */
+            c.name = k->pk ? ptx_kernel_name(k->pk) : NULL;
+            memcpy(c.dims, k->dims, sizeof c.dims);
+            c.shmem = k->shmem;
+            c.args = k->args;
+            c.impl = k->impl;
+            c.argsize = k->argsize;
+        }
+        sim_run_kcall(&c, x->ctx, seen); /* an exec runs in the context it was instantiated in */
+    }
+    if (done) {
+        struct xver *head = atomic_load_explicit(&x->recycled, memory_order_relaxed);
+        do
+            atomic_store_explicit(&done_tail->next, head, memory_order_relaxed);
+        while (!atomic_compare_exchange_weak_explicit(&x->recycled, &head, done,
+                                                      memory_order_release,
+                                                      memory_order_relaxed));
+    }
+}
+
+void sim_exec_op_release(struct sim_op *op)
+{
+    if (op->u.g.x) /* NULL: the launch failed before it was queued */
+        exec_unref(op->u.g.x);
 }
 
 CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
@@ -1503,7 +1742,7 @@ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
     atomic_fetch_sub(&sim_live_execs, 1);
     pthread_mutex_lock(&x->mu); /* no call still inside */
     pthread_mutex_unlock(&x->mu);
-    exec_free(x); /* queued launches own their snapshots */
+    exec_unref(x); /* freed after its queued launches (the driver defers too) */
     return CUDA_SUCCESS;
 }
 
@@ -1553,7 +1792,7 @@ static CUresult exec_update(CUgraphExec hGraphExec, CUgraph hGraph,
             }
         }
         if (res == CU_GRAPH_EXEC_UPDATE_SUCCESS &&
-            sim_onode_exec_check(&xn->o, &nd->o) != CUDA_SUCCESS) {
+            sim_onode_exec_check(xnode_onode(xn), &nd->o) != CUDA_SUCCESS) {
             res = CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED;
             err = (CUgraphNode)nd;
         }
@@ -1566,19 +1805,35 @@ static CUresult exec_update(CUgraphExec hGraphExec, CUgraph hGraph,
     }
     CUresult r = CUDA_SUCCESS;
     if (res == CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+        /* Each node's new parameters are a version of it, as a setter's
+         * (launches already made keep theirs); a node's enabled state
+         * survives (assumption, as for SetParams). */
         for (size_t i = 0; i < g->n && !r; i++) {
-            if (g->nodes[i]->type != CU_GRAPH_NODE_TYPE_KERNEL) {
-                sim_onode_clear(&x->nodes[i].o);
-                sim_onode_copy(&x->nodes[i].o, &g->nodes[i]->o);
+            struct xnode *xn = &x->nodes[i];
+            const struct sim_node *nd = g->nodes[i];
+            if (!work_node(xn->type)) {
+                sim_onode_clear(&xn->o);
+                sim_onode_copy(&xn->o, &nd->o);
                 continue;
             }
+            bool fresh;
+            struct xver *v = ver_get(x, xn, &fresh, true);
             struct knode nk;
-            if (!knode_copy(&nk, &g->nodes[i]->k)) {
+            bool kernel = xn->type == CU_GRAPH_NODE_TYPE_KERNEL;
+            if (!v || (kernel && !knode_copy(&nk, &nd->k))) {
+                if (v)
+                    ver_put(x, xn, v, fresh, false);
                 r = CUDA_ERROR_OUT_OF_MEMORY;
                 break;
             }
-            knode_clear(&x->nodes[i].k);
-            x->nodes[i].k = nk;
+            if (kernel) {
+                knode_clear(&v->k);
+                v->k = nk;
+            } else {
+                sim_onode_clear(&v->o);
+                sim_onode_copy(&v->o, &nd->o);
+            }
+            ver_put(x, xn, v, fresh, true);
         }
         /* Node identity stays the instantiating graph's handles (cuda.h:
          * exec calls name nodes of the graph the exec was instantiated

@@ -80,6 +80,8 @@ void sim_op_free(struct sim_op *op)
     if (op->kind == SIM_OP_KERNELS)
         for (size_t i = 0; i < op->u.k.ncalls; i++)
             ptx_kernel_unref(op->u.k.calls[i].pk);
+    if (op->kind == SIM_OP_GRAPH)
+        sim_exec_op_release(op);
     sim_free(op);
 }
 
@@ -124,33 +126,39 @@ void sim_work_run(const struct sim_work *w)
     }
 }
 
+void sim_run_kcall(const struct sim_kcall *c, struct sim_ctx *ctx, struct sim_seen *seen)
+{
+    if (!c->fn && !c->pk) {
+        sim_work_run(&c->w);
+        return;
+    }
+    if (sim_knob.kernel_delay_us)
+        sleep_us(sim_knob.kernel_delay_us);
+    sim_mem_check_kernel(ctx, c, seen);
+    if (c->fn) {
+        c->fn(c->args);
+        return;
+    }
+    struct ptx_launch l = {
+        .grid = {c->dims[0], c->dims[1], c->dims[2]},
+        .block = {c->dims[3], c->dims[4], c->dims[5]},
+        .shmem = c->shmem,
+        .args = c->args,
+        .argsize = c->argsize,
+        .dev = ctx ? ctx->dev : 0,
+    };
+    ptx_run(c->pk, &l);
+}
+
 static void run_op(struct sim_op *op, struct sim_seen *seen)
 {
     switch (op->kind) {
     case SIM_OP_KERNELS:
-        for (size_t i = 0; i < op->u.k.ncalls; i++) {
-            const struct sim_kcall *c = &op->u.k.calls[i];
-            if (!c->fn && !c->pk) {
-                sim_work_run(&c->w);
-                continue;
-            }
-            if (sim_knob.kernel_delay_us)
-                sleep_us(sim_knob.kernel_delay_us);
-            sim_mem_check_kernel(op->u.k.ctx, c, seen);
-            if (c->fn) {
-                c->fn(c->args);
-                continue;
-            }
-            struct ptx_launch l = {
-                .grid = {c->dims[0], c->dims[1], c->dims[2]},
-                .block = {c->dims[3], c->dims[4], c->dims[5]},
-                .shmem = c->shmem,
-                .args = c->args,
-                .argsize = c->argsize,
-                .dev = op->u.k.ctx ? op->u.k.ctx->dev : 0,
-            };
-            ptx_run(c->pk, &l);
-        }
+        for (size_t i = 0; i < op->u.k.ncalls; i++)
+            sim_run_kcall(&op->u.k.calls[i], op->u.k.ctx, seen);
+        break;
+    case SIM_OP_GRAPH:
+        sim_exec_run(op, seen);
         break;
     case SIM_OP_COPY:
         memmove(op->u.copy.dst, op->u.copy.staging ? op->u.copy.staging : op->u.copy.src,
@@ -385,6 +393,14 @@ uint64_t sim_stream_submit(struct sim_stream *s, struct sim_op *op, const struct
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_unlock(&g_submit_mu);
     return seq;
+}
+
+void sim_stream_throttle(struct sim_stream *s)
+{
+    pthread_mutex_lock(&s->mu);
+    while (s->submitted - s->completed >= SIM_LAUNCH_QUEUE && !s->destroyed)
+        pthread_cond_wait(&s->cv_done, &s->mu);
+    pthread_mutex_unlock(&s->mu);
 }
 
 static uint64_t stream_submitted(struct sim_stream *s)

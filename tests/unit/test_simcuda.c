@@ -1212,6 +1212,75 @@ Test(simcuda, setparams_after_launch_does_not_affect_queued_launch)
     CK(cuStreamDestroy_v2(s2));
 }
 
+/* Launches return at once and the worker runs their nodes later, so each
+ * queued launch must run the parameters set before it and none set after
+ * (cuda.h): a kernel node re-pointed before every launch, a memset node
+ * re-set, a node disabled for one launch, an update from another graph, and
+ * the exec destroyed while its launches are still queued (legal: the
+ * driver defers). Each launch writes buffers of its own, so a launch that
+ * ran another's parameters leaves a wrong or missing value. */
+Test(simcuda, queued_launches_run_the_parameters_set_before_them)
+{
+    setenv("SIMCUDA_KERNEL_DELAY_US", "20000", 1);
+    start();
+    enum { N = 64, L = 7 };
+    CUdeviceptr out[L], mark[L], first = alloc_f32(N);
+    for (int j = 0; j < L; j++) {
+        out[j] = alloc_f32(N);
+        mark[j] = alloc_f32(N);
+    }
+    CK(cuCtxSynchronize());
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    CUgraphNode k = add_fill_node(g, NULL, 0, first, 100.0f, N);
+    CUDA_MEMSET_NODE_PARAMS ms = {.dst = first, .pitch = 0, .value = 0, .elementSize = 4,
+                                  .width = N, .height = 1};
+    CUgraphNode m;
+    CK(cuGraphAddMemsetNode(&m, g, &k, 1, &ms, g_ctx));
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    launch_fill(s, first, 0.5f, N); /* the launches below queue behind it */
+    for (int j = 0; j < L; j++) {
+        float v = (float)(j + 1);
+        if (j == 5) {
+            /* launch 5: the exec updated from a graph of the same shape */
+            CUgraph u;
+            CK(cuGraphCreate(&u, 0));
+            CUgraphNode uk = add_fill_node(u, NULL, 0, out[j], v, N);
+            CUDA_MEMSET_NODE_PARAMS ums = ms;
+            ums.dst = mark[j];
+            ums.value = (unsigned)(j + 10);
+            CUgraphNode um;
+            CK(cuGraphAddMemsetNode(&um, u, &uk, 1, &ums, g_ctx));
+            CUgraphExecUpdateResultInfo info;
+            CK(cuGraphExecUpdate_v2(x, u, &info));
+            CK(cuGraphDestroy(u));
+        } else {
+            set_fill(x, k, out[j], v, N, CUDA_SUCCESS);
+            ms.dst = mark[j];
+            ms.value = (unsigned)(j + 10);
+            CK(cuGraphExecMemsetNodeSetParams(x, m, &ms, g_ctx));
+        }
+        CK(cuGraphNodeSetEnabled(x, k, j != 3)); /* launch 3 without its kernel */
+        CK(cuGraphLaunch(x, s));
+    }
+    CKE(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    CK(cuGraphExecDestroy(x)); /* launches still queued */
+    CK(cuStreamSynchronize(s));
+    for (int j = 0; j < L; j++) {
+        expect_all(out[j], N, j == 3 ? 0.0f : (float)(j + 1));
+        unsigned h[N];
+        CK(cuMemcpyDtoH_v2(h, mark[j], sizeof h));
+        for (int i = 0; i < N; i++)
+            cr_assert_eq(h[i], (unsigned)(j + 10), "launch %d: mark[%d] = %u", j, i, h[i]);
+    }
+    expect_all(first, N, 0.5f);
+    CK(cuGraphDestroy(g));
+    CK(cuStreamDestroy_v2(s));
+}
+
 Test(simcuda, graph_exec_update)
 {
     start();

@@ -10,6 +10,11 @@ assertion that prints what was expected and what was seen.
     pass PATTERN                  an exec that absorbs nothing passes
     reprobe STILL_FROM            a passing exec compares again, backing off
     settle PATTERN                slices that save nothing settle
+    update PATTERN MOVES [--expect-update-absorbed]
+                                  recapture/rebuild: bytes with and without
+                                  the shim (dedup, profiled; recapture in
+                                  every capture mode), and what reached the
+                                  driver (reported; asserted with the flag)
     priced                        every driver call a run makes has a price
     repeat PATTERN [RUNS]         same program, same prices: same decisions
     heap                          scripts/bench's heap fields per scaling row
@@ -30,6 +35,11 @@ import tempfile
 NODES = 64
 SMALL = ["--nodes", str(NODES), "--elems", "32", "--bytes", "2M"]
 PATTERNS = ["stable", "rebind", "realloc", "pingpong", "fanout", "periodic", "churn"]
+CAPTURE_MODES = ["global", "thread", "relaxed"]
+UPDATE_MODES = ["dedup", "profiled"]
+SETPARAMS = ("cuGraphExecKernelNodeSetParams_v2", "cuGraphExecKernelNodeSetParams",
+             "cuGraphExecNodeSetParams")
+UPDATES = ("cuGraphExecUpdate_v2", "cuGraphExecUpdate")
 
 
 class Checks:
@@ -246,6 +256,76 @@ def check_settle(checks, log, pattern):
         checks.equal("passing (fallback setparams) after settling", n, 1)
 
 
+def prices():
+    """name -> ns from the cost model (COST), or {} without one."""
+    out = {}
+    try:
+        with open(os.environ.get("COST", "")) as f:
+            for line in f:
+                fl = line.split("#", 1)[0].split()
+                if len(fl) >= 2 and fl[1].isdigit():
+                    out[fl[0]] = int(fl[1])
+    except OSError:
+        pass
+    return out
+
+
+def run_gb(args, mode=None, log=None):
+    r = subprocess.run([os.environ["GB"]] + args, env=env_for(mode, log), stdout=subprocess.PIPE,
+                       text=True)
+    return r.returncode, last_json(r.stdout) or {}
+
+
+def update_calls(checks, what, base, run, cost, expect):
+    """What reached the driver per timed step (graph_bench's one-run
+    counters), priced at the cost model: the run without the shim, the
+    same less its updates' price (what the shim should get to), and the
+    run with it. With `expect` (--expect-update-absorbed): no update
+    reaches the driver, no SetParams either when nothing changes, and at
+    most one per changed node otherwise."""
+    calls = run.get("driver_calls_per_step") or {}
+    bcalls = base.get("driver_calls_per_step") or {}
+    upd = sum(calls.get(k, 0) for k in UPDATES)
+    sp = sum(calls.get(k, 0) for k in SETPARAMS)
+    changed = run.get("changed_nodes_per_step")
+    priced = lambda c: sum(v * cost.get(k, 0) for k, v in c.items())
+    floor = priced(bcalls) - sum(bcalls.get(k, 0) * cost.get(k, 0) for k in UPDATES)
+    print("%s: per step %.4g updates and %.4g SetParams reached the driver (%s nodes changed); "
+          "priced %.0f ns, without the shim %.0f ns, less its updates %.0f ns"
+          % (what, upd, sp, changed, priced(calls), priced(bcalls), floor))
+    if not expect:
+        return
+    checks.equal("%s: updates reaching the driver per step" % what, upd, 0)
+    if changed == 0 or (what.endswith("profiled") and "pingpong" in what):
+        checks.equal("%s: SetParams reaching the driver per step" % what, sp, 0)
+    else:
+        checks.expect("%s: SetParams per step at most the changed nodes" % what,
+                      changed is not None and sp <= changed, "<= %s" % changed, repr(sp))
+
+
+def check_update(checks, log, pattern, moves, expect):
+    """recapture and rebuild (a new graph every step, cuGraphExecUpdate):
+    graph_bench exits 0 (its host replay holds) with and without the shim,
+    in dedup and profiled, with bytes equal to the run without it, in every
+    capture mode for recapture. The shim's savings are reported, and
+    asserted only with --expect-update-absorbed."""
+    cost = prices()
+    for cm in CAPTURE_MODES if pattern == "recapture" else [None]:
+        args = (["--pattern", pattern, "--moves", moves, "--steps", "24", "--warmup", "6"] + SMALL
+                + (["--capture-mode", cm] if cm else []))
+        what = "/".join(x for x in (pattern, moves, cm) if x)
+        rc, base = run_gb(args)
+        ca = base.get("checksum")
+        checks.equal("%s: graph_bench exits 0 without the shim" % what, rc, 0)
+        checks.expect("%s: checksum without the shim" % what, bool(ca), "a checksum", repr(ca))
+        for mode in UPDATE_MODES:
+            rc, run = run_gb(args, mode, log)
+            checks.equal("%s: graph_bench exits 0 under the shim (%s)" % (what, mode), rc, 0)
+            checks.equal("%s: checksum under the shim (%s) equals the one without" % (what, mode),
+                         run.get("checksum"), ca)
+            update_calls(checks, "%s/%s" % (what, mode), base, run, cost, expect)
+
+
 # Decision events and the fields that make the decision: times, pids,
 # addresses and the measured prices are left out (noise may move a price,
 # never a decision).
@@ -287,18 +367,12 @@ def check_repeat(checks, log, pattern, runs="10"):
     """The same program with the same prices (simcuda's SIMCUDA_COST from
     the cost model) makes the same sequence of decisions in every run: the
     decision events of the logs equal, apart from times and addresses."""
-    cost = os.environ["COST"]
-    prices = []
-    with open(cost) as f:
-        for line in f:
-            fl = line.split("#", 1)[0].split()
-            if len(fl) >= 2:
-                prices.append("%s:%s" % (fl[0], fl[1]))
+    price_list = ["%s:%d" % kv for kv in prices().items()]
     seqs = []
     for r in range(int(runs)):
         if os.path.exists(log):
             os.unlink(log)
-        env = env_for("profiled", log, {"SIMCUDA_COST": ",".join(prices),
+        env = env_for("profiled", log, {"SIMCUDA_COST": ",".join(price_list),
                                         "VAREMAP_LOG_LEVEL": "debug"})
         p = subprocess.run([os.environ["GB"], "--pattern", pattern, "--nodes", "1000",
                             "--steps", "300", "--warmup", "20", "--elems", "16", "--bytes", "2M"],
@@ -442,6 +516,9 @@ def main(argv):
             check_settle(checks, log, *args)
         elif what == "repeat" and 1 <= len(args) <= 2:
             check_repeat(checks, log, *args)
+        elif what == "update" and len(args) in (2, 3) and args[0] in ("recapture", "rebuild") \
+                and args[2:] in ([], ["--expect-update-absorbed"]):
+            check_update(checks, log, args[0], args[1], len(args) == 3)
         elif what == "priced" and not args:
             check_priced(checks)
         elif what == "heap" and not args:

@@ -23,16 +23,29 @@
  * --still-from S stops fanout's and periodic's replacements at step S (each
  * fan buffer keeps the member it had): buffers that move for a while, then
  * settle.
+ * Two patterns make a new graph every step instead of re-setting the
+ * exec's nodes, and update the exec from it (cuGraphExecUpdate_v2), as
+ * programs that capture or rebuild their step do; the buffers move as
+ * --moves says (stable, rebind, realloc, pingpong: as those patterns):
+ *   recapture  cuStreamBeginCapture (--capture-mode global|thread|relaxed)
+ *              on the program's stream, N cuLaunchKernel with this step's
+ *              buffers, cuStreamEndCapture; the exec is instantiated from
+ *              the same capture of step 0
+ *   rebuild    cuGraphCreate and N cuGraphAddKernelNode_v2 (the chain of
+ *              the other patterns)
+ * then cuGraphExecUpdate_v2 (its result must be success), cuGraphLaunch and
+ * cuGraphDestroy of the step's graph. The exec keeps naming the nodes of
+ * the graph it was instantiated from, which lives to the end.
  * The first B nodes add X (or the carried state) into their pool member;
  * under churn they write it, so a fresh allocation needs no initialization.
- * Every step: pattern work (alloc/free), refill X, SetParams on all N nodes,
- * one cuGraphLaunch, the pattern's frees, and every --sync-every steps a
+ * Every step: pattern work (alloc/free), refill X, SetParams on all N nodes
+ * (recapture, rebuild: the new graph and the update), one cuGraphLaunch, the pattern's frees, and every --sync-every steps a
  * cuStreamSynchronize (default 0: only after the last step). The first
  * --warmup steps are not timed (they contain the shim's profile window and
  * transition; their wall times are printed one by one); the rest are: wall
  * time per step (the steps' own clock), the calling thread's and the whole
  * process's CPU time per step, and the time inside the SetParams loop and
- * inside cuGraphLaunch. The heap in use (mallinfo2: arena + mmapped chunks)
+ * inside cuGraphLaunch (wall, and the calling thread's CPU). The heap in use (mallinfo2: arena + mmapped chunks)
  * is read right after the timed steps, before anything is freed, and with it
  * the part of it that simcuda holds for its own objects (graphs, execs,
  * streams: driver memory on a GPU), from the simcuda-only query
@@ -73,9 +86,25 @@
 #define VR_PTX_DEFAULT "vr_kernels.ptx"
 #endif
 
-enum pattern { P_STABLE, P_REBIND, P_REALLOC, P_PINGPONG, P_FANOUT, P_PERIODIC, P_CHURN, NPATTERN };
-static const char *const pattern_names[NPATTERN] = { "stable",  "rebind",   "realloc", "pingpong",
-                                                     "fanout",  "periodic", "churn" };
+enum pattern {
+    P_STABLE, P_REBIND, P_REALLOC, P_PINGPONG, P_FANOUT, P_PERIODIC, P_CHURN,
+    P_RECAPTURE, P_REBUILD, NPATTERN
+};
+static const char *const pattern_names[NPATTERN] = { "stable",  "rebind",   "realloc",   "pingpong",
+                                                     "fanout",  "periodic", "churn",     "recapture",
+                                                     "rebuild" };
+
+/* recapture and rebuild: how the buffers move under the graph, as the
+ * pattern of the same name does (the first four patterns, in order). */
+enum moves { M_STABLE, M_REBIND, M_REALLOC, M_PINGPONG, NMOVES };
+static const char *const moves_names[NMOVES] = { "stable", "rebind", "realloc", "pingpong" };
+
+/* recapture: the mode of every step's cuStreamBeginCapture. */
+static const char *const cmode_names[] = { "global", "thread", "relaxed" };
+static const CUstreamCaptureMode cmodes[] = { CU_STREAM_CAPTURE_MODE_GLOBAL,
+                                             CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                                             CU_STREAM_CAPTURE_MODE_RELAXED };
+#define NCMODE (sizeof cmodes / sizeof cmodes[0])
 
 enum kmix { KM_MIX, KM_SCALE, KM_STRUCT, NKMIX };
 static const char *const kmix_names[NKMIX] = { "mix", "scale", "struct" };
@@ -124,6 +153,8 @@ struct opts {
     enum kmix kmix;
     enum api api;
     enum order order;
+    enum moves moves;  /* recapture, rebuild */
+    unsigned cmode;    /* recapture: index into cmodes */
     unsigned nodes, buffers, steps, warmup, k, sync_every, fan, pool, period;
     unsigned still_from; /* fanout, periodic: no buffer moves from this step on (0: never) */
     unsigned long long seed;
@@ -158,6 +189,11 @@ static struct {
     unsigned long long (*entry_cost)(int);
     /* calls this program made during the timed steps */
     unsigned long long c_setparams, c_launch, c_memset, c_alloc, c_free, c_sync;
+    /* recapture and rebuild: their graph calls in the timed steps, and the
+     * nodes whose arguments differ from the previous step's */
+    unsigned long long c_update, c_changed;
+    unsigned char *prev_args; /* each node's argument bytes at the previous step */
+    size_t arg_stride;
     uint64_t *warm_ns; /* wall time of each untimed step */
     void *sink;
 } G;
@@ -202,16 +238,23 @@ static uint64_t now_ns(void)
 static _Noreturn void usage(void)
 {
     fprintf(stderr,
-            "usage: %s [--pattern stable|rebind|realloc|pingpong|fanout|periodic|churn]\n"
+            "usage: %s [--pattern stable|rebind|realloc|pingpong|fanout|periodic|churn|\n"
+            "                     recapture|rebuild]\n"
             "  [--nodes N] [--buffers Bs] [--fan B] [--pool M] [--period P] [--seed S]\n"
             "  [--steps S] [--warmup W] [--k K] [--bytes N] [--elems N]\n"
             "  [--kernel mix|scale|struct] [--api v2|v1|node] [--sync-every K] [--ptx PATH]\n"
             "  [--order forward|reverse|shuffle] [--still-from S]\n"
+            "  [--moves stable|rebind|realloc|pingpong] [--capture-mode global|thread|relaxed]\n"
             "defaults: stable, 1000 nodes, 16 buffers, fan 8, pool 4, period 3, seed 1,\n"
             "  200 steps, warmup 10, k 10, bytes 1M, elems 256, kernel mix, api v2,\n"
             "  sync-every 0 (only after the last step), order forward (shuffle: a new\n"
             "  random order of the SetParams calls every step), still-from 0 (fanout\n"
-            "  and periodic move their buffers at every step; S: at steps before S only)\n",
+            "  and periodic move their buffers at every step; S: at steps before S only)\n"
+            "recapture and rebuild make a new graph every step (stream capture, or\n"
+            "  cuGraphCreate + cuGraphAddKernelNode) with this step's buffers and update\n"
+            "  the exec from it (cuGraphExecUpdate_v2) instead of SetParams; --moves\n"
+            "  (default stable) moves their buffers as the pattern of that name does;\n"
+            "  --capture-mode (recapture; default global) is cuStreamBeginCapture's mode\n",
             prog);
     exit(2);
 }
@@ -266,6 +309,10 @@ static void parse(int argc, char **argv, struct opts *o)
             o->api = (enum api)pick(v, api_names, NAPI);
         else if (!strcmp(a, "--order"))
             o->order = (enum order)pick(v, order_names, NORDER);
+        else if (!strcmp(a, "--moves"))
+            o->moves = (enum moves)pick(v, moves_names, NMOVES);
+        else if (!strcmp(a, "--capture-mode"))
+            o->cmode = pick(v, cmode_names, NCMODE);
         else if (!strcmp(a, "--nodes"))
             o->nodes = (unsigned)parse_num(v, 1000000);
         else if (!strcmp(a, "--buffers"))
@@ -305,6 +352,16 @@ static void parse(int argc, char **argv, struct opts *o)
                 prog);
         usage();
     }
+    bool updates = o->pattern == P_RECAPTURE || o->pattern == P_REBUILD;
+    for (int i = 1; i < argc; i += 2) {
+        bool moves = !strcmp(argv[i], "--moves"), cmode = !strcmp(argv[i], "--capture-mode");
+        if ((moves && !updates) || (cmode && o->pattern != P_RECAPTURE) ||
+            (updates && (!strcmp(argv[i], "--api") || !strcmp(argv[i], "--order")))) {
+            fprintf(stderr, "%s: %s does not apply to --pattern %s\n", prog, argv[i],
+                    pattern_names[o->pattern]);
+            usage();
+        }
+    }
 }
 
 /* ---- graph ------------------------------------------------------------- */
@@ -319,6 +376,19 @@ static unsigned bits(float f)
 static float x_value(unsigned step)
 {
     return 1.0f + 0.5f * (float)(step % 7);
+}
+
+/* The patterns that update the exec from a new graph every step. */
+static bool update_pattern(void)
+{
+    return G.o.pattern == P_RECAPTURE || G.o.pattern == P_REBUILD;
+}
+
+/* How the role buffers move: the pattern's own rule, or --moves. */
+static enum pattern moves(void)
+{
+    static const enum pattern as[NMOVES] = { P_STABLE, P_REBIND, P_REALLOC, P_PINGPONG };
+    return update_pattern() ? as[G.o.moves] : G.o.pattern;
 }
 
 static bool fan_pattern(void)
@@ -362,8 +432,8 @@ static CUdeviceptr resolve(int role, unsigned step)
     switch (role) {
     case R_X: return G.x;
     case R_O: return G.out;
-    case R_PCUR: return G.o.pattern == P_PINGPONG ? G.pp[step % 2] : G.pp[0];
-    case R_PNEXT: return G.o.pattern == P_PINGPONG ? G.pp[(step + 1) % 2] : G.pp[0];
+    case R_PCUR: return moves() == P_PINGPONG ? G.pp[step % 2] : G.pp[0];
+    case R_PNEXT: return moves() == P_PINGPONG ? G.pp[(step + 1) % 2] : G.pp[0];
     case R_NONE: return 0;
     default: return G.w[role];
     }
@@ -496,15 +566,95 @@ static CUDA_KERNEL_NODE_PARAMS kparams(struct node *nd, unsigned step)
                                       .blockDimZ = 1, .kernelParams = args(nd, step) };
 }
 
+/* The chain of nodes with this step's buffers, as an explicit graph; keep:
+ * the nodes' handles are the exec's (the graph it is instantiated from). */
+static CUgraph chain(unsigned step, bool keep)
+{
+    CUgraph g;
+    CUgraphNode prev = NULL, h;
+    CK(cuGraphCreate(&g, 0));
+    for (unsigned i = 0; i < G.o.nodes; i++) {
+        CUDA_KERNEL_NODE_PARAMS p = kparams(&G.nodes[i], step);
+        CK(cuGraphAddKernelNode_v2(&h, g, prev ? &prev : NULL, prev ? 1 : 0, &p));
+        if (keep)
+            G.nodes[i].h = h;
+        prev = h;
+    }
+    return g;
+}
+
+/* recapture: the same chain launched into the program's stream while it
+ * captures (each launch depends on the one before, as in the chain). */
+static CUgraph capture(unsigned step)
+{
+    CUgraph g;
+    CK(cuStreamBeginCapture_v2(G.stream, cmodes[G.o.cmode]));
+    for (unsigned i = 0; i < G.o.nodes; i++) {
+        struct node *nd = &G.nodes[i];
+        CK(cuLaunchKernel(G.fn[nd->k], G.grid, 1, 1, G.block, 1, 1, 0, G.stream, args(nd, step),
+                          NULL));
+    }
+    CK(cuStreamEndCapture(G.stream, &g));
+    return g;
+}
+
+/* A node's argument bytes as its kernelParams give them (at most 32). */
+enum { ARG_STRIDE = 32 };
+static size_t arg_bytes(const struct node *nd, unsigned char *out)
+{
+    static const size_t sizes[NKERN][4] = {
+        [K_SCALE] = { 8, 8, 4, 8 }, [K_AXPY] = { 8, 8, 4, 8 }, [K_ADD] = { 8, 8, 8, 8 },
+        [K_AFFINE] = { sizeof(struct vr_affine) },
+    };
+    size_t n = 0;
+    for (unsigned j = 0; j < 4 && sizes[nd->k][j]; j++) {
+        memcpy(out + n, nd->kp[j], sizes[nd->k][j]);
+        n += sizes[nd->k][j];
+    }
+    return n;
+}
+
+/* Nodes whose arguments (as last built) differ from the previous step's:
+ * what an update has to change at the least. */
+static unsigned changed_nodes(void)
+{
+    unsigned changed = 0;
+    for (unsigned i = 0; i < G.o.nodes; i++) {
+        unsigned char now[ARG_STRIDE] = { 0 };
+        arg_bytes(&G.nodes[i], now);
+        unsigned char *was = G.prev_args + (size_t)i * ARG_STRIDE;
+        if (memcmp(now, was, ARG_STRIDE)) {
+            changed++;
+            memcpy(was, now, ARG_STRIDE);
+        }
+    }
+    return changed;
+}
+
 static void build(void)
 {
-    CK(cuGraphCreate(&G.graph, 0));
-    for (unsigned i = 0; i < G.o.nodes; i++) {
-        CUDA_KERNEL_NODE_PARAMS p = kparams(&G.nodes[i], 0);
-        CUgraphNode *dep = i ? &G.nodes[i - 1].h : NULL;
-        CK(cuGraphAddKernelNode_v2(&G.nodes[i].h, G.graph, dep, i ? 1 : 0, &p));
-    }
+    G.graph = G.o.pattern == P_RECAPTURE ? capture(0) : chain(0, true);
     CK(cuGraphInstantiateWithFlags(&G.exec, G.graph, 0));
+    if (update_pattern()) {
+        G.prev_args = calloc(G.o.nodes, ARG_STRIDE);
+        if (!G.prev_args)
+            die("out of memory");
+        changed_nodes();
+    }
+}
+
+/* recapture, rebuild: the exec takes this step's graph; the update's wall
+ * time is added to *ns. */
+static void update_from(CUgraph g, uint64_t *ns)
+{
+    CUgraphExecUpdateResultInfo info;
+    memset(&info, 0, sizeof info);
+    uint64_t t0 = now_ns();
+    CUresult rc = cuGraphExecUpdate_v2(G.exec, g, &info);
+    *ns += now_ns() - t0;
+    check("cuGraphExecUpdate_v2", rc);
+    if (info.result != CU_GRAPH_EXEC_UPDATE_SUCCESS)
+        die("cuGraphExecUpdate_v2: update result %d", (int)info.result);
 }
 
 static void set_params(struct node *nd, unsigned step)
@@ -579,8 +729,8 @@ static float *host_buf(float *h, int role, unsigned step, const unsigned *member
     switch (role) {
     case R_X: return h + b * n;
     case R_O: return h + (b + 1) * n;
-    case R_PCUR: return h + (b + 2 + (G.o.pattern == P_PINGPONG ? step % 2 : 0)) * n;
-    case R_PNEXT: return h + (b + 2 + (G.o.pattern == P_PINGPONG ? (step + 1) % 2 : 0)) * n;
+    case R_PCUR: return h + (b + 2 + (moves() == P_PINGPONG ? step % 2 : 0)) * n;
+    case R_PNEXT: return h + (b + 2 + (moves() == P_PINGPONG ? (step + 1) % 2 : 0)) * n;
     default: return h + (size_t)role * n;
     }
 }
@@ -779,6 +929,7 @@ int main(int argc, char **argv)
 
     struct varemap_stats s0 = { 0 }, s1 = { 0 };
     uint64_t t_total = 0, t_setparams = 0, t_launch = 0, t_start = now_ns(), cpu0 = 0, pcpu0 = 0;
+    uint64_t t_update = 0, t_launch_cpu = 0;
     for (unsigned step = 0; step < o->steps; step++) {
         bool timed = step >= o->warmup;
         if (step == o->warmup) {
@@ -792,12 +943,12 @@ int main(int argc, char **argv)
         uint64_t t0 = now_ns();
         CUdeviceptr old_x = 0, old_out = 0;
         unsigned calls_alloc = 0;
-        if (o->pattern == P_REBIND && step > 0 && step % o->k == 0) {
+        if (moves() == P_REBIND && step > 0 && step % o->k == 0) {
             old_x = G.x;
             CK(cuMemAlloc_v2(&G.x, o->bytes));
             calls_alloc++;
         }
-        if (o->pattern == P_REALLOC && step > 0) {
+        if (moves() == P_REALLOC && step > 0) {
             old_out = G.out;
             CK(cuMemAlloc_v2(&G.out, o->bytes));
             calls_alloc++;
@@ -821,11 +972,22 @@ int main(int argc, char **argv)
             G.order[j] = t;
         }
         uint64_t t1 = now_ns();
-        for (unsigned i = 0; i < o->nodes; i++)
-            set_params(&G.nodes[G.order[i]], step);
-        uint64_t t2 = now_ns();
+        CUgraph step_graph = NULL;
+        unsigned changed = 0;
+        uint64_t tu = 0;
+        if (update_pattern()) {
+            step_graph = o->pattern == P_RECAPTURE ? capture(step) : chain(step, false);
+            changed = changed_nodes();
+            update_from(step_graph, &tu);
+        } else {
+            for (unsigned i = 0; i < o->nodes; i++)
+                set_params(&G.nodes[G.order[i]], step);
+        }
+        uint64_t t2 = now_ns(), c2 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
         CK(cuGraphLaunch(G.exec, G.stream));
-        uint64_t t3 = now_ns();
+        uint64_t t3 = now_ns(), c3 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        if (step_graph)
+            CK(cuGraphDestroy(step_graph));
         unsigned calls_free = 0;
         if (old_x) {
             CK(cuMemFree_v2(old_x));
@@ -851,7 +1013,11 @@ int main(int argc, char **argv)
             t_total += t4 - t0;
             t_setparams += t2 - t1;
             t_launch += t3 - t2;
-            G.c_setparams += o->nodes;
+            t_launch_cpu += c3 - c2;
+            t_update += tu;
+            G.c_update += step_graph != NULL;
+            G.c_changed += changed;
+            G.c_setparams += update_pattern() ? 0 : o->nodes;
             G.c_launch++;
             G.c_memset++;
             G.c_alloc += calls_alloc;
@@ -911,9 +1077,10 @@ int main(int argc, char **argv)
      * benchmark's figures are for host versions unless it says ptx. */
     const char *sk = getenv("SIMCUDA_KERNELS");
     const char *sim_kernels = !nentries ? "none" : sk && !strcmp(sk, "host") ? "host" : "ptx";
-    printf("graph_bench: pattern=%s kernel=%s api=%s nodes=%u buffers=%u fan=%u steps=%u "
+    printf("graph_bench: pattern=%s%s%s kernel=%s api=%s nodes=%u buffers=%u fan=%u steps=%u "
            "warmup=%u simcuda_kernels=%s\n",
-           pattern_names[o->pattern], kmix_names[o->kmix], api_names[o->api], o->nodes,
+           pattern_names[o->pattern], update_pattern() ? " moves=" : "",
+           update_pattern() ? moves_names[o->moves] : "", kmix_names[o->kmix], api_names[o->api], o->nodes,
            o->buffers, fan_pattern() ? o->fan : 0, o->steps, o->warmup, sim_kernels);
     printf("graph_bench: host ns/step %.0f (setparams %.1f ns/call, launch %.0f ns)\n",
            (double)t_total / per, (double)t_setparams / (per * o->nodes),
@@ -929,6 +1096,14 @@ int main(int argc, char **argv)
            order_names[o->order], o->nodes, o->buffers, o->steps, o->warmup, timed, o->k, o->bytes, o->elems, o->sync_every);
     if (fan_pattern())
         printf("\"fan\": %u, \"pool\": %u, \"seed\": %llu, ", o->fan, pool_size(), o->seed);
+    if (update_pattern()) {
+        printf("\"moves\": \"%s\", ", moves_names[o->moves]);
+        if (o->pattern == P_RECAPTURE)
+            printf("\"capture_mode\": \"%s\", ", cmode_names[o->cmode]);
+        printf("\"update_ns_per_call\": %.1f, \"changed_nodes_per_step\": %.4g, ",
+               G.c_update ? (double)t_update / (double)G.c_update : 0.0,
+               (double)G.c_changed / per);
+    }
     printf("\"process_cpu_ns_per_step\": %.1f, \"heap_bytes\": %lld, ", (double)pcpu / per, heap);
     if (driver_heap >= 0)
         printf("\"driver_heap_bytes\": %lld, ", driver_heap);
@@ -941,23 +1116,43 @@ int main(int argc, char **argv)
     printf("], ");
     printf("\"wall_ns_per_step\": %.1f, \"cpu_ns_per_step\": %.1f, "
            "\"setparams_ns_per_call\": %.2f, \"launch_ns_per_call\": %.1f, "
+           "\"launch_cpu_ns_per_call\": %.1f, "
            "\"issue_ns_total\": %" PRIu64 ", \"wall_ns_total\": %" PRIu64 ", ",
            (double)t_total / per, (double)cpu / per, (double)t_setparams / (per * o->nodes),
-           (double)t_launch / per, t_issue, t_all);
-    printf("\"app_calls_per_step\": {\"%s\": %.4g, \"cuGraphLaunch\": %.4g, "
+           (double)t_launch / per, (double)t_launch_cpu / per, t_issue, t_all);
+    printf("\"app_calls_per_step\": {");
+    if (o->pattern == P_RECAPTURE)
+        printf("\"cuStreamBeginCapture_v2\": %.4g, \"cuLaunchKernel\": %.4g, "
+               "\"cuStreamEndCapture\": %.4g, ", (double)G.c_update / per,
+               (double)G.c_update * o->nodes / per, (double)G.c_update / per);
+    else if (o->pattern == P_REBUILD)
+        printf("\"cuGraphCreate\": %.4g, \"cuGraphAddKernelNode_v2\": %.4g, ",
+               (double)G.c_update / per, (double)G.c_update * o->nodes / per);
+    if (update_pattern())
+        printf("\"cuGraphExecUpdate_v2\": %.4g, \"cuGraphDestroy\": %.4g, ",
+               (double)G.c_update / per, (double)G.c_update / per);
+    else
+        printf("\"%s\": %.4g, ", api_syms[o->api], (double)G.c_setparams / per);
+    printf("\"cuGraphLaunch\": %.4g, "
            "\"cuMemsetD32Async\": %.4g, \"cuMemAlloc_v2\": %.4g, \"cuMemFree_v2\": %.4g, "
            "\"cuStreamSynchronize\": %.4g}, ",
-           api_syms[o->api], (double)G.c_setparams / per, (double)G.c_launch / per,
-           (double)G.c_memset / per, (double)G.c_alloc / per, (double)G.c_free / per,
-           (double)G.c_sync / per);
+           (double)G.c_launch / per, (double)G.c_memset / per, (double)G.c_alloc / per,
+           (double)G.c_free / per, (double)G.c_sync / per);
     if (nentries) {
         /* Every call that reached the driver in the timed steps (the
          * program's and the shim's), and what they cost at SIMCUDA_COST's
          * prices: noise-free, unlike the clocks above. */
-        unsigned long long priced = 0;
+        unsigned long long priced = 0, updates = 0, priced_updates = 0, update_price = 0;
         printf("\"driver_calls_per_step\": {");
         for (int i = 0, first = 1; i < nentries; i++) {
             unsigned long long d = calls1[i] - calls0[i];
+            /* both update entry points (v2 and the CUDA 10.2 one) */
+            bool update = !strcmp(G.entry_name(i), "cuGraphExecUpdate_v2") ||
+                          !strcmp(G.entry_name(i), "cuGraphExecUpdate");
+            if (!strcmp(G.entry_name(i), "cuGraphExecUpdate_v2"))
+                update_price = G.entry_cost(i);
+            updates += update ? d : 0;
+            priced_updates += update ? d * G.entry_cost(i) : 0;
             if (!d)
                 continue;
             priced += d * G.entry_cost(i);
@@ -966,9 +1161,21 @@ int main(int argc, char **argv)
         }
         printf("}, \"priced_ns_per_step\": %.1f, \"simcuda_kernels\": \"%s\", ", (double)priced / per,
                sim_kernels);
+        /* What the updates that reached the driver cost, so that "the run
+         * without the shim minus the update's price" can be read off. */
+        if (update_pattern())
+            printf("\"update_price_ns\": %llu, \"driver_updates_per_step\": %.4g, "
+                   "\"priced_update_ns_per_step\": %.1f, "
+                   "\"priced_ns_per_step_less_updates\": %.1f, ",
+                   update_price, (double)updates / per, (double)priced_updates / per,
+                   (double)(priced - priced_updates) / per);
     } else {
         printf("\"driver_calls_per_step\": null, \"priced_ns_per_step\": null, "
                "\"simcuda_kernels\": null, ");
+        if (update_pattern())
+            printf("\"update_price_ns\": null, \"driver_updates_per_step\": null, "
+                   "\"priced_update_ns_per_step\": null, "
+                   "\"priced_ns_per_step_less_updates\": null, ");
     }
     printf("\"checksum\": \"%016" PRIx64 "\", \"sum\": %.9g, \"verified\": %s, "
            "\"max_rel_error\": %.3g, ",
@@ -996,6 +1203,7 @@ int main(int argc, char **argv)
     free(G.member);
     free(G.pool);
     free(G.warm_ns);
+    free(G.prev_args);
     free(calls0);
     free(calls1);
     if (!verified)
