@@ -397,7 +397,8 @@ static void update_succeeded(const struct update_call *u)
 
 /* Applies upd to e without cuGraphExecUpdate when it differs from the
  * exec's graph in kernel arguments at most: NULL when done (*nchanged
- * nodes differed, *nset SetParams were made for them), else why the
+ * nodes differed, *nset SetParams of theirs reached the driver; the rest
+ * were absorbed), else why the
  * update must be forwarded (nothing was changed then, except where a
  * SetParams failed midway: the forwarded update sets every node anyway). */
 static const char *absorb_update(struct vr_exec *e, const struct vr_grec *upd, size_t *nchanged,
@@ -421,15 +422,21 @@ static const char *absorb_update(struct vr_exec *e, const struct vr_grec *upd, s
     void **kp = malloc(e->ns.max_params * sizeof *kp);
     const char *why = changed && kp ? vr_grec_diff(e->rec, upd, &e->ns, changed, nchanged)
                                     : "no_memory";
+    /* The program's SetParams counters (setparams_seen and the rest) count
+     * the program's calls only: these are the update's, counted apart. */
+    struct counters before = e->c;
     for (size_t i = 0; !why && i < *nchanged; i++) {
         CUDA_KERNEL_NODE_PARAMS_v2 p;
         vr_grec_kernel_params(upd, changed[i], &p, kp);
         /* The exec's own node: the driver knows no other. */
         if (vr_ex_setparams_locked(e, e->ns.v[changed[i]].handle, VR_SP_V2, &p) != 0)
             why = "setparams_failed";
-        else
-            ++*nset;
     }
+    *nset = e->c.forwarded - before.forwarded;
+    e->c.seen = before.seen;
+    e->c.skipped = before.skipped;
+    e->c.forwarded = before.forwarded;
+    e->c.xabsorbed = before.xabsorbed;
     free(changed);
     free(kp);
     return why;
