@@ -195,6 +195,9 @@ static void recapture_case(const char *pattern, const char *mode, const char *ex
     uint64_t updates = sim_sum(&plain, update_syms);
     cr_assert_eq(updates, 10, "%s: %llu updates without the shim", tag,
                  (unsigned long long)updates);
+    /* The recorder knew every graph: the getters' read (the one user of
+     * cuGraphNodeGetDependencies) never ran. */
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuGraphNodeGetDependencies"), 0, "%s", tag);
     uint64_t sp = sim_sum(&shim, setparams_syms), trans = summary(&shim, "transition_updates");
     if (!strcmp(pattern, "stable")) {
         /* Nothing changes: nothing reaches the driver. */
@@ -250,6 +253,7 @@ Test(exec, recapture_while_another_thread_captures)
     /* main's stable updates absorbed, the other thread's pingpong ones too */
     cr_assert_eq(sim_sum(&shim, update_syms), 0);
     cr_assert_eq(vr_log_count(&shim.log, "update_absorbed"), 20);
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuGraphNodeGetDependencies"), 0);
     vr_run_free(&plain);
     vr_run_free(&shim);
 }
