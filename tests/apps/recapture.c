@@ -13,7 +13,10 @@
  * the graph with cuGraphAddKernelNode instead of capturing; --join sends the
  * middle node through a second stream joined by an event; --thread has
  * another thread capture and update its own exec meanwhile; --v1 updates
- * through cuGraphExecUpdate's v1 entry point. stdout: per step the update's
+ * through cuGraphExecUpdate's v1 entry point; --clone updates from a clone
+ * of the step's graph (made behind the recorder's back); --async does not
+ * wait for a launch before the next step's update (for stable and
+ * pingpong). stdout: per step the update's
  * CUresult, result and whether an error node came back, and the outputs'
  * sum: compared with and without the shim.
  */
@@ -100,7 +103,7 @@ static CUgraph build(struct work *w)
 
 struct opts {
     const char *pattern;
-    bool explicit_api, join, v1;
+    bool explicit_api, join, v1, clone, async;
     unsigned steps, nodes;
 };
 
@@ -160,6 +163,14 @@ static double run(const struct opts *o, const char *tag)
             w.n = o->nodes + 1;
         }
         CUgraph g = o->explicit_api ? build(&w) : capture(&w, o->join);
+        if (o->clone) {
+            /* A graph the shim never saw made (cuGraphClone is not
+             * recorded): the update reads it through the getters. */
+            CUgraph c;
+            CK(cuGraphClone(&c, g));
+            CK(cuGraphDestroy(g));
+            g = c;
+        }
         CUresult r;
         int result;
         bool err_node;
@@ -183,6 +194,12 @@ static double run(const struct opts *o, const char *tag)
         }
         CK(cuGraphDestroy(g)); /* right after the update */
         CK(cuGraphLaunch(x, w.st));
+        if (o->async) {
+            /* The next step's capture and update meet this launch still
+             * running (SIMCUDA_KERNEL_DELAY_US): only the end is waited for. */
+            if (s + 1 < o->steps)
+                continue;
+        }
         CK(cuStreamSynchronize(w.st));
         if (old_in)
             CK(cuMemFree_v2(old_in));
@@ -244,10 +261,14 @@ int main(int argc, char **argv)
             thread = true;
         } else if (!strcmp(a, "--v1")) {
             o.v1 = true;
+        } else if (!strcmp(a, "--clone")) {
+            o.clone = true;
+        } else if (!strcmp(a, "--async")) {
+            o.async = true;
         } else {
             fprintf(stderr, "usage: recapture [--pattern stable|pingpong|move|topology] "
                             "[--mode global|thread|relaxed] [--explicit] [--join] [--thread] "
-                            "[--v1] [--steps S] [--nodes N]\n");
+                            "[--v1] [--clone] [--async] [--steps S] [--nodes N]\n");
             return 2;
         }
     }

@@ -257,3 +257,39 @@ Test(exec, recapture_while_another_thread_captures)
     vr_run_free(&plain);
     vr_run_free(&shim);
 }
+
+/* A graph the shim never saw made (a clone): read once through the getters
+ * at each update; the pointer-only updates are still absorbed. */
+Test(exec, recapture_update_from_an_unseen_graph)
+{
+    const char *args[] = {"--pattern", "pingpong", "--steps", "10", "--nodes", "8", "--clone",
+                          NULL};
+    struct vr_run plain, shim;
+    recapture("recap_clone", args, &plain, &shim);
+    cr_assert_eq(sim_sum(&plain, update_syms), 10);
+    cr_assert_eq(sim_sum(&shim, update_syms), 0);
+    cr_assert_eq(vr_log_count(&shim.log, "update_absorbed"), 10);
+    cr_assert_gt(vr_sim_calls(&shim.stats, "cuGraphNodeGetDependencies"), 0,
+                 "the getters were not read");
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
+
+/* Each update meets the exec's last launch still running (kernels take
+ * 200 us, nothing waited for until the end): same bytes, no update sent. */
+Test(exec, recapture_update_while_a_launch_runs)
+{
+    const char *args[] = {"--pattern", "pingpong", "--steps", "10", "--nodes", "8", "--async",
+                          NULL};
+    static const char *const env[] = {"SIMCUDA_KERNEL_DELAY_US=200", NULL};
+    struct vr_run plain, shim;
+    cr_assert_eq(vr_run_app("recap_async_plain", "recapture", args, 0, env, &plain), 0);
+    cr_assert_eq(plain.proc.status, 0, "%s", plain.proc.err.p);
+    cr_assert_eq(vr_run_app("recap_async_shim", "recapture", args, VR_RUN_SHIM, env, &shim), 0);
+    cr_assert_eq(shim.proc.status, 0, "%s", shim.proc.err.p);
+    cr_assert_str_eq(plain.proc.out.p, shim.proc.out.p);
+    cr_assert_eq(sim_sum(&shim, update_syms), 0);
+    cr_assert_eq(vr_log_count(&shim.log, "update_absorbed"), 10);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
