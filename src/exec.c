@@ -330,7 +330,14 @@ static void reset_locked(struct vr_exec *e, CUgraph graph)
     e->prof = NULL;
     vr_ex_log_exec_event("exec_reset", e);
     if (e->orphan) {
-        vr_ex_set_state(e, ST_DISABLED); /* its nodes still cannot be named */
+        /* Its nodes still cannot be named, but its shadows must follow the
+         * driver: an update that changes nothing is answered from them. */
+        vr_ex_set_state(e, ST_DISABLED);
+        if (vr_nodes_refresh(&e->ns, graph) != 0 || alloc_scratch(e) != 0) {
+            vr_ex_set_state(e, ST_OPAQUE);
+            for (size_t i = 0; i < e->ns.n; i++)
+                vr_node_make_opaque(&e->ns, &e->ns.v[i]);
+        }
         return;
     }
     /* Each update undoes the decision: its slices are made again (a map and
@@ -410,8 +417,6 @@ static const char *absorb_update(struct vr_exec *e, const struct vr_grec *upd, s
         return "observe";
     if (atomic_load(&vr_ex_degraded))
         return "degraded";
-    if (e->orphan)
-        return "graph_destroyed";
     if (vr_ex_forwards_all(e->state))
         return "opaque_exec";
     if (e->rec_stale)
@@ -422,6 +427,12 @@ static const char *absorb_update(struct vr_exec *e, const struct vr_grec *upd, s
     void **kp = malloc(e->ns.max_params * sizeof *kp);
     const char *why = changed && kp ? vr_grec_diff(e->rec, upd, &e->ns, changed, nchanged)
                                     : "no_memory";
+    /* An orphan's nodes can no longer be named (driver-answers.txt): an
+     * update that changes nothing still needs no driver call (the driver
+     * applies updates to such an exec: programs that destroy the graph
+     * right after instantiating rely on it), any other goes to the driver. */
+    if (!why && e->orphan && *nchanged)
+        why = "graph_destroyed";
     /* The program's SetParams counters (setparams_seen and the rest) count
      * the program's calls only: these are the update's, counted apart. */
     struct counters before = e->c;

@@ -16,7 +16,8 @@
  * through cuGraphExecUpdate's v1 entry point; --clone updates from a clone
  * of the step's graph (made behind the recorder's back); --async does not
  * wait for a launch before the next step's update (for stable and
- * pingpong). stdout: per step the update's
+ * pingpong); --orphan destroys the graph the exec is instantiated from
+ * right after the instantiate. stdout: per step the update's
  * CUresult, result and whether an error node came back, and the outputs'
  * sum: compared with and without the shim.
  */
@@ -103,7 +104,7 @@ static CUgraph build(struct work *w)
 
 struct opts {
     const char *pattern;
-    bool explicit_api, join, v1, clone, async;
+    bool explicit_api, join, v1, clone, async, orphan;
     unsigned steps, nodes;
 };
 
@@ -151,6 +152,12 @@ static double run(const struct opts *o, const char *tag)
     CUgraph g0 = o->explicit_api ? build(&w) : capture(&w, o->join);
     CUgraphExec x;
     CK(cuGraphInstantiateWithFlags(&x, g0, 0));
+    if (o->orphan) {
+        /* As TensorRT-LLM does: the captured graph goes right after the
+         * instantiate; the exec lives on and is updated. */
+        CK(cuGraphDestroy(g0));
+        g0 = NULL;
+    }
     double total = 0;
     for (unsigned s = 0; s < o->steps; s++) {
         CUdeviceptr old_in = 0;
@@ -193,6 +200,11 @@ static double run(const struct opts *o, const char *tag)
             CK(cuGraphInstantiateWithFlags(&x, g, 0));
         }
         CK(cuGraphDestroy(g)); /* right after the update */
+        if (!o->async) {
+            /* A launch that writes elsewhere shows as a zero sum. */
+            CK(cuMemsetD32_v2(w.out, 0, floats));
+            CK(cuCtxSynchronize());
+        }
         CK(cuGraphLaunch(x, w.st));
         if (o->async) {
             /* The next step's capture and update meet this launch still
@@ -210,7 +222,8 @@ static double run(const struct opts *o, const char *tag)
                    (int)err_node, sum);
     }
     CK(cuGraphExecDestroy(x));
-    CK(cuGraphDestroy(g0));
+    if (g0)
+        CK(cuGraphDestroy(g0));
     CK(cuMemFree_v2(outs[0]));
     CK(cuMemFree_v2(outs[1]));
     CK(cuMemFree_v2(w.in));
@@ -265,10 +278,12 @@ int main(int argc, char **argv)
             o.clone = true;
         } else if (!strcmp(a, "--async")) {
             o.async = true;
+        } else if (!strcmp(a, "--orphan")) {
+            o.orphan = true;
         } else {
             fprintf(stderr, "usage: recapture [--pattern stable|pingpong|move|topology] "
                             "[--mode global|thread|relaxed] [--explicit] [--join] [--thread] "
-                            "[--v1] [--clone] [--async] [--steps S] [--nodes N]\n");
+                            "[--v1] [--clone] [--async] [--orphan] [--steps S] [--nodes N]\n");
             return 2;
         }
     }
