@@ -87,8 +87,9 @@ int vr_exec_upload(CUgraphExec exec, CUstream stream, bool per_thread);
  * else, or a SetParams that fails: the update goes to the driver and the
  * program gets its answer unchanged; on success the shadows are read again,
  * the slices dropped and the profile restarted (exec_reset). Mode observe,
- * a degraded shim, an orphaned or opaque exec and one whose record a
- * non-kernel setter made stale always forward. Each decision is logged
+ * a degraded shim, an opaque exec and one whose record a non-kernel setter
+ * made stale always forward; an orphaned one forwards every update that
+ * changes something (its nodes cannot be named). Each decision is logged
  * (`update_absorbed`, or `update_forwarded` at debug). */
 int vr_exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo *info);
 int vr_exec_update_v1(CUgraphExec exec, CUgraph graph, CUgraphNode *error_node,
