@@ -421,6 +421,10 @@ static const char *absorb_update(struct vr_exec *e, const struct vr_grec *upd, s
         return "opaque_exec";
     if (e->rec_stale)
         return "stale";
+    /* A passing exec's SetParams go straight to the driver and leave the
+     * shadows behind: they cannot say what the driver holds. */
+    if (e->cmp == CMP_PASS)
+        return "passing";
     if (!e->rec || !upd)
         return "unknown";
     uint32_t *changed = malloc((e->ns.n ? e->ns.n : 1) * sizeof *changed);
