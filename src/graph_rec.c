@@ -420,9 +420,10 @@ void vr_grec_capture_begin(CUstream s, bool ptsz)
 
 void vr_grec_capture_end(CUstream s, bool ptsz, CUresult r, CUgraph graph)
 {
-    /* Only these end the capture (cuda.h); after any other error it goes
-     * on. */
-    if (r != CUDA_SUCCESS && r != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+    /* Only these end the capture (cuda.h; UNJOINED: assumed to end it, as
+     * simcuda does); after any other error it goes on. */
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED &&
+        r != CUDA_ERROR_STREAM_CAPTURE_UNJOINED)
         return;
     CUstream key = stream_key(s, ptsz);
     lock();

@@ -17,7 +17,8 @@
  * of the step's graph (made behind the recorder's back); --async does not
  * wait for a launch before the next step's update (for stable and
  * pingpong); --orphan destroys the graph the exec is instantiated from
- * right after the instantiate. stdout: per step the update's
+ * right after the instantiate; --unjoined also makes, at step 1, a capture
+ * whose fork never joins back (its end is refused). stdout: per step the update's
  * CUresult, result and whether an error node came back, and the outputs'
  * sum: compared with and without the shim.
  */
@@ -81,6 +82,22 @@ static CUgraph capture(struct work *w, bool join)
     return g;
 }
 
+/* A fork never joined back: the driver refuses to end the capture
+ * (CUDA_ERROR_STREAM_CAPTURE_UNJOINED) and the capture is over. */
+static CUresult capture_unjoined(struct work *w)
+{
+    CUgraph g = NULL;
+    CK(cuStreamBeginCapture_v2(w->st, mode));
+    launch_node(w, 0, w->st);
+    CK(cuEventRecord(w->ev, w->st));
+    CK(cuStreamWaitEvent(w->st2, w->ev, 0));
+    launch_node(w, 1, w->st2);
+    CUresult r = cuStreamEndCapture(w->st, &g);
+    if (r == CUDA_SUCCESS)
+        CK(cuGraphDestroy(g));
+    return r;
+}
+
 static CUgraph build(struct work *w)
 {
     CUgraph g;
@@ -104,7 +121,7 @@ static CUgraph build(struct work *w)
 
 struct opts {
     const char *pattern;
-    bool explicit_api, join, v1, clone, async, orphan;
+    bool explicit_api, join, v1, clone, async, orphan, unjoined;
     unsigned steps, nodes;
 };
 
@@ -169,6 +186,8 @@ static double run(const struct opts *o, const char *tag)
         } else if (!strcmp(o->pattern, "topology") && s == o->steps / 2) {
             w.n = o->nodes + 1;
         }
+        if (o->unjoined && s == 1 && tag)
+            printf("%s unjoined capture r=%d\n", tag, (int)capture_unjoined(&w));
         CUgraph g = o->explicit_api ? build(&w) : capture(&w, o->join);
         if (o->clone) {
             /* A graph the shim never saw made (cuGraphClone is not
@@ -280,10 +299,12 @@ int main(int argc, char **argv)
             o.async = true;
         } else if (!strcmp(a, "--orphan")) {
             o.orphan = true;
+        } else if (!strcmp(a, "--unjoined")) {
+            o.unjoined = true;
         } else {
             fprintf(stderr, "usage: recapture [--pattern stable|pingpong|move|topology] "
                             "[--mode global|thread|relaxed] [--explicit] [--join] [--thread] "
-                            "[--v1] [--clone] [--async] [--orphan] [--steps S] [--nodes N]\n");
+                            "[--v1] [--clone] [--async] [--orphan] [--unjoined] [--steps S] [--nodes N]\n");
             return 2;
         }
     }

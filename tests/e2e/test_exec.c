@@ -323,3 +323,20 @@ Test(exec, recapture_orphan_pingpong)
     vr_run_free(&plain);
     vr_run_free(&shim);
 }
+
+/* A capture whose fork is never joined back: the driver refuses its end
+ * (the same answer with the shim), and the recorder forgets it: the next
+ * captures on that stream are recorded (no getters' read). */
+Test(exec, recapture_after_an_unjoined_capture)
+{
+    const char *args[] = {"--pattern", "pingpong", "--steps", "6", "--nodes", "4", "--unjoined",
+                          NULL};
+    struct vr_run plain, shim;
+    recapture("recap_unjoined", args, &plain, &shim);
+    static const char *const refused[] = {"unjoined capture r=904", NULL};
+    cr_assert_eq(vr_count_lines_with(&plain.proc.out, refused), 1, "%s", plain.proc.out.p);
+    cr_assert_eq(sim_sum(&shim, update_syms), 0);
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuGraphNodeGetDependencies"), 0);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
