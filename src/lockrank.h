@@ -21,6 +21,8 @@
  *             (_ptsz), cuGraphUpload(_ptsz), cuGraphInstantiateWithFlags,
  *             cuGraphExecUpdate_v2, cuGraphClone, cuGraphNodeFindInClone,
  *             cuGraphGetNodes, cuGraphNodeGetType, cuGraphKernelNodeGet*,
+ *             cuGraphNodeGetDependencies (graph_rec's read of a graph it did
+ *             not see made, at an update),
  *             cuGraphExecDestroy, cuGraphDestroy; cuEventCreate / Record /
  *             Query / Destroy, cuStreamWaitEvent; cuCtxGetCurrent,
  *             cuCtxPush/PopCurrent; the slices' VMM calls (cuMemAddressReserve,
