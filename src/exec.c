@@ -408,11 +408,11 @@ static void update_succeeded(const struct update_call *u)
  * were absorbed), else why the
  * update must be forwarded (nothing was changed then, except where a
  * SetParams failed midway: the forwarded update sets every node anyway). */
-static const char *absorb_update(struct vr_exec *e, const struct vr_grec *upd, size_t *nchanged,
-                                 size_t *nset)
+static const char *absorb_update(struct vr_exec *e, CUgraph graph, struct vr_grec **updp,
+                                 size_t *nodes, size_t *nchanged, size_t *nset)
 {
     VR_ASSERT_HELD(VR_RANK_EXEC);
-    *nchanged = *nset = 0;
+    *nodes = *nchanged = *nset = 0;
     if (vr_ex_cfg.mode == VR_MODE_OBSERVE)
         return "observe";
     if (atomic_load(&vr_ex_degraded))
@@ -425,12 +425,27 @@ static const char *absorb_update(struct vr_exec *e, const struct vr_grec *upd, s
      * shadows behind: they cannot say what the driver holds. */
     if (e->cmp == CMP_PASS)
         return "passing";
-    if (!e->rec || !upd)
+    if (!e->rec)
         return "unknown";
     uint32_t *changed = malloc((e->ns.n ? e->ns.n : 1) * sizeof *changed);
     void **kp = malloc(e->ns.max_params * sizeof *kp);
-    const char *why = changed && kp ? vr_grec_diff(e->rec, upd, &e->ns, changed, nchanged)
-                                    : "no_memory";
+    if (!changed || !kp) {
+        free(changed);
+        free(kp);
+        return "no_memory";
+    }
+    /* The recorder's record is compared in place: the common case (nothing
+     * changed) copies nothing. A copy is taken where the changed nodes'
+     * arguments are needed, or the getters read where the recorder has no
+     * record it trusts. */
+    bool known;
+    const char *why = vr_grec_diff_graph(e->rec, graph, &e->ns, changed, nchanged, nodes, &known);
+    if (!known || (!why && *nchanged && !(e->orphan))) {
+        *updp = vr_grec_take(graph);
+        *nodes = vr_grec_nodes(*updp);
+        why = *updp ? vr_grec_diff(e->rec, *updp, &e->ns, changed, nchanged) : "unknown";
+    }
+    const struct vr_grec *upd = *updp;
     /* An orphan's nodes can no longer be named (driver-answers.txt): an
      * update that changes nothing still needs no driver call (the driver
      * applies updates to such an exec: programs that destroy the graph
@@ -480,20 +495,22 @@ static int update(const struct update_call *u)
     struct vr_exec *e = vr_ex_cfg.mode == VR_MODE_OFF || !valid ? NULL : vr_ex_acquire(u->exec);
     if (!e)
         return vr_err_cu(forward_update(u));
-    struct vr_grec *upd = vr_grec_take(u->graph);
-    size_t nchanged, nset;
-    const char *why = absorb_update(e, upd, &nchanged, &nset);
+    struct vr_grec *upd = NULL;
+    size_t nodes, nchanged, nset;
+    const char *why = absorb_update(e, u->graph, &upd, &nodes, &nchanged, &nset);
     if (!why) {
         update_succeeded(u);
-        log_update(e, "update_absorbed", NULL, vr_grec_nodes(upd), nchanged, nset);
+        log_update(e, "update_absorbed", NULL, nodes, nchanged, nset);
         vr_ex_unlock(e);
         vr_grec_free(upd);
         return 0;
     }
     CUresult r = forward_update(u);
-    log_update(e, "update_forwarded", why, vr_grec_nodes(upd), nchanged, nset);
+    log_update(e, "update_forwarded", why, nodes, nchanged, nset);
     if (r == CUDA_SUCCESS) {
         reset_locked(e, u->graph);
+        if (!upd)
+            upd = vr_grec_take(u->graph);
         /* The update graph is the exec's graph now (the driver paired it
          * node by node, so its kernels pair with ns's). */
         vr_grec_free(e->rec);

@@ -104,6 +104,25 @@ static void sort_edges(struct vr_grec *r)
     r->sorted = true;
 }
 
+/* Records of destroyed graphs, kept with their arrays for the next ones
+ * (a program re-capturing every step makes and drops one per step: its
+ * arrays are grown once). Under mu. */
+#define NSPARE 4
+static struct vr_grec *spare[NSPARE];
+static unsigned nspare;
+
+static struct vr_grec *rec_new_locked(void)
+{
+    struct vr_grec *r = nspare ? spare[--nspare] : calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->n = r->nkernels = r->ne = 0;
+    r->nb = 0;
+    r->sorted = true;
+    r->unknown = false;
+    return r;
+}
+
 static struct vr_grec *rec_new(void)
 {
     struct vr_grec *r = calloc(1, sizeof *r);
@@ -123,6 +142,16 @@ void vr_grec_free(struct vr_grec *r)
     free(r);
 }
 
+/* A table record goes: kept as a spare when there is room. */
+static void rec_drop_locked(struct vr_grec *r)
+{
+    if (r && nspare < NSPARE && !r->kidx) {
+        spare[nspare++] = r;
+        return;
+    }
+    vr_grec_free(r);
+}
+
 /* Appends a node; its index, or UINT32_MAX (the record is then UNKNOWN). */
 static uint32_t add_node(struct vr_grec *r, CUgraphNodeType type, CUgraphNode handle)
 {
@@ -130,10 +159,7 @@ static uint32_t add_node(struct vr_grec *r, CUgraphNodeType type, CUgraphNode ha
         r->unknown = true;
         return UINT32_MAX;
     }
-    struct gnode *g = &r->v[r->n];
-    memset(g, 0, sizeof *g);
-    g->type = type;
-    g->handle = handle;
+    r->v[r->n] = (struct gnode){.type = type, .handle = handle};
     if (type == CU_GRAPH_NODE_TYPE_KERNEL)
         r->nkernels++;
     return r->n++;
@@ -151,8 +177,14 @@ static void set_args(struct vr_grec *r, struct gnode *g, const struct vr_layout 
         r->unknown = true;
         return;
     }
-    memset(r->bytes + r->nb, 0, bytes);
-    vr_layout_pack(l, kp, r->bytes + r->nb);
+    /* Padding compares equal: zeroed word by word (a few stores, no call). */
+    uint8_t *dst = r->bytes + r->nb;
+    if (l->gaps)
+        for (size_t w = 0; w < bytes; w += 8)
+            memcpy(dst + w, &(uint64_t){0}, 8);
+    else if (bytes >= 8)
+        memcpy(dst + bytes - 8, &(uint64_t){0}, 8); /* the rounding past the end */
+    vr_layout_pack(l, kp, dst);
     g->off = (uint32_t)r->nb;
     g->len = l->bytes;
     r->nb += bytes;
@@ -214,6 +246,11 @@ struct capture {
     struct vr_grec *r;
     CUstream origin;
     struct capture *next;
+    /* The layout of the function launched last, while no eviction ran
+     * (most captures launch few functions many times). Under mu. */
+    CUfunction last_f;
+    const struct vr_layout *last_l;
+    uint64_t last_gen;
 };
 
 struct stream_ent {
@@ -289,7 +326,7 @@ static void graph_put(CUgraph g, struct vr_grec *r)
 {
     struct graph_ent **pp = graph_slot(g);
     if (*pp) {
-        vr_grec_free((*pp)->r);
+        rec_drop_locked((*pp)->r);
         if (r) {
             (*pp)->r = r;
         } else {
@@ -395,16 +432,16 @@ void vr_grec_capture_begin(CUstream s, bool ptsz)
 {
     CUstream key = stream_key(s, ptsz);
     struct capture *c = calloc(1, sizeof *c);
-    struct vr_grec *r = rec_new();
     lock();
+    struct vr_grec *r = rec_new_locked();
     struct stream_ent *se = stream_find(key, true);
     if (!c || !r || !se || se->cap) {
         /* A capture the shim cannot follow: its graph gets no record. */
         if (se && se->cap)
             se->cap->r->unknown = true;
+        rec_drop_locked(r);
         unlock();
         free(c);
-        vr_grec_free(r);
         return;
     }
     c->id = ++capture_ids;
@@ -434,13 +471,11 @@ void vr_grec_capture_end(CUstream s, bool ptsz, CUresult r, CUgraph graph)
         return;
     }
     end_locked(c);
-    struct vr_grec *rec = c->r;
-    if (r == CUDA_SUCCESS && graph) {
-        graph_put(graph, rec);
-        rec = NULL;
-    }
+    if (r == CUDA_SUCCESS && graph)
+        graph_put(graph, c->r);
+    else
+        rec_drop_locked(c->r);
     unlock();
-    vr_grec_free(rec);
     free(c);
 }
 
@@ -456,9 +491,6 @@ void vr_grec_capture_unknown(CUstream s, bool ptsz)
 void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const unsigned dims[7],
                     void **kernelParams, void **extra, bool attrs)
 {
-    const struct vr_layout *l = NULL;
-    if (res == CUDA_SUCCESS && !extra && !attrs && f && vr_layout_get(f, NULL, &l) != 0)
-        l = NULL;
     lock();
     struct stream_ent *se = stream_find(stream_key(s, ptsz), false);
     struct capture *c = se ? se->cap : NULL;
@@ -472,6 +504,29 @@ void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const uns
         unlock();
         return;
     }
+    const struct vr_layout *l = NULL;
+    uint64_t gen = vr_layout_generation();
+    if (!extra && f && c->last_f == f && c->last_gen == gen) {
+        l = c->last_l;
+    } else if (!extra && f) {
+        /* The layout is looked up outside the lock (its own rank is below
+         * none of ours, and it may ask the driver). */
+        uint64_t id = c->id;
+        unlock();
+        if (vr_layout_get(f, NULL, &l) != 0)
+            l = NULL;
+        lock();
+        se = stream_find(stream_key(s, ptsz), false);
+        c = se ? se->cap : NULL;
+        if (!c || c->id != id) {
+            unlock();
+            return; /* the capture ended meanwhile (another thread) */
+        }
+        r = c->r;
+        c->last_f = f;
+        c->last_l = l;
+        c->last_gen = gen;
+    }
     uint32_t i = add_node(r, CU_GRAPH_NODE_TYPE_KERNEL, NULL);
     if (i != UINT32_MAX) {
         struct gnode *g = &r->v[i];
@@ -480,8 +535,12 @@ void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const uns
         set_args(r, g, l, kernelParams);
         for (uint32_t d = 0; d < se->n; d++)
             add_edge(r, se->deps[d], i);
-        if (!set_deps(&se->deps, &se->n, &se->ncap, &i, 1))
+        if (se->ncap) { /* the common case: the new node is the stream's set */
+            se->deps[0] = i;
+            se->n = 1;
+        } else if (!set_deps(&se->deps, &se->n, &se->ncap, &i, 1)) {
             r->unknown = true;
+        }
     }
     unlock();
 }
@@ -549,8 +608,8 @@ void vr_grec_stream_wait(CUstream s, bool ptsz, CUevent ev)
 
 void vr_grec_created(CUgraph g)
 {
-    struct vr_grec *r = rec_new();
     lock();
+    struct vr_grec *r = rec_new_locked();
     if (r)
         graph_put(g, r);
     else
@@ -841,6 +900,26 @@ const char *vr_grec_diff(const struct vr_grec *cur, const struct vr_grec *upd,
             return "params";
     }
     return NULL;
+}
+
+const char *vr_grec_diff_graph(const struct vr_grec *cur, CUgraph graph, const struct vr_nodes *ns,
+                               uint32_t *changed, size_t *nchanged, size_t *nodes, bool *known)
+{
+    size_t total = 0;
+    CUresult cr = vr_real.cuGraphGetNodes(graph, NULL, &total);
+    const char *why = NULL;
+    *known = false;
+    *nchanged = 0;
+    lock();
+    struct vr_grec *have = graph_rec(graph);
+    if (have && !have->unknown && cr == CUDA_SUCCESS && total == have->n) {
+        *known = true;
+        *nodes = have->n;
+        sort_edges(have);
+        why = vr_grec_diff(cur, have, ns, changed, nchanged);
+    }
+    unlock();
+    return why;
 }
 
 void vr_grec_kernel_params(const struct vr_grec *r, size_t k, CUDA_KERNEL_NODE_PARAMS_v2 *p,

@@ -99,6 +99,13 @@ size_t vr_grec_kernels(const struct vr_grec *r);
 const char *vr_grec_diff(const struct vr_grec *cur, const struct vr_grec *upd,
                          const struct vr_nodes *ns, uint32_t *changed, size_t *nchanged);
 
+/* vr_grec_diff against graph's own record, without copying it: *known is
+ * false (and the result NULL) when the recorder has no record of graph it
+ * trusts (vr_grec_take would read the getters), else the result is
+ * vr_grec_diff's. One cuGraphGetNodes for the node count. */
+const char *vr_grec_diff_graph(const struct vr_grec *cur, CUgraph graph, const struct vr_nodes *ns,
+                               uint32_t *changed, size_t *nchanged, size_t *nodes, bool *known);
+
 /* The k-th kernel node of r as a params struct; kp is scratch for its
  * argument pointers (layout->nparams entries), pointing into r. */
 void vr_grec_kernel_params(const struct vr_grec *r, size_t k, CUDA_KERNEL_NODE_PARAMS_v2 *p,
