@@ -205,6 +205,7 @@ static int reuse(CUdevice dev, size_t size, size_t padded, CUdeviceptr *dptr)
     struct kept k;
     if (vr_cache_take(dev, padded, &k) != 0)
         return -ENOENT;
+    VR_ASSERT(!k.done && !k.wait && k.rec.padded == padded); /* idle only (alloc_cache.c) */
     struct vr_alloc_info rec = k.rec;
     rec.id = 0;
     rec.size = size;
@@ -349,20 +350,25 @@ void vr_alloc_drain(void)
 {
     atomic_store_explicit(&vr_alloc_closed, true, memory_order_release);
     vr_cache_release(-1, true);
+    /* The reminders of what the cache just released, and any entry a
+     * thread's settle held busy meanwhile. */
+    vr_waitq_drain(VR_WAIT_MASK(VR_WAIT_CACHE), VR_WAIT_FINAL);
     vr_park_drain(true);
 }
 
+/* The cache's entries before its reminders: a listed entry's reminder
+ * stays counted on the queue (alloc_cache.c). */
 void vr_alloc_abandon(void)
 {
     atomic_store_explicit(&vr_alloc_closed, true, memory_order_release);
     vr_cache_abandon();
-    vr_waitq_abandon(VR_WAIT_MASK(VR_WAIT_RELEASE));
+    vr_waitq_abandon(VR_WAIT_MASK(VR_WAIT_RELEASE) | VR_WAIT_MASK(VR_WAIT_CACHE));
 }
 
 /* Memory kept or parked by the parent is the parent's to release. */
 void vr_alloc_after_fork(void)
 {
     vr_reg_after_fork();
-    vr_waitq_after_fork(VR_WAIT_MASK(VR_WAIT_RELEASE));
     vr_cache_after_fork();
+    vr_waitq_after_fork(VR_WAIT_MASK(VR_WAIT_RELEASE) | VR_WAIT_MASK(VR_WAIT_CACHE));
 }

@@ -70,10 +70,11 @@
  * kernel may still be using it, until a wait at a later free or at exit
  * succeeds (an allocation never waits: the native one does not).
  *
- * Locks (lockrank.h): the registry lock and the cache lock are leaves,
- * never held together and never across a driver call that can block on the
- * GPU or a loader call; parked releases wait on the one waiting queue
- * (waitq.h). The files of this layer: alloc_int.h.
+ * Locks (lockrank.h): the registry lock and the cache lock are never held
+ * together and never across a driver call that can block on the GPU or a
+ * loader call (the cache lock takes only the queue's, to queue a
+ * reminder); parked releases and not-idle cache entries wait on the one
+ * waiting queue (waitq.h). The files of this layer: alloc_int.h.
  */
 #ifndef VR_ALLOC_H
 #define VR_ALLOC_H

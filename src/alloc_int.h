@@ -8,11 +8,12 @@
  *   alloc_reg.c      the registry of allocations (reg_lock, rank REG)
  *   alloc_release.c  releasing freed VMM memory, and what waits to be
  *                    released (parked, on the waiting queue: waitq.h)
- *   alloc_cache.c    freed VMM memory kept for reuse (cache_lock, rank CACHE)
+ *   alloc_cache.c    freed VMM memory kept for reuse (cache_lock, rank CACHE);
+ *                    what is not idle yet waits on the queue too
  *
- * Each lock is private to its file and a leaf in practice (lockrank.h):
- * never held across a driver call that can block on the GPU, never two of
- * them together.
+ * Each lock is private to its file (lockrank.h): never held across a
+ * driver call that can block on the GPU, never two of them together (the
+ * cache's takes only the queue's, to queue a reminder).
  */
 #ifndef VR_ALLOC_INT_H
 #define VR_ALLOC_INT_H
@@ -94,16 +95,21 @@ void vr_park_release(struct parked *p, bool may_sync, size_t counted);
 void vr_park_drain(bool may_sync);
 
 /* ---- cache (alloc_cache.c) ---- */
+struct cache_wait;
+/* An entry of the cache. Idle: done and wait NULL. alloc_cache.c's header
+ * states who owns `done` and when an entry may serve an allocation. */
 struct kept {
     struct vr_alloc_info rec; /* as freed; base, padded, reserved, device, handle matter */
     CUcontext ctx;            /* for a release that must synchronize */
     CUevent done;             /* a stream-ordered free not yet seen complete; NULL: idle */
+    struct cache_wait *wait;  /* its reminder on the waiting queue while done is set */
     unsigned gen;             /* peer generation read before the free: access reflects it */
     uint64_t age;             /* the oldest goes first when the budget is full */
-    unsigned seen;            /* the last settle that queried its event */
     bool busy;                /* its event is being queried: nobody else touches it */
 };
 bool vr_cache_put(const struct vr_alloc_info *rec, CUcontext ctx, CUevent done, unsigned gen);
+/* Queries the events of the not-idle entries of `dev` (-1: any) and
+ * `padded` bytes (0: any): a drain of their VR_WAIT_CACHE reminders. */
 void vr_cache_settle(int dev, size_t padded);
 int vr_cache_take(int dev, size_t padded, struct kept *out);
 /* Takes any entry of ctx out (a destroyed context); false when none. */
@@ -113,9 +119,12 @@ bool vr_cache_release_kept(const struct kept *k, bool may_sync);
 uint64_t vr_cache_idle_bytes(int dev);
 bool vr_cache_holds(CUdeviceptr addr);
 bool vr_cache_any(void);
+/* At exit: the reminders of entries already released go (waitq FINAL). */
+void vr_cache_drain_final(void);
 void vr_cache_abandon(void);
 void vr_cache_after_fork(void);
-/* Entries sorted by nothing, bytes summed right, none twice. */
+/* Entries sorted by nothing, bytes summed right, none twice, a reminder
+ * exactly for each entry not idle. */
 bool vr_cache_valid(void);
 
 #endif

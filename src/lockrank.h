@@ -44,8 +44,9 @@
  *             memory moves only, no driver call.
  *   5 LAYOUT  layout.c, kernel parameter layouts (pthread rwlock). A leaf:
  *             the driver is asked for a layout outside it.
- *   6 CACHE   alloc_cache.c, the freed-memory cache (pthread mutex). A leaf:
- *             entries are taken out (or marked busy) before a driver call.
+ *   6 CACHE   alloc_cache.c, the freed-memory cache (pthread mutex). Under
+ *             it only WAIT, to queue a not-idle entry's reminder; entries
+ *             are taken out (or marked busy) before a driver call.
  *   7 WAIT    waitq.c, the queue of things waiting for the GPU (vr_mutex).
  *             A leaf: a drain takes entries out before retrying them.
  *   8 LOG     log.c, the log file's reopen (pthread mutex). Only open,

@@ -547,6 +547,3 @@ int vr_ex_index_anchors(struct vr_exec *e, size_t nslots)
     free(last);
     return 0;
 }
-
-/* No variant will ever be made: the clone and the variants' bookkeeping go
- * (memory per node counts: programs have graphs of many thousand nodes). */

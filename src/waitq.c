@@ -50,16 +50,17 @@ size_t vr_waitq_count(unsigned mask)
     return n;
 }
 
-/* The entries of the kinds in mask, out of the queue, oldest first (head
- * is newest first, so prepending each reverses them). */
-static struct vr_wait *take_kinds(unsigned mask)
+/* The entries of the kinds in mask that match accepts (NULL: all), out of
+ * the queue, oldest first (head is newest first, so prepending each
+ * reverses them). */
+static struct vr_wait *take_kinds(unsigned mask, vr_wait_match *match, const void *arg)
 {
     struct vr_wait *mine = NULL;
     take();
     struct vr_wait **at = &head;
     while (*at) {
         struct vr_wait *w = *at;
-        if (mask & VR_WAIT_MASK(w->kind)) {
+        if ((mask & VR_WAIT_MASK(w->kind)) && (!match || match(w, arg))) {
             *at = w->next;
             w->next = mine;
             mine = w;
@@ -73,9 +74,15 @@ static struct vr_wait *take_kinds(unsigned mask)
 
 void vr_waitq_drain(unsigned mask, enum vr_wait_how how)
 {
+    vr_waitq_drain_if(mask, how, NULL, NULL);
+}
+
+void vr_waitq_drain_if(unsigned mask, enum vr_wait_how how, vr_wait_match *match,
+                       const void *arg)
+{
     if (vr_waitq_count(mask) == 0)
         return;
-    struct vr_wait *list = take_kinds(mask);
+    struct vr_wait *list = take_kinds(mask, match, arg);
     while (list) {
         struct vr_wait *w = list;
         list = w->next;
@@ -94,7 +101,7 @@ void vr_waitq_drain(unsigned mask, enum vr_wait_how how)
 
 void vr_waitq_abandon(unsigned mask)
 {
-    struct vr_wait *list = take_kinds(mask);
+    struct vr_wait *list = take_kinds(mask, NULL, NULL);
     while (list) {
         struct vr_wait *w = list;
         list = w->next;
@@ -106,7 +113,7 @@ void vr_waitq_abandon(unsigned mask)
 void vr_waitq_after_fork(unsigned forget)
 {
     lock = (vr_mutex)VR_MUTEX_INIT;
-    struct vr_wait *list = take_kinds(forget);
+    struct vr_wait *list = take_kinds(forget, NULL, NULL);
     while (list) {
         struct vr_wait *w = list;
         list = w->next;

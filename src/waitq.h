@@ -4,14 +4,16 @@
  * kept here until it is known idle, then returned to the driver: slice
  * reservations of a torn-down exec (tomb.h), freed VMM memory whose release
  * could not finish (alloc_release.c: an event not yet complete, a
- * synchronize or unmap that failed), and events the driver refused to
- * destroy. Each entry is owned by the module that queued it and carries its
+ * synchronize or unmap that failed), freed memory the cache keeps whose
+ * stream-ordered free is not yet seen complete (alloc_cache.c), and events
+ * the driver refused to destroy. Each entry is owned by the module that queued it and carries its
  * kind and its two operations; the queue only keeps, retries and forgets.
  *
  * - vr_waitq_drain retries the entries of some kinds, at the moments the
  *   owners chose before there was one queue (an alloc hook drains the
- *   memory kinds, an exec change the teardown kind), so no release happens
- *   earlier or later than it did.
+ *   releases, an allocation of a cached size or cuMemGetInfo the cache's
+ *   entries of that size or device, an exec change the teardowns), so no
+ *   release happens earlier or later than it did.
  * - The lock (rank VR_RANK_WAIT) is never held across an operation: the
  *   entries a drain retries are taken out first, so no two threads retry
  *   the same entry and no driver call runs under the lock.
@@ -26,6 +28,7 @@
 enum vr_wait_kind {
     VR_WAIT_TEARDOWN, /* slice reservations and events of a torn-down exec (tomb.h) */
     VR_WAIT_RELEASE,  /* freed VMM memory whose release is not finished */
+    VR_WAIT_CACHE,    /* kept memory whose free's event is not yet seen complete */
     VR_WAIT_KINDS
 };
 #define VR_WAIT_MASK(k) (1u << (k))
@@ -59,6 +62,11 @@ void vr_waitq_push(struct vr_wait *w);
 size_t vr_waitq_count(unsigned mask);
 /* Retries the entries of the kinds in mask. */
 void vr_waitq_drain(unsigned mask, enum vr_wait_how how);
+/* The same, only the entries `match` accepts. match runs under the
+ * queue's lock: it reads the entry it is given and takes no lock. */
+typedef bool vr_wait_match(const struct vr_wait *w, const void *arg);
+void vr_waitq_drain_if(unsigned mask, enum vr_wait_how how, vr_wait_match *match,
+                       const void *arg);
 /* At exit after the driver shut down: forgets those entries. */
 void vr_waitq_abandon(unsigned mask);
 /* In a forked child: the lock starts free; the entries of the kinds in

@@ -33,26 +33,9 @@ int main(int argc, char **argv)
     const char *pattern = "stable", *out = nullptr;
     unsigned long nodes = 256, steps = 100, k = 10, bytes = 1ul << 20, elems = 256;
     const unsigned long nbuf = 8;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!std::strcmp(argv[i], "--pattern"))
-            pattern = argv[i + 1];
-        else if (!std::strcmp(argv[i], "--out"))
-            out = argv[i + 1];
-        else if (!std::strcmp(argv[i], "--nodes"))
-            nodes = rt_num("rt_capture", argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--steps"))
-            steps = rt_num("rt_capture", argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--k"))
-            k = rt_num("rt_capture", argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--bytes"))
-            bytes = rt_num("rt_capture", argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--elems"))
-            elems = rt_num("rt_capture", argv[i + 1]);
-        else {
-            std::fprintf(stderr, "rt_capture: unknown option %s\n", argv[i]);
-            return 2;
-        }
-    }
+    rt_options("rt_capture", argc, argv, {{"--pattern", &pattern}, {"--out", &out},
+                                          {"--nodes", &nodes}, {"--steps", &steps}, {"--k", &k},
+                                          {"--bytes", &bytes}, {"--elems", &elems}});
     bool rebind = !std::strcmp(pattern, "rebind"), pingpong = !std::strcmp(pattern, "pingpong");
     if (!rebind && !pingpong && std::strcmp(pattern, "stable")) {
         std::fprintf(stderr, "rt_capture: pattern must be stable, rebind or pingpong\n");

@@ -82,18 +82,7 @@ int main(int argc, char **argv)
 {
     const char *out = nullptr;
     unsigned long n = 2048, iters = 30;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!std::strcmp(argv[i], "--out"))
-            out = argv[i + 1];
-        else if (!std::strcmp(argv[i], "--n"))
-            n = rt_num("rt_cg", argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--iters"))
-            iters = rt_num("rt_cg", argv[i + 1]);
-        else {
-            std::fprintf(stderr, "rt_cg: unknown option %s\n", argv[i]);
-            return 2;
-        }
-    }
+    rt_options("rt_cg", argc, argv, {{"--out", &out}, {"--n", &n}, {"--iters", &iters}});
     const size_t bytes = std::max((size_t)2 << 20, n * sizeof(double));
     double *x, *r, *p, *ap;
     Scalars *hist;

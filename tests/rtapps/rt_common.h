@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <initializer_list>
 #include <vector>
 
 #include <varemap/varemap.h>
@@ -52,6 +53,38 @@ static inline unsigned long rt_num(const char *prog, const char *s)
         std::exit(2);
     }
     return v;
+}
+
+// One `--name value` option of a program: a string, or a positive whole number.
+struct rt_opt {
+    const char *name;
+    const char **str;
+    unsigned long *num;
+    rt_opt(const char *n, const char **s) : name(n), str(s), num(nullptr) {}
+    rt_opt(const char *n, unsigned long *v) : name(n), str(nullptr), num(v) {}
+};
+
+// Reads argv as `--name value` pairs. An unknown option, one missing its value
+// or a bad number ends the program with status 2 and a line naming it: a test
+// that mistypes an option must not run with a default it did not ask for.
+static inline void rt_options(const char *prog, int argc, char **argv,
+                              std::initializer_list<rt_opt> opts)
+{
+    for (int i = 1; i < argc; i += 2) {
+        const rt_opt *o = nullptr;
+        for (const rt_opt &c : opts)
+            if (!std::strcmp(argv[i], c.name))
+                o = &c;
+        if (!o || i + 1 == argc) {
+            std::fprintf(stderr, "%s: %s %s\n", prog, o ? "no value for" : "unknown option",
+                         argv[i]);
+            std::exit(2);
+        }
+        if (o->str)
+            *o->str = argv[i + 1];
+        else
+            *o->num = rt_num(prog, argv[i + 1]);
+    }
 }
 
 // The result: device buffers read back in order, hashed (FNV-1a 64) and

@@ -23,22 +23,9 @@ int main(int argc, char **argv)
 {
     const char *out = nullptr;
     unsigned long nodes = 48, steps = 40, every = 12, elems = 256;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!std::strcmp(argv[i], "--out"))
-            out = argv[i + 1];
-        else if (!std::strcmp(argv[i], "--nodes"))
-            nodes = rt_num("rt_explicit", argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--steps"))
-            steps = rt_num("rt_explicit", argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--update-every"))
-            every = rt_num("rt_explicit", argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--elems"))
-            elems = rt_num("rt_explicit", argv[i + 1]);
-        else {
-            std::fprintf(stderr, "rt_explicit: unknown option %s\n", argv[i]);
-            return 2;
-        }
-    }
+    rt_options("rt_explicit", argc, argv, {{"--out", &out}, {"--nodes", &nodes},
+                                           {"--steps", &steps}, {"--update-every", &every},
+                                           {"--elems", &elems}});
     const size_t bytes = (size_t)2 << 20; // large enough for VMM backing
     if (elems * 4 > bytes) {
         std::fprintf(stderr, "rt_explicit: --elems too large\n");

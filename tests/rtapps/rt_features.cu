@@ -32,18 +32,8 @@ int main(int argc, char **argv)
 {
     const char *out = nullptr;
     unsigned long steps = 12, elems = 1000;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!std::strcmp(argv[i], "--out"))
-            out = argv[i + 1];
-        else if (!std::strcmp(argv[i], "--steps"))
-            steps = rt_num("rt_features", argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--elems"))
-            elems = rt_num("rt_features", argv[i + 1]);
-        else {
-            std::fprintf(stderr, "rt_features: unknown option %s\n", argv[i]);
-            return 2;
-        }
-    }
+    rt_options("rt_features", argc, argv, {{"--out", &out}, {"--steps", &steps},
+                                           {"--elems", &elems}});
     const size_t bytes = (size_t)2 << 20;
     if (elems * 4 > bytes) {
         std::fprintf(stderr, "rt_features: --elems too large\n");

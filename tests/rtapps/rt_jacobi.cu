@@ -73,20 +73,8 @@ int main(int argc, char **argv)
 {
     const char *out = nullptr, *method = "setparams";
     unsigned long n = 4096, iters = 60;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!std::strcmp(argv[i], "--out"))
-            out = argv[i + 1];
-        else if (!std::strcmp(argv[i], "--method"))
-            method = argv[i + 1];
-        else if (!std::strcmp(argv[i], "--n"))
-            n = rt_num("rt_jacobi", argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--iters"))
-            iters = rt_num("rt_jacobi", argv[i + 1]);
-        else {
-            std::fprintf(stderr, "rt_jacobi: unknown option %s\n", argv[i]);
-            return 2;
-        }
-    }
+    rt_options("rt_jacobi", argc, argv, {{"--out", &out}, {"--method", &method}, {"--n", &n},
+                                         {"--iters", &iters}});
     const bool recapture = !std::strcmp(method, "recapture");
     if (!recapture && std::strcmp(method, "setparams")) {
         std::fprintf(stderr, "rt_jacobi: --method setparams or recapture\n");

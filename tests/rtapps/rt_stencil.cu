@@ -57,20 +57,8 @@ int main(int argc, char **argv)
 {
     const char *out = nullptr;
     unsigned long nx = 96, ny = 80, steps = 40;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!std::strcmp(argv[i], "--out"))
-            out = argv[i + 1];
-        else if (!std::strcmp(argv[i], "--nx"))
-            nx = rt_num("rt_stencil", argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--ny"))
-            ny = rt_num("rt_stencil", argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--steps"))
-            steps = rt_num("rt_stencil", argv[i + 1]);
-        else {
-            std::fprintf(stderr, "rt_stencil: unknown option %s\n", argv[i]);
-            return 2;
-        }
-    }
+    rt_options("rt_stencil", argc, argv, {{"--out", &out}, {"--nx", &nx}, {"--ny", &ny},
+                                          {"--steps", &steps}});
     const size_t cells = nx * ny, bytes = std::max((size_t)2 << 20, cells * sizeof(float));
     float *u[3];
     for (int k = 0; k < 3; k++) {

@@ -113,22 +113,9 @@ int main(int argc, char **argv)
 {
     const char *out = nullptr;
     unsigned long threads = 3, nodes = 32, steps = 30, elems = 256;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!std::strcmp(argv[i], "--out"))
-            out = argv[i + 1];
-        else if (!std::strcmp(argv[i], "--threads"))
-            threads = rt_num("rt_threads", argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--nodes"))
-            nodes = rt_num("rt_threads", argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--steps"))
-            steps = rt_num("rt_threads", argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--elems"))
-            elems = rt_num("rt_threads", argv[i + 1]);
-        else {
-            std::fprintf(stderr, "rt_threads: unknown option %s\n", argv[i]);
-            return 2;
-        }
-    }
+    rt_options("rt_threads", argc, argv, {{"--out", &out}, {"--threads", &threads},
+                                          {"--nodes", &nodes}, {"--steps", &steps},
+                                          {"--elems", &elems}});
     if (threads > 64 || nodes < 2 || elems * 4 > ((size_t)2 << 20)) {
         std::fprintf(stderr, "rt_threads: need threads <= 64, nodes >= 2, elems <= 512K\n");
         return 2;

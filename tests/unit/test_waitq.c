@@ -85,6 +85,31 @@ Test(waitq, drains_only_the_kinds_asked_for)
     cr_assert(vr_waitq_valid());
 }
 
+static bool odd_id(const struct vr_wait *w, const void *arg)
+{
+    cr_assert_eq(arg, &order, "the caller's argument");
+    return ((const struct item *)w)->id % 2 == 1;
+}
+
+/* The cache's settle drains only the reminders of one size. */
+Test(waitq, a_drain_can_take_only_the_entries_it_matches)
+{
+    push(VR_WAIT_CACHE, 1, 0, NULL, NULL);
+    push(VR_WAIT_CACHE, 2, 0, NULL, NULL);
+    push(VR_WAIT_CACHE, 3, 0, NULL, NULL);
+    push(VR_WAIT_RELEASE, 5, 0, NULL, NULL);
+    vr_waitq_drain_if(VR_WAIT_MASK(VR_WAIT_CACHE), VR_WAIT_QUERY, odd_id, &order);
+    cr_assert_eq(norder, 2, "1 and 3; not 2, not the release");
+    cr_assert_eq(order[0], 1);
+    cr_assert_eq(order[1], 3);
+    cr_assert_eq(vr_waitq_count(VR_WAIT_MASK(VR_WAIT_CACHE)), 1);
+    cr_assert_eq(vr_waitq_count(REL), 1);
+    vr_waitq_drain(~0u, VR_WAIT_QUERY);
+    cr_assert_eq(norder, 4);
+    cr_assert_eq(order[2] + order[3], 7, "the rest");
+    cr_assert(vr_waitq_valid());
+}
+
 Test(waitq, keeps_what_is_not_done_and_retries_oldest_first)
 {
     push(VR_WAIT_RELEASE, 1, 2, NULL, NULL);

@@ -1,0 +1,375 @@
+/* remap.c over a fake driver: an active exec of three kernel nodes built
+ * by hand (two buffers A and B, each in its slot): the anchors indexed by
+ * home slot, translation of anchors only, the transition that points the
+ * nodes at the slices, a moved buffer remapped at an idle launch with no
+ * SetParams, a node that would read a remapped slot wrongly fixed first, a
+ * refused fix that cancels the remap, a busy exec that remaps nothing, a
+ * freed buffer forgotten (unmapped now when idle, never left bound), and
+ * the nodes pointed back at the program's addresses (settle). */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc_int.h"
+#include "driver.h"
+#include "exec_internal.h"
+
+/* ---- the fake driver ---- */
+
+static CUdeviceptr next_va = 0x100000;
+static int maps, unmaps, va_frees, setparams, fail_setparams;
+static CUmemGenericAllocationHandle last_map_handle;
+static bool event_ready = true;
+
+static CUresult CUDAAPI f_get_device(CUdevice *d) { *d = 0; return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_current(CUcontext *c) { *c = (CUcontext)0x1; return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_attr(int *v, CUdevice_attribute a, CUdevice d)
+{
+    (void)a; (void)d;
+    *v = 1;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI f_gran(size_t *g, const CUmemAllocationProp *p, CUmemAllocationGranularity_flags o)
+{
+    (void)p; (void)o;
+    *g = 0x1000;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI f_reserve(CUdeviceptr *p, size_t s, size_t a, CUdeviceptr h, unsigned long long f)
+{
+    (void)a; (void)h; (void)f;
+    *p = next_va;
+    next_va += (s + 0xfffff) & ~(size_t)0xfffff;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI f_va_free(CUdeviceptr p, size_t s) { (void)p; (void)s; va_frees++; return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_map(CUdeviceptr p, size_t s, size_t o, CUmemGenericAllocationHandle h,
+                              unsigned long long f)
+{
+    (void)p; (void)s; (void)o; (void)f;
+    maps++;
+    last_map_handle = h;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI f_unmap(CUdeviceptr p, size_t s) { (void)p; (void)s; unmaps++; return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_access(CUdeviceptr p, size_t s, const CUmemAccessDesc *d, size_t n)
+{
+    (void)p; (void)s; (void)d;
+    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+static uintptr_t next_event = 0x9000;
+static CUresult CUDAAPI f_ev_create(CUevent *e, unsigned f) { (void)f; *e = (CUevent)next_event++; return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_ev_record(CUevent e, CUstream s) { (void)e; (void)s; return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_ev_query(CUevent e) { (void)e; return event_ready ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY; }
+static CUresult CUDAAPI f_ev_destroy(CUevent e) { (void)e; return CUDA_SUCCESS; }
+
+/* What the driver holds per node: the first 8 bytes of each argument. */
+#define NODES 3
+static uint64_t held[NODES][2];
+
+static CUresult CUDAAPI f_setparams(CUgraphExec x, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS_v2 *p)
+{
+    (void)x;
+    if (fail_setparams > 0) {
+        fail_setparams--;
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    size_t i = (size_t)((uintptr_t)n - 0x100);
+    cr_assert_lt(i, NODES);
+    setparams++;
+    for (int k = 0; k < (i == 2 ? 2 : 1); k++)
+        memcpy(&held[i][k], p->kernelParams[k], 8);
+    return CUDA_SUCCESS;
+}
+
+/* ---- the exec ---- */
+
+/* Buffers: A and C have A's size (C is where the program moves A's data),
+ * B another. */
+static const struct vr_slice_bind A = {1, 0x7000000, 0x1800, 0x2000, 11, 0};
+static const struct vr_slice_bind B = {2, 0x9000000, 0x1000, 0x1000, 22, 0};
+static const struct vr_slice_bind C = {3, 0xa000000, 0x1800, 0x2000, 33, 0};
+
+static struct vr_exec *e;
+static struct vr_layout *one_ptr, *two_ptrs;
+
+/* Node 0 reads A+0x10, node 1 B+0x20, node 2 (A, B+8): its second word is
+ * no anchor (the profile did not find it always in one buffer), so it is
+ * passed as the program wrote it whatever it looks like. */
+static const vr_anchor anchors[] = {0, 1, 0, -1};
+
+static uint64_t word(const uint8_t *p, size_t k)
+{
+    uint64_t v;
+    memcpy(&v, p + 8 * k, 8);
+    return v;
+}
+
+static void set_word(uint8_t *p, size_t k, uint64_t v)
+{
+    memcpy(p + 8 * k, &v, 8);
+}
+
+static uint64_t installed(size_t i, size_t k)
+{
+    return word(vr_installed(&e->ns, &e->ns.v[i]), k);
+}
+
+static void registered(const struct vr_slice_bind *b)
+{
+    /* A fresh process per test: the registry numbers them 1, 2, 3. */
+    /* Without padding (no budget is configured here): only base and id matter. */
+    struct vr_alloc_info rec = { .base = b->base, .size = b->padded, .padded = b->padded,
+                                 .reserved = b->padded + 0x1000, .device = 0, .vmm = true,
+                                 .eligible = true, .handle = b->handle };
+    cr_assert_eq(vr_reg_insert(&rec), 0);
+    cr_assert_eq(rec.id, b->id);
+}
+
+static void setup(void)
+{
+    vr_real.cuCtxGetDevice = f_get_device;
+    vr_real.cuCtxGetCurrent = f_current;
+    vr_real.cuDeviceGetAttribute = f_attr;
+    vr_real.cuMemGetAllocationGranularity = f_gran;
+    vr_real.cuMemAddressReserve = f_reserve;
+    vr_real.cuMemAddressFree = f_va_free;
+    vr_real.cuMemMap = f_map;
+    vr_real.cuMemUnmap = f_unmap;
+    vr_real.cuMemSetAccess = f_access;
+    vr_real.cuEventCreate = f_ev_create;
+    vr_real.cuEventRecord = f_ev_record;
+    vr_real.cuEventQuery = f_ev_query;
+    vr_real.cuEventDestroy_v2 = f_ev_destroy;
+    vr_real.cuGraphExecKernelNodeSetParams_v2 = f_setparams;
+    registered(&A);
+    registered(&B);
+    registered(&C);
+
+    static const uint32_t off1[] = {0}, size1[] = {8}, off2[] = {0, 8}, size2[] = {8, 8};
+    cr_assert_eq(vr_layout_build(off1, size1, 1, &one_ptr), 0);
+    cr_assert_eq(vr_layout_build(off2, size2, 2, &two_ptrs), 0);
+
+    e = vr_ex_new_record(); /* its mutex held; the witness told below */
+    cr_assert(e);
+    vr_rank_take(VR_RANK_EXEC);
+    e->handle = (CUgraphExec)0x77;
+    e->ctx = (CUcontext)0x1;
+    e->ns.n = NODES;
+    e->ns.v = calloc(NODES, sizeof *e->ns.v);
+    e->ns.half = 32;
+    e->ns.shadows = calloc(2, e->ns.half);
+    e->ns.nwords = 4;
+    e->ns.max_bytes = 16;
+    e->ns.max_params = 2;
+    const uint64_t intended[NODES][2] = {{A.base + 0x10, 0}, {B.base + 0x20, 0}, {A.base, B.base + 8}};
+    uint32_t at = 0, w0 = 0;
+    for (size_t i = 0; i < NODES; i++) {
+        struct vr_node *n = &e->ns.v[i];
+        n->handle = (CUgraphNode)(0x100 + i);
+        n->layout = i == 2 ? two_ptrs : one_ptr;
+        n->f.func = (CUfunction)0x55;
+        n->f.dims[0] = n->f.dims[3] = 1;
+        n->intended = e->ns.shadows + at;
+        n->word0 = w0;
+        for (uint32_t k = 0; k < n->layout->nwords; k++) {
+            set_word(n->intended, k, intended[i][k]);
+            set_word(vr_installed(&e->ns, n), k, intended[i][k]);
+            held[i][k] = intended[i][k];
+        }
+        at += n->layout->bytes;
+        w0 += n->layout->nwords;
+    }
+    e->xlat = calloc(1, e->ns.max_bytes);
+    e->kp = calloc(e->ns.max_params, sizeof *e->kp);
+    e->anchor_slot = malloc(sizeof anchors);
+    memcpy(e->anchor_slot, anchors, sizeof anchors);
+    vr_track_init(&e->t, e->ctx);
+    const size_t sizes[] = {A.padded, B.padded};
+    cr_assert_eq(vr_slices_create(&e->slices, sizes, 2), 0);
+    cr_assert_eq(vr_slices_bind(e->slices, 0, &A), 0);
+    cr_assert_eq(vr_slices_bind(e->slices, 1, &B), 0);
+    e->state = ST_ACTIVE;
+    vr_ex_insert_exec(e, e->handle);
+    maps = unmaps = setparams = 0;
+}
+
+TestSuite(remap, .init = setup);
+
+static uint64_t va(size_t s) { return vr_slices_va(e->slices, s); }
+
+/* Indexed and pointed at the slices, as an exec is when it turns active. */
+static void activate(void)
+{
+    cr_assert_eq(vr_ex_index_anchors(e, 2), 0);
+    vr_ex_transition(e);
+}
+
+/* The program moves A's data to C: what its next SetParams would record. */
+static void program_moves_a_to_c(void)
+{
+    set_word(e->ns.v[0].intended, 0, C.base + 0x10);
+    set_word(e->ns.v[2].intended, 0, C.base);
+}
+
+Test(remap, anchors_are_indexed_by_their_home_slot)
+{
+    cr_assert_eq(vr_ex_index_anchors(e, 2), 0);
+    cr_assert_eq(e->nanchored, 3, "every node holds an anchor");
+    /* Slot 0: nodes 0 and 2; slot 1: node 1 only (node 2's B word is no anchor). */
+    cr_assert_eq(e->home_first[0], 0);
+    cr_assert_eq(e->home_first[1], 2);
+    cr_assert_eq(e->home_first[2], 3);
+    cr_assert_eq(e->home_node[0], 0);
+    cr_assert_eq(e->home_node[1], 2);
+    cr_assert_eq(e->home_node[2], 1);
+    vr_ex_unlock(e);
+}
+
+Test(remap, translation_touches_anchors_only)
+{
+    uint8_t out[16];
+    vr_ex_translate_node(e, &e->ns.v[2], e->ns.v[2].intended, out, false);
+    cr_assert_eq(word(out, 0), va(0), "A's start: slot 0's");
+    cr_assert_eq(word(out, 1), B.base + 8, "not an anchor: as the program wrote it");
+    vr_ex_translate_node(e, &e->ns.v[1], e->ns.v[1].intended, out, false);
+    cr_assert_eq(word(out, 0), va(1) + 0x20);
+    vr_ex_unlock(e);
+}
+
+Test(remap, the_transition_points_every_anchored_node_at_its_slot)
+{
+    activate();
+    cr_assert_eq(setparams, 3);
+    cr_assert_eq(held[0][0], va(0) + 0x10);
+    cr_assert_eq(held[1][0], va(1) + 0x20);
+    cr_assert_eq(held[2][0], va(0));
+    cr_assert_eq(held[2][1], B.base + 8);
+    cr_assert_eq(installed(0, 0), held[0][0], "the shadow follows what the driver took");
+    cr_assert(vr_ex_check(e));
+    /* The checker can fail: an installed word that maps another byte. */
+    set_word(vr_installed(&e->ns, &e->ns.v[0]), 0, va(0) + 0x18);
+    cr_assert_not(vr_ex_check(e));
+    vr_ex_unlock(e);
+}
+
+Test(remap, a_moved_buffer_is_remapped_at_an_idle_launch_without_setparams)
+{
+    activate();
+    setparams = 0;
+    program_moves_a_to_c();
+    cr_assert_eq(vr_ex_retarget(e, 0, &C), 0);
+    cr_assert(vr_slices_slot_pending(e->slices, 0));
+    cr_assert_eq(vr_ex_apply_pending(e), 0);
+    cr_assert_eq(setparams, 0, "the nodes already read slot 0");
+    cr_assert_eq(maps, 1);
+    cr_assert_eq(last_map_handle, C.handle);
+    cr_assert_eq(vr_slices_current(e->slices, 0)->id, C.id);
+    cr_assert_not(vr_slices_pending(e->slices));
+    cr_assert_eq(e->c.rebinds, 1);
+    cr_assert(vr_ex_check(e));
+    vr_ex_unlock(e);
+}
+
+Test(remap, a_node_that_would_read_a_remapped_slot_wrongly_is_fixed_first)
+{
+    activate();
+    setparams = 0;
+    /* Only node 2 moves to C; node 0 still reads A, through slot 0. */
+    set_word(e->ns.v[2].intended, 0, C.base);
+    cr_assert_eq(vr_ex_retarget(e, 0, &C), 0);
+    cr_assert_eq(vr_ex_apply_pending(e), 0);
+    cr_assert_eq(setparams, 1, "node 0 alone re-issued");
+    cr_assert_eq(held[0][0], A.base + 0x10, "off the slot: A's own address");
+    cr_assert_eq(held[2][0], va(0), "node 2 reads C through the slot");
+    cr_assert_eq(vr_slices_current(e->slices, 0)->id, C.id);
+    cr_assert(vr_ex_check(e));
+    vr_ex_unlock(e);
+}
+
+Test(remap, a_refused_fix_cancels_the_remap)
+{
+    activate();
+    setparams = 0;
+    set_word(e->ns.v[2].intended, 0, C.base);
+    cr_assert_eq(vr_ex_retarget(e, 0, &C), 0);
+    fail_setparams = 1; /* node 0's fix */
+    cr_assert_eq(vr_ex_apply_pending(e), 0, "the graph still means what the program asked");
+    cr_assert_eq(maps, 0, "nothing remapped under node 0");
+    cr_assert_eq(vr_slices_current(e->slices, 0)->id, A.id);
+    cr_assert_not(vr_slices_slot_pending(e->slices, 0), "A is still allocated: given up");
+    cr_assert_eq(held[0][0], va(0) + 0x10, "node 0 still reads A through the slot");
+    cr_assert_eq(held[2][0], C.base, "node 2 reads C at C's own address");
+    cr_assert_eq(setparams, 1);
+    cr_assert(vr_ex_check(e));
+    vr_ex_unlock(e);
+}
+
+Test(remap, a_busy_exec_remaps_nothing)
+{
+    activate();
+    vr_track_launched(&e->t, 0, (CUstream)0x500, false, VR_TRACK_NORMAL);
+    e->v0_last = e->t.seq;
+    event_ready = false;
+    setparams = 0;
+    program_moves_a_to_c();
+    cr_assert_eq(vr_ex_retarget(e, 0, &C), 0);
+    cr_assert_eq(vr_ex_apply_pending(e), 0);
+    cr_assert_eq(maps, 0, "a kernel may still read slot 0");
+    cr_assert_eq(vr_slices_current(e->slices, 0)->id, A.id);
+    /* Nodes 0 and 2 now mean C: re-issued at C's own addresses. */
+    cr_assert_eq(setparams, 2);
+    cr_assert_eq(held[0][0], C.base + 0x10);
+    cr_assert_eq(held[2][0], C.base);
+    cr_assert(vr_ex_check(e));
+    vr_ex_unlock(e);
+}
+
+Test(remap, a_freed_buffer_leaves_an_idle_exec_at_once)
+{
+    activate();
+    vr_ex_unlock(e);
+    vr_exec_forget_alloc(A.id, false);
+    cr_assert_eq(unmaps, 1, "unmapped now: nothing can read it");
+    cr_assert_eq(vr_slices_current(e->slices, 0)->id, 0);
+    cr_assert_eq(vr_slices_target(e->slices, 0)->id, 0);
+    cr_assert_eq(vr_slices_current(e->slices, 1)->id, B.id, "B stays");
+}
+
+Test(remap, a_freed_buffer_never_stays_bound_in_a_busy_exec)
+{
+    activate();
+    vr_track_launched(&e->t, 0, (CUstream)0x500, false, VR_TRACK_NORMAL);
+    e->v0_last = e->t.seq;
+    event_ready = false;
+    vr_ex_unlock(e);
+    vr_exec_forget_alloc(A.id, false);
+    cr_assert_eq(unmaps, 0, "a kernel may still read it");
+    cr_assert_eq(vr_slices_target(e->slices, 0)->id, 0, "the unbinding is pending");
+    vr_ex_lock(e);
+    vr_ex_cancel_all(e);
+    cr_assert(vr_slices_slot_pending(e->slices, 0), "cancelling rebinds keeps an unbinding");
+    event_ready = true;
+    vr_track_launched(&e->t, 0, (CUstream)0x500, false, VR_TRACK_NORMAL);
+    e->v0_last = e->t.seq;
+    cr_assert_eq(vr_ex_apply_pending(e), 0);
+    cr_assert_eq(unmaps, 1, "unmapped once idle");
+    cr_assert_eq(vr_slices_current(e->slices, 0)->id, 0);
+    vr_ex_unlock(e);
+}
+
+Test(remap, settle_points_the_nodes_back_and_drops_the_slices)
+{
+    activate();
+    setparams = 0;
+    vr_ex_settle(e);
+    cr_assert_eq(setparams, 3, "each node that read a slice");
+    cr_assert_eq(held[0][0], A.base + 0x10);
+    cr_assert_eq(held[1][0], B.base + 0x20);
+    cr_assert_eq(held[2][0], A.base);
+    cr_assert_null(e->slices);
+    cr_assert_eq(e->state, ST_DISABLED);
+    cr_assert_eq(unmaps, 2, "idle: both slots unmapped at once");
+    cr_assert_eq(va_frees, 1);
+    vr_ex_unlock(e);
+}
