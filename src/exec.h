@@ -78,11 +78,22 @@ int vr_exec_launch(CUgraphExec exec, CUstream stream, bool per_thread);
  * exec, then every variant is uploaded too. */
 int vr_exec_upload(CUgraphExec exec, CUstream stream, bool per_thread);
 
-/* cuGraphExecUpdate_v2 through the shim. */
+/* cuGraphExecUpdate_v2 (info) and v1 (error_node, result) through the shim
+ * (issue 19). The update graph is compared with the exec's current graph
+ * (graph_rec.h): nothing changed: no driver call, SUCCESS and the driver's
+ * success result, the exec keeps its state; only kernel arguments changed:
+ * each changed node goes through the SetParams path (absorbed or forwarded
+ * there, named by the exec's own node handle), no update is sent; anything
+ * else, or a SetParams that fails: the update goes to the driver and the
+ * program gets its answer unchanged; on success the shadows are read again,
+ * the slices dropped and the profile restarted (exec_reset). Mode observe,
+ * a degraded shim, an opaque exec and one whose record a non-kernel setter
+ * made stale always forward; an orphaned one forwards every update that
+ * changes something (its nodes cannot be named). Each decision is logged
+ * (`update_absorbed`, or `update_forwarded` at debug). */
 int vr_exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo *info);
-/* Any update entry point succeeded (v1 is forwarded by its hook): refresh the
- * shadows from graph, drop the slices, profile again. */
-void vr_exec_updated(CUgraphExec exec, CUgraph graph);
+int vr_exec_update_v1(CUgraphExec exec, CUgraph graph, CUgraphNode *error_node,
+                      CUgraphExecUpdateResult *result);
 
 int vr_exec_destroy(CUgraphExec exec);
 /* The program is about to destroy `stream` (track.h). */

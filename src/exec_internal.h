@@ -94,6 +94,13 @@ struct vr_exec {
     struct counters weighed; /* the counters at the last weigh_slices */
 
     struct vr_nodes ns;
+    /* The exec's current graph (graph_rec.h): topology, node types and the
+     * other nodes' parameters; its kernel nodes pair with ns's in order,
+     * whose fields and intended arguments are the truth for them. NULL: not
+     * known (every update is forwarded). Stale: a non-kernel setter changed
+     * the exec since (the next update is forwarded and reads it again). */
+    struct vr_grec *rec;
+    bool rec_stale;
     struct vr_profile *prof;
 
     struct vr_slices *slices;
@@ -206,6 +213,10 @@ void vr_ex_settle(struct vr_exec *e);
 
 /* ---- setparams.c ---- */
 void vr_ex_unvary(struct vr_exec *e);
+/* A SetParams of the exec's own node, on the full path (as a program's
+ * call after the absorbed path declined it); e's lock held and kept. */
+int vr_ex_setparams_locked(struct vr_exec *e, CUgraphNode node, enum vr_sp_entry entry,
+                           const void *params);
 
 /* ---- remap.c ---- */
 /* Every change of a slot's target goes through these (the nodes that may

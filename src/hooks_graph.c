@@ -10,6 +10,7 @@
 #include "driver.h"
 #include "err.h"
 #include "exec.h"
+#include "graph_rec.h"
 #include "hook.h"
 #include "layout.h"
 #include "log.h"
@@ -53,14 +54,11 @@ CUresult vr_on_cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph,
 }
 
 /* The v1 entry reports its result in two out-parameters instead of a
- * struct: forwarded as is, then the exec learns of the update. */
+ * struct; the same decision as v2's. */
 CUresult vr_on_cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphNode *error_node,
                                         CUgraphExecUpdateResult *result)
 {
-    CUresult r = vr_real.cuGraphExecUpdate(exec, graph, error_node, result);
-    if (r == CUDA_SUCCESS)
-        vr_exec_updated(exec, graph);
-    return r;
+    return vr_err_to_cu(vr_exec_update_v1(exec, graph, error_node, result));
 }
 
 /* The variants of the exec must hold the same: applied to each. */
@@ -174,8 +172,10 @@ CUresult vr_on_cuDevicePrimaryCtxReset_v2(CUdevice dev)
 CUresult vr_on_cuGraphDestroy(CUgraph graph)
 {
     CUresult r = vr_real.cuGraphDestroy(graph);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
+        vr_grec_destroyed(graph);
         vr_exec_graph_destroyed(graph);
+    }
     return r;
 }
 

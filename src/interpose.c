@@ -25,6 +25,7 @@
 #include "err.h"
 #include "hook.h"
 #include "exec.h"
+#include "graph_rec.h"
 #include "layout.h"
 #include "log.h"
 #include "stats.h"
@@ -168,6 +169,7 @@ static void finish(void)
 static void vr_after_fork_child(void)
 {
     vr_layout_after_fork();
+    vr_grec_after_fork();
     vr_alloc_after_fork();
     vr_exec_after_fork();
     vr_tomb_after_fork();

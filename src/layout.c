@@ -2,6 +2,7 @@
 #include "lockrank.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,7 @@ static struct entry *table;
 static size_t cap, used;
 /* Bumped by every eviction: a layout read from the driver while an unload
  * ran may describe the handle's previous function, so it is not cached. */
-static uint64_t generation;
+static _Atomic uint64_t generation;
 
 /* Evicted layouts, kept reachable until exit (the lifetime rule in
  * layout.h). Guarded by the write side of `lock`. */
@@ -261,6 +262,11 @@ static void remove_locked(size_t i)
     }
     table[i] = (struct entry){0};
     used--;
+}
+
+uint64_t vr_layout_generation(void)
+{
+    return atomic_load_explicit(&generation, memory_order_acquire);
 }
 
 static void evict(bool kernels, const void *owner, bool all_functions)

@@ -61,6 +61,10 @@ int vr_layout_get(CUfunction func, CUkernel kern, const struct vr_layout **out);
 void vr_layout_evict_module(CUmodule mod);
 void vr_layout_evict_library(CUlibrary lib);
 
+/* Changes at every eviction: a layout a caller cached beside a function
+ * handle is still that handle's while the generation it read stays. */
+uint64_t vr_layout_generation(void);
+
 /* Builds a layout from (offset, size) pairs: the pure part, for tests. */
 int vr_layout_build(const uint32_t *offset, const uint32_t *size, uint32_t nparams,
                     struct vr_layout **out);

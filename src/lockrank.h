@@ -21,6 +21,8 @@
  *             (_ptsz), cuGraphUpload(_ptsz), cuGraphInstantiateWithFlags,
  *             cuGraphExecUpdate_v2, cuGraphClone, cuGraphNodeFindInClone,
  *             cuGraphGetNodes, cuGraphNodeGetType, cuGraphKernelNodeGet*,
+ *             cuGraphNodeGetDependencies (graph_rec's read of a graph it did
+ *             not see made, at an update),
  *             cuGraphExecDestroy, cuGraphDestroy; cuEventCreate / Record /
  *             Query / Destroy, cuStreamWaitEvent; cuCtxGetCurrent,
  *             cuCtxPush/PopCurrent; the slices' VMM calls (cuMemAddressReserve,
@@ -34,6 +36,10 @@
  *             found under it is locked after it is dropped and checked again
  *             (lookup), and it is taken under EXEC only to insert or unlink.
  *   3 POOL    exec.c, the record free list and the retired counters. A leaf.
+ *   3a GREC   graph_rec.c, the graph records, the capture state of streams
+ *             and events (vr_mutex). A leaf: memory only, no driver call
+ *             (layouts are looked up before it is taken). Taken under EXEC
+ *             by cuGraphExecUpdate and instantiate (vr_grec_take).
  *   4 REG     alloc_reg.c, the allocation registry (pthread rwlock). A leaf:
  *             memory moves only, no driver call.
  *   5 LAYOUT  layout.c, kernel parameter layouts (pthread rwlock). A leaf:
@@ -61,6 +67,7 @@ enum vr_rank {
     VR_RANK_EXEC = 1,  /* one exec record */
     VR_RANK_TABLE,     /* exec handle table (rwlock) */
     VR_RANK_POOL,      /* exec record free list and retired counters */
+    VR_RANK_GREC,      /* graph_rec.c: graph records and capture state */
     VR_RANK_REG,       /* allocation registry (rwlock) */
     VR_RANK_LAYOUT,    /* kernel parameter layouts (rwlock) */
     VR_RANK_CACHE,     /* freed-memory cache */

@@ -89,6 +89,7 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
         /* Another node type's parameters: the variants get them too. */
         struct vr_set set = {.kind = VR_SET_NODE, .params = params};
         r = vr_set_issue(e->handle, node, &set);
+        e->rec_stale = true; /* the exec's graph record does not model it */
         if (r == CUDA_SUCCESS && e->vars) {
             struct vr_var_ctx cx = var_ctx(e);
             vr_variants_set_node(e->vars, &cx, node, &set);
@@ -236,24 +237,28 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
         vr_stat_inc(VR_C_setparams_forwarded);
         return vr_err_cu(vr_forward_raw(exec, node, entry, params));
     }
-    e->c.seen++;
-    if (e->cmp == CMP_PASS) {
-        int rc = vr_err_cu(pass_update(e, node, entry, params));
-        vr_ex_unlock(e);
-        return rc;
-    }
-    struct vr_node *n = vr_nodes_find(&e->ns, node);
-    int rc = 0;
-    if (e->orphan) {
-        /* The driver's own answer for a node of a destroyed graph. */
-        rc = vr_err_cu(vr_forward_raw(exec, node, entry, params));
-        note_forward(e, n, "graph_destroyed");
-    } else if (n && direct(e, n, entry, params))
-        rc = direct_args(e, n, entry, params, false);
-    else
-        rc = setparams_slow(e, n, node, entry, params);
+    int rc = vr_ex_setparams_locked(e, node, entry, params);
     vr_ex_unlock(e);
     return rc;
+}
+
+int vr_ex_setparams_locked(struct vr_exec *e, CUgraphNode node, enum vr_sp_entry entry,
+                           const void *params)
+{
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    e->c.seen++;
+    if (e->cmp == CMP_PASS)
+        return vr_err_cu(pass_update(e, node, entry, params));
+    struct vr_node *n = vr_nodes_find(&e->ns, node);
+    if (e->orphan) {
+        /* The driver's own answer for a node of a destroyed graph. */
+        int rc = vr_err_cu(vr_forward_raw(e->handle, node, entry, params));
+        note_forward(e, n, "graph_destroyed");
+        return rc;
+    }
+    if (n && direct(e, n, entry, params))
+        return direct_args(e, n, entry, params, false);
+    return setparams_slow(e, n, node, entry, params);
 }
 
 /* The absorbed path (absorb.c, in the hook layer) hands over here the
@@ -296,6 +301,7 @@ int vr_exec_set_enabled(CUgraphExec exec, CUgraphNode node, unsigned enabled)
     struct vr_exec *e = vr_ex_cfg.mode == VR_MODE_OFF ? NULL : vr_ex_acquire(exec);
     CUresult r = vr_real.cuGraphNodeSetEnabled(exec, node, enabled);
     if (e) {
+        e->rec_stale = true; /* not in the graph record: the next update is forwarded */
         if (r == CUDA_SUCCESS && e->vars) {
             struct vr_node *n = vr_nodes_find(&e->ns, node);
             struct vr_var_ctx cx = var_ctx(e);
@@ -312,6 +318,7 @@ int vr_exec_set_node(CUgraphExec exec, CUgraphNode node, const struct vr_set *se
     struct vr_exec *e = vr_ex_cfg.mode == VR_MODE_OFF ? NULL : vr_ex_acquire(exec);
     CUresult r = vr_set_issue(exec, node, set);
     if (e) {
+        e->rec_stale = true; /* not in the graph record: the next update is forwarded */
         if (r == CUDA_SUCCESS && e->vars) {
             struct vr_var_ctx cx = var_ctx(e);
             vr_variants_set_node(e->vars, &cx, node, set);

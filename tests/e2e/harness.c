@@ -491,6 +491,17 @@ const char *vr_log_event(const struct vr_buf *log, const char *event, size_t nth
     return c.line;
 }
 
+uint64_t vr_log_sum(const struct vr_buf *log, const char *event, const char *key)
+{
+    uint64_t sum = 0, v;
+    size_t len;
+    const char *line;
+    for (size_t i = 0; (line = vr_log_event(log, event, i, &len)) != NULL; i++)
+        if (vr_json_u64(line, len, key, &v))
+            sum += v;
+    return sum;
+}
+
 bool vr_summary(const struct vr_buf *log, const char *key, uint64_t *v)
 {
     size_t n = vr_log_count(log, "summary"), len;

@@ -88,6 +88,9 @@ size_t vr_log_count(const struct vr_buf *log, const char *event);
 /* The nth (0-based) such line, its length in *len; NULL when there is none. */
 const char *vr_log_event(const struct vr_buf *log, const char *event, size_t nth, size_t *len);
 
+/* The sum of `key` over every line whose "event" is `event`. */
+uint64_t vr_log_sum(const struct vr_buf *log, const char *event, const char *key);
+
 /* `"key":` within line[0..len): a number, or a string holding one ("0x1f",
  * "12"). False when absent or not a number. Keys inside nested objects are
  * found too; callers use keys that occur once per line. */

@@ -62,7 +62,8 @@ Test(entry, reused_kernel_handle_rereads_its_layout)
 }
 
 /* cuGraphExecUpdate v1: the exec's shadows follow the update, so setting
- * the pre-update value again reaches the driver. */
+ * the pre-update value again reaches the driver. The update changes one
+ * argument only, so it is applied as that node's SetParams (issue 19). */
 Test(entry, exec_update_v1_refreshes_the_shadows)
 {
     struct vr_run plain, shim;
@@ -71,8 +72,11 @@ Test(entry, exec_update_v1_refreshes_the_shadows)
     static const char *const after[] = { "after first=1.0 last=1.0", NULL };
     cr_assert_eq(vr_count_lines_with(&plain.proc.out, after), 2, "%s", plain.proc.out.p);
     cr_assert_str_eq(plain.proc.out.p, shim.proc.out.p);
-    cr_assert_eq(vr_log_count(&shim.log, "exec_reset"), 1, "the update went unseen:\n%s",
+    cr_assert_eq(vr_log_count(&shim.log, "update_absorbed"), 1, "the update went unseen:\n%s",
                  shim.log.p);
+    cr_assert_eq(vr_log_sum(&shim.log, "update_absorbed", "changed"), 1);
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuGraphExecUpdate"), 0);
+    cr_assert_eq(vr_log_count(&shim.log, "exec_reset"), 0);
     vr_run_free(&plain);
     vr_run_free(&shim);
 }

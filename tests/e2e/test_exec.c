@@ -76,7 +76,12 @@ Test(exec, update_behind_a_host_function_does_not_block)
     struct vr_run shim;
     edge("gate-update", &shim);
     selected_something(&shim);
-    cr_assert_eq(vr_log_count(&shim.log, "exec_reset"), 1);
+    /* The update moves one argument only (issue 19): applied through the
+     * SetParams path while the launch waits, no cuGraphExecUpdate sent, the
+     * exec not reset. */
+    cr_assert_eq(vr_log_count(&shim.log, "exec_reset"), 0);
+    cr_assert_eq(vr_log_count(&shim.log, "update_absorbed"), 1);
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuGraphExecUpdate_v2"), 0);
     vr_run_free(&shim);
 }
 
@@ -158,4 +163,180 @@ Test(exec, simcuda_answers_as_the_gpu_did)
 Test(exec, the_shim_passes_the_drivers_answers_on)
 {
     probe_answers(VR_RUN_SHIM, "probe_shim");
+}
+
+/* ---- capture-and-update programs (issue 19) ---- */
+
+static const char *const update_syms[] = {"cuGraphExecUpdate_v2", "cuGraphExecUpdate", NULL};
+
+/* recapture with and without the shim: the same stdout (every update's
+ * CUresult, result and error node, every step's sums). */
+static void recapture(const char *tag, const char *const *args, struct vr_run *plain,
+                      struct vr_run *shim)
+{
+    char t1[96], t2[96];
+    snprintf(t1, sizeof t1, "%s_plain", tag);
+    snprintf(t2, sizeof t2, "%s_shim", tag);
+    cr_assert_eq(vr_run_app(t1, "recapture", args, 0, NULL, plain), 0);
+    cr_assert_eq(plain->proc.status, 0, "%s without the shim: %s", tag, plain->proc.err.p);
+    cr_assert_eq(vr_run_app(t2, "recapture", args, VR_RUN_SHIM, NULL, shim), 0);
+    cr_assert_eq(shim->proc.status, 0, "%s with the shim: %s", tag, shim->proc.err.p);
+    cr_assert_str_eq(plain->proc.out.p, shim->proc.out.p, "%s", tag);
+}
+
+static void recapture_case(const char *pattern, const char *mode, const char *extra)
+{
+    const char *args[] = {"--pattern", pattern, "--mode", mode, "--steps", "10", "--nodes", "8",
+                          extra, NULL};
+    char tag[96];
+    snprintf(tag, sizeof tag, "recap_%s_%s_%s", pattern, mode, extra ? extra + 2 : "capture");
+    struct vr_run plain, shim;
+    recapture(tag, args, &plain, &shim);
+    uint64_t updates = sim_sum(&plain, update_syms);
+    cr_assert_eq(updates, 10, "%s: %llu updates without the shim", tag,
+                 (unsigned long long)updates);
+    /* The recorder knew every graph: the getters' read (the one user of
+     * cuGraphNodeGetDependencies) never ran. */
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuGraphNodeGetDependencies"), 0, "%s", tag);
+    uint64_t sp = sim_sum(&shim, setparams_syms), trans = summary(&shim, "transition_updates");
+    if (!strcmp(pattern, "stable")) {
+        /* Nothing changes: nothing reaches the driver. */
+        cr_assert_eq(sim_sum(&shim, update_syms), 0, "%s", tag);
+        cr_assert_eq(sp, trans, "%s: %llu SetParams", tag, (unsigned long long)sp);
+        cr_assert_eq(vr_log_sum(&shim.log, "update_absorbed", "changed"), 0, "%s", tag);
+    } else if (!strcmp(pattern, "pingpong") || !strcmp(pattern, "move")) {
+        /* Pointer-only changes: no update, at most the changed nodes'
+         * SetParams (8 per step). */
+        cr_assert_eq(sim_sum(&shim, update_syms), 0, "%s", tag);
+        cr_assert_leq(sp, trans + 10 * 8, "%s: %llu SetParams", tag, (unsigned long long)sp);
+        /* pingpong's first step writes where the exec's graph did */
+        uint64_t moved = !strcmp(pattern, "move") ? 10 * 8 : 9 * 8;
+        cr_assert_eq(vr_log_sum(&shim.log, "update_absorbed", "changed"), moved, "%s", tag);
+    } else {
+        /* The middle step's topology change reaches the driver (the same
+         * answer: stdout); the exec instantiated again from a graph that is
+         * destroyed at once is orphaned, and its unchanged updates are
+         * absorbed all the same. */
+        cr_assert_eq(sim_sum(&shim, update_syms), 1, "%s", tag);
+        cr_assert_eq(vr_log_count(&shim.log, "update_absorbed"), 9, "%s", tag);
+    }
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
+
+Test(exec, recapture_stable_global) { recapture_case("stable", "global", NULL); }
+Test(exec, recapture_stable_thread) { recapture_case("stable", "thread", NULL); }
+Test(exec, recapture_stable_relaxed) { recapture_case("stable", "relaxed", NULL); }
+Test(exec, recapture_pingpong_global) { recapture_case("pingpong", "global", NULL); }
+Test(exec, recapture_pingpong_thread) { recapture_case("pingpong", "thread", NULL); }
+Test(exec, recapture_pingpong_relaxed) { recapture_case("pingpong", "relaxed", NULL); }
+Test(exec, recapture_move_global) { recapture_case("move", "global", NULL); }
+Test(exec, recapture_move_relaxed) { recapture_case("move", "relaxed", NULL); }
+Test(exec, recapture_topology_global) { recapture_case("topology", "global", NULL); }
+Test(exec, recapture_topology_thread) { recapture_case("topology", "thread", NULL); }
+Test(exec, recapture_topology_relaxed) { recapture_case("topology", "relaxed", NULL); }
+Test(exec, rebuild_stable) { recapture_case("stable", "global", "--explicit"); }
+Test(exec, rebuild_pingpong) { recapture_case("pingpong", "global", "--explicit"); }
+Test(exec, rebuild_topology) { recapture_case("topology", "global", "--explicit"); }
+/* Adversarial: the middle node joined from a second stream by events; v1;
+ * another thread capturing and updating its own exec meanwhile. */
+Test(exec, recapture_joined_by_event) { recapture_case("pingpong", "global", "--join"); }
+Test(exec, recapture_stable_joined_by_event) { recapture_case("stable", "global", "--join"); }
+Test(exec, recapture_v1) { recapture_case("pingpong", "global", "--v1"); }
+
+Test(exec, recapture_while_another_thread_captures)
+{
+    const char *args[] = {"--pattern", "stable", "--mode", "thread", "--steps", "10", "--nodes",
+                          "8", "--thread", NULL};
+    struct vr_run plain, shim;
+    recapture("recap_thread", args, &plain, &shim);
+    cr_assert_eq(sim_sum(&plain, update_syms), 20);
+    /* main's stable updates absorbed, the other thread's pingpong ones too */
+    cr_assert_eq(sim_sum(&shim, update_syms), 0);
+    cr_assert_eq(vr_log_count(&shim.log, "update_absorbed"), 20);
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuGraphNodeGetDependencies"), 0);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
+
+/* A graph the shim never saw made (a clone): read once through the getters
+ * at each update; the pointer-only updates are still absorbed. */
+Test(exec, recapture_update_from_an_unseen_graph)
+{
+    const char *args[] = {"--pattern", "pingpong", "--steps", "10", "--nodes", "8", "--clone",
+                          NULL};
+    struct vr_run plain, shim;
+    recapture("recap_clone", args, &plain, &shim);
+    cr_assert_eq(sim_sum(&plain, update_syms), 10);
+    cr_assert_eq(sim_sum(&shim, update_syms), 0);
+    cr_assert_eq(vr_log_count(&shim.log, "update_absorbed"), 10);
+    cr_assert_gt(vr_sim_calls(&shim.stats, "cuGraphNodeGetDependencies"), 0,
+                 "the getters were not read");
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
+
+/* Each update meets the exec's last launch still running (kernels take
+ * 200 us, nothing waited for until the end): same bytes, no update sent. */
+Test(exec, recapture_update_while_a_launch_runs)
+{
+    const char *args[] = {"--pattern", "pingpong", "--steps", "10", "--nodes", "8", "--async",
+                          NULL};
+    static const char *const env[] = {"SIMCUDA_KERNEL_DELAY_US=200", NULL};
+    struct vr_run plain, shim;
+    cr_assert_eq(vr_run_app("recap_async_plain", "recapture", args, 0, env, &plain), 0);
+    cr_assert_eq(plain.proc.status, 0, "%s", plain.proc.err.p);
+    cr_assert_eq(vr_run_app("recap_async_shim", "recapture", args, VR_RUN_SHIM, env, &shim), 0);
+    cr_assert_eq(shim.proc.status, 0, "%s", shim.proc.err.p);
+    cr_assert_str_eq(plain.proc.out.p, shim.proc.out.p);
+    cr_assert_eq(sim_sum(&shim, update_syms), 0);
+    cr_assert_eq(vr_log_count(&shim.log, "update_absorbed"), 10);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
+
+/* The instantiate graph destroyed right after the instantiate (TensorRT-
+ * LLM's way): its nodes can no longer be named, so an unchanged update is
+ * still answered without the driver, a changed one goes to it. */
+Test(exec, recapture_orphan_stable)
+{
+    const char *args[] = {"--pattern", "stable", "--steps", "10", "--nodes", "8", "--orphan", NULL};
+    struct vr_run plain, shim;
+    recapture("recap_orphan_stable", args, &plain, &shim);
+    cr_assert_eq(sim_sum(&plain, update_syms), 10);
+    cr_assert_eq(sim_sum(&shim, update_syms), 0);
+    cr_assert_eq(vr_log_count(&shim.log, "update_absorbed"), 10);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
+
+Test(exec, recapture_orphan_pingpong)
+{
+    const char *args[] = {"--pattern", "pingpong", "--steps", "10", "--nodes", "8", "--orphan",
+                          NULL};
+    struct vr_run plain, shim;
+    recapture("recap_orphan_pingpong", args, &plain, &shim);
+    /* step 0 changes nothing; every later one moves all outputs */
+    cr_assert_eq(sim_sum(&shim, update_syms), 9);
+    cr_assert_eq(vr_log_count(&shim.log, "update_absorbed"), 1);
+    cr_assert_eq(sim_sum(&shim, setparams_syms), 0, "an orphan's node was named");
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
+
+/* A capture whose fork is never joined back: the driver refuses its end
+ * (the same answer with the shim), and the recorder forgets it: the next
+ * captures on that stream are recorded (no getters' read). */
+Test(exec, recapture_after_an_unjoined_capture)
+{
+    const char *args[] = {"--pattern", "pingpong", "--steps", "6", "--nodes", "4", "--unjoined",
+                          NULL};
+    struct vr_run plain, shim;
+    recapture("recap_unjoined", args, &plain, &shim);
+    static const char *const refused[] = {"unjoined capture r=904", NULL};
+    cr_assert_eq(vr_count_lines_with(&plain.proc.out, refused), 1, "%s", plain.proc.out.p);
+    cr_assert_eq(sim_sum(&shim, update_syms), 0);
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuGraphNodeGetDependencies"), 0);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
 }

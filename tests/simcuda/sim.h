@@ -481,5 +481,8 @@ struct sim_graph;
 struct sim_graph *sim_graph_new(void);
 CUresult sim_graph_add_kernel(struct sim_graph *g, const CUgraphNode *deps, size_t ndeps,
                               const CUDA_KERNEL_NODE_PARAMS *p, CUgraphNode *out);
+/* Whether node `target` of g is one of `from` or an ancestor of one. */
+bool sim_graph_reaches(struct sim_graph *g, const CUgraphNode *from, size_t nfrom,
+                       CUgraphNode target);
 
 #endif

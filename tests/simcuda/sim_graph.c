@@ -391,6 +391,37 @@ CUresult sim_graph_add_kernel(struct sim_graph *g, const CUgraphNode *deps, size
     return r;
 }
 
+bool sim_graph_reaches(struct sim_graph *g, const CUgraphNode *from, size_t nfrom,
+                       CUgraphNode target)
+{
+    pthread_mutex_lock(&g->mu);
+    bool *seen = sim_calloc(g->n ? g->n : 1, sizeof *seen);
+    struct sim_node **stack = sim_calloc(g->n ? g->n : 1, sizeof *stack);
+    bool found = false;
+    size_t top = 0;
+    for (size_t i = 0; seen && stack && i < nfrom; i++) {
+        struct sim_node *nd = (struct sim_node *)from[i];
+        if (nd && nd->graph == g && !seen[nd->index]) {
+            seen[nd->index] = true;
+            stack[top++] = nd;
+        }
+    }
+    while (top && !found) {
+        struct sim_node *nd = stack[--top];
+        found = (CUgraphNode)nd == target;
+        for (size_t d = 0; d < nd->ndeps; d++)
+            if (!seen[nd->deps[d]->index]) {
+                seen[nd->deps[d]->index] = true;
+                stack[top++] = nd->deps[d];
+            }
+    }
+    bool oom = !seen || !stack;
+    sim_free(seen);
+    sim_free(stack);
+    pthread_mutex_unlock(&g->mu);
+    return found || oom;
+}
+
 CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 {
     SIM_ENTER(cuGraphCreate);

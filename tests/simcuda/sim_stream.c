@@ -730,6 +730,15 @@ static CUresult end_capture(CUstream h, CUgraph *phGraph, bool ptsz)
         pthread_mutex_unlock(&g_capture_mu);
         return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
     }
+    /* Every stream that joined the capture must have been joined back into
+     * the origin (cuda.h, cuStreamEndCapture: CUDA_ERROR_STREAM_CAPTURE_
+     * UNJOINED); assumption: the capture ends then, its graph discarded. */
+    bool unjoined = false;
+    pthread_mutex_lock(&g_streams_mu);
+    for (struct sim_stream *t = g_streams; t && !unjoined; t = t->next_all)
+        for (size_t i = 0; t != s && t->cap == c && i < t->n_cap_deps && !unjoined; i++)
+            unjoined = !sim_graph_reaches(c->graph, s->cap_deps, s->n_cap_deps, t->cap_deps[i]);
+    pthread_mutex_unlock(&g_streams_mu);
     /* Every stream that joined the capture leaves it. */
     pthread_mutex_lock(&g_streams_mu);
     for (struct sim_stream *t = g_streams; t; t = t->next_all)
@@ -748,10 +757,10 @@ static CUresult end_capture(CUstream h, CUgraph *phGraph, bool ptsz)
     struct sim_graph *g = c->graph;
     bool invalid = c->invalid;
     sim_free(c);
-    if (invalid) {
+    if (invalid || unjoined) {
         sim_graph_free(g);
         *phGraph = NULL;
-        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        return invalid ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
     }
     *phGraph = (CUgraph)g;
     return CUDA_SUCCESS;

@@ -1,0 +1,943 @@
+/* graph_rec: the recorder of graphs as they are made (graph_rec.h states the
+ * contract). One mutex guards three small tables: graph -> record, stream
+ * -> its capture state, event -> the capture dependency set it carries.
+ */
+#include "graph_rec.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "assert.h"
+#include "driver.h"
+#include "err.h"
+#include "layout.h"
+#include "lock.h"
+#include "lockrank.h"
+
+/* A node of a type the record cannot describe: never equal to anything. */
+#define VR_GN_UNMODELLED ((CUgraphNodeType)0x7fffffff)
+#define VR_DIMS_BYTES (7 * sizeof(unsigned))
+
+struct gnode {
+    CUgraphNodeType type;
+    struct vr_fields f;             /* kernel */
+    const struct vr_layout *layout; /* kernel; NULL: opaque */
+    CUcontext ctx;                  /* memset, memcpy */
+    uint32_t off, len;              /* argument or parameter bytes in `bytes` */
+    CUgraphNode handle;             /* explicit API only (captured nodes: NULL) */
+};
+
+struct vr_grec {
+    struct gnode *v;
+    uint32_t n, cap, nkernels;
+    uint64_t *edges;                /* (to << 32 | from), sorted when `sorted` */
+    uint32_t ne, ecap;
+    bool sorted, unknown;
+    uint8_t *bytes;
+    size_t nb, bcap;
+    uint32_t *kidx;                 /* private copies: the k-th kernel's node index */
+};
+
+/* ---- growing arrays ------------------------------------------------------ */
+
+static bool grow(void **p, uint32_t *cap, uint32_t want, size_t elem)
+{
+    if (want <= *cap)
+        return true;
+    uint32_t c = *cap ? *cap : 16;
+    while (c < want)
+        c *= 2;
+    void *q = realloc(*p, (size_t)c * elem);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = c;
+    return true;
+}
+
+static bool reserve_bytes(struct vr_grec *r, size_t more)
+{
+    if (r->nb + more <= r->bcap)
+        return true;
+    size_t c = r->bcap ? r->bcap : 1024;
+    while (c < r->nb + more)
+        c *= 2;
+    uint8_t *q = realloc(r->bytes, c);
+    if (!q)
+        return false;
+    r->bytes = q;
+    r->bcap = c;
+    return true;
+}
+
+static void add_edge(struct vr_grec *r, uint32_t from, uint32_t to)
+{
+    if (!grow((void **)&r->edges, &r->ecap, r->ne + 1, sizeof *r->edges)) {
+        r->unknown = true;
+        return;
+    }
+    uint64_t e = (uint64_t)to << 32 | from;
+    if (r->ne && r->edges[r->ne - 1] >= e)
+        r->sorted = false;
+    r->edges[r->ne++] = e;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void sort_edges(struct vr_grec *r)
+{
+    if (r->sorted)
+        return;
+    qsort(r->edges, r->ne, sizeof *r->edges, cmp_u64);
+    /* A set: the driver keeps one edge per pair. */
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < r->ne; i++)
+        if (k == 0 || r->edges[k - 1] != r->edges[i])
+            r->edges[k++] = r->edges[i];
+    r->ne = k;
+    r->sorted = true;
+}
+
+/* Records of destroyed graphs, kept with their arrays for the next ones
+ * (a program re-capturing every step makes and drops one per step: its
+ * arrays are grown once). Under mu. */
+#define NSPARE 4
+static struct vr_grec *spare[NSPARE];
+static unsigned nspare;
+
+static struct vr_grec *rec_new_locked(void)
+{
+    struct vr_grec *r = nspare ? spare[--nspare] : calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->n = r->nkernels = r->ne = 0;
+    r->nb = 0;
+    r->sorted = true;
+    r->unknown = false;
+    return r;
+}
+
+static struct vr_grec *rec_new(void)
+{
+    struct vr_grec *r = calloc(1, sizeof *r);
+    if (r)
+        r->sorted = true;
+    return r;
+}
+
+void vr_grec_free(struct vr_grec *r)
+{
+    if (!r)
+        return;
+    free(r->v);
+    free(r->edges);
+    free(r->bytes);
+    free(r->kidx);
+    free(r);
+}
+
+/* A table record goes: kept as a spare when there is room. */
+static void rec_drop_locked(struct vr_grec *r)
+{
+    if (r && nspare < NSPARE && !r->kidx) {
+        spare[nspare++] = r;
+        return;
+    }
+    vr_grec_free(r);
+}
+
+/* Appends a node; its index, or UINT32_MAX (the record is then UNKNOWN). */
+static uint32_t add_node(struct vr_grec *r, CUgraphNodeType type, CUgraphNode handle)
+{
+    if (r->unknown || !grow((void **)&r->v, &r->cap, r->n + 1, sizeof *r->v)) {
+        r->unknown = true;
+        return UINT32_MAX;
+    }
+    r->v[r->n] = (struct gnode){.type = type, .handle = handle};
+    if (type == CU_GRAPH_NODE_TYPE_KERNEL)
+        r->nkernels++;
+    return r->n++;
+}
+
+/* The node's arguments, packed (padding zero, as node.c packs them). */
+static void set_args(struct vr_grec *r, struct gnode *g, const struct vr_layout *l, void **kp)
+{
+    g->layout = NULL;
+    g->off = g->len = 0;
+    if (!l || (l->nparams && !kp))
+        return;
+    size_t bytes = ((size_t)l->bytes + 7) & ~(size_t)7;
+    if (!reserve_bytes(r, bytes)) {
+        r->unknown = true;
+        return;
+    }
+    /* Padding compares equal: zeroed word by word (a few stores, no call). */
+    uint8_t *dst = r->bytes + r->nb;
+    if (l->gaps)
+        for (size_t w = 0; w < bytes; w += 8)
+            memcpy(dst + w, &(uint64_t){0}, 8);
+    else if (bytes >= 8)
+        memcpy(dst + bytes - 8, &(uint64_t){0}, 8); /* the rounding past the end */
+    vr_layout_pack(l, kp, dst);
+    g->off = (uint32_t)r->nb;
+    g->len = l->bytes;
+    r->nb += bytes;
+    g->layout = l;
+}
+
+static void set_plain(struct vr_grec *r, struct gnode *g, const void *params, size_t bytes)
+{
+    if (!params || bytes == 0)
+        return;
+    if (!reserve_bytes(r, bytes)) {
+        r->unknown = true;
+        return;
+    }
+    memcpy(r->bytes + r->nb, params, bytes);
+    g->off = (uint32_t)r->nb;
+    g->len = (uint32_t)bytes;
+    r->nb += bytes;
+}
+
+static struct vr_grec *rec_copy(const struct vr_grec *s)
+{
+    struct vr_grec *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    *r = *s;
+    r->kidx = NULL;
+    r->v = malloc((s->n ? s->n : 1) * sizeof *r->v);
+    r->edges = malloc((s->ne ? s->ne : 1) * sizeof *r->edges);
+    r->bytes = malloc(s->nb ? s->nb : 1);
+    r->cap = s->n;
+    r->ecap = s->ne;
+    r->bcap = s->nb;
+    if (!r->v || !r->edges || !r->bytes) {
+        vr_grec_free(r);
+        return NULL;
+    }
+    if (s->n)
+        memcpy(r->v, s->v, s->n * sizeof *r->v);
+    if (s->ne)
+        memcpy(r->edges, s->edges, s->ne * sizeof *r->edges);
+    if (s->nb)
+        memcpy(r->bytes, s->bytes, s->nb);
+    return r;
+}
+
+/* ---- the tables ------------------------------------------------------------ */
+
+#define NBUCKETS 256u
+
+struct graph_ent {
+    CUgraph g;
+    struct vr_grec *r;
+    struct graph_ent *next;
+};
+
+struct capture {
+    uint64_t id;
+    struct vr_grec *r;
+    CUstream origin;
+    struct capture *next;
+    /* The layout of the function launched last, while no eviction ran
+     * (most captures launch few functions many times). Under mu. */
+    CUfunction last_f;
+    const struct vr_layout *last_l;
+    uint64_t last_gen;
+};
+
+struct stream_ent {
+    CUstream s;
+    struct capture *cap;            /* NULL: not capturing (as far as the shim saw) */
+    uint32_t *deps;
+    uint32_t n, ncap;
+    struct stream_ent *next;
+};
+
+struct event_ent {
+    CUevent ev;
+    uint64_t cap_id;                /* 0: carries no capture dependencies */
+    uint32_t *deps;
+    uint32_t n, ncap;
+    struct event_ent *next;
+};
+
+static vr_mutex mu = VR_MUTEX_INIT;
+static struct graph_ent *graphs[NBUCKETS];
+static struct stream_ent *streams[NBUCKETS];
+static struct event_ent *events[NBUCKETS];
+static struct capture *captures;
+static uint64_t capture_ids;
+static atomic_uint live_captures;
+/* The per-thread default stream: one key per thread. */
+static _Thread_local char ptds_tag;
+
+static inline unsigned bucket(const void *h)
+{
+    uintptr_t k = (uintptr_t)h;
+    return (unsigned)((k >> 4) ^ (k >> 12) ^ (k >> 20)) & (NBUCKETS - 1);
+}
+
+static void lock(void)
+{
+    vr_mutex_lock(&mu);
+    vr_rank_take(VR_RANK_GREC);
+}
+
+static void unlock(void)
+{
+    vr_rank_drop(VR_RANK_GREC);
+    vr_mutex_unlock(&mu);
+}
+
+/* The key of a stream: the legacy stream cannot capture (NULL). */
+static CUstream stream_key(CUstream s, bool ptsz)
+{
+    if (s == CU_STREAM_PER_THREAD || (ptsz && !s))
+        return (CUstream)(void *)&ptds_tag;
+    if (s == CU_STREAM_LEGACY)
+        return NULL;
+    return s;
+}
+
+static struct graph_ent **graph_slot(CUgraph g)
+{
+    struct graph_ent **pp = &graphs[bucket(g)];
+    while (*pp && (*pp)->g != g)
+        pp = &(*pp)->next;
+    return pp;
+}
+
+static struct vr_grec *graph_rec(CUgraph g)
+{
+    struct graph_ent *e = *graph_slot(g);
+    return e ? e->r : NULL;
+}
+
+/* Replaces graph g's record with r (NULL: drops it). */
+static void graph_put(CUgraph g, struct vr_grec *r)
+{
+    struct graph_ent **pp = graph_slot(g);
+    if (*pp) {
+        rec_drop_locked((*pp)->r);
+        if (r) {
+            (*pp)->r = r;
+        } else {
+            struct graph_ent *e = *pp;
+            *pp = e->next;
+            free(e);
+        }
+        return;
+    }
+    if (!r)
+        return;
+    struct graph_ent *e = malloc(sizeof *e);
+    if (!e) {
+        vr_grec_free(r);
+        return;
+    }
+    e->g = g;
+    e->r = r;
+    e->next = graphs[bucket(g)];
+    graphs[bucket(g)] = e;
+}
+
+static struct stream_ent *stream_find(CUstream key, bool make)
+{
+    if (!key)
+        return NULL;
+    struct stream_ent *e = streams[bucket(key)];
+    while (e && e->s != key)
+        e = e->next;
+    if (e || !make)
+        return e;
+    e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->s = key;
+    e->next = streams[bucket(key)];
+    streams[bucket(key)] = e;
+    return e;
+}
+
+static struct event_ent *event_find(CUevent ev, bool make)
+{
+    struct event_ent *e = events[bucket(ev)];
+    while (e && e->ev != ev)
+        e = e->next;
+    if (e || !make)
+        return e;
+    e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->ev = ev;
+    e->next = events[bucket(ev)];
+    events[bucket(ev)] = e;
+    return e;
+}
+
+static bool set_deps(uint32_t **v, uint32_t *n, uint32_t *ncap, const uint32_t *src, uint32_t k)
+{
+    if (!grow((void **)v, ncap, k ? k : 1, sizeof **v))
+        return false;
+    if (k)
+        memcpy(*v, src, k * sizeof *src);
+    *n = k;
+    return true;
+}
+
+static struct capture *capture_of(uint64_t id)
+{
+    for (struct capture *c = captures; c; c = c->next)
+        if (c->id == id)
+            return c;
+    return NULL;
+}
+
+/* ---- capture ------------------------------------------------------------- */
+
+bool vr_grec_capturing(void)
+{
+    return atomic_load_explicit(&live_captures, memory_order_relaxed) != 0;
+}
+
+static void leave(struct stream_ent *se)
+{
+    se->cap = NULL;
+    se->n = 0;
+}
+
+static void end_locked(struct capture *c)
+{
+    for (unsigned b = 0; b < NBUCKETS; b++)
+        for (struct stream_ent *e = streams[b]; e; e = e->next)
+            if (e->cap == c)
+                leave(e);
+    for (struct capture **pp = &captures; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    atomic_fetch_sub_explicit(&live_captures, 1, memory_order_relaxed);
+}
+
+void vr_grec_capture_begin(CUstream s, bool ptsz)
+{
+    CUstream key = stream_key(s, ptsz);
+    struct capture *c = calloc(1, sizeof *c);
+    lock();
+    struct vr_grec *r = rec_new_locked();
+    struct stream_ent *se = stream_find(key, true);
+    if (!c || !r || !se || se->cap) {
+        /* A capture the shim cannot follow: its graph gets no record. */
+        if (se && se->cap)
+            se->cap->r->unknown = true;
+        rec_drop_locked(r);
+        unlock();
+        free(c);
+        return;
+    }
+    c->id = ++capture_ids;
+    c->r = r;
+    c->origin = key;
+    c->next = captures;
+    captures = c;
+    se->cap = c;
+    se->n = 0;
+    atomic_fetch_add_explicit(&live_captures, 1, memory_order_relaxed);
+    unlock();
+}
+
+void vr_grec_capture_end(CUstream s, bool ptsz, CUresult r, CUgraph graph)
+{
+    /* Only these end the capture (cuda.h; UNJOINED: assumed to end it, as
+     * simcuda does); after any other error it goes on. */
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED &&
+        r != CUDA_ERROR_STREAM_CAPTURE_UNJOINED)
+        return;
+    CUstream key = stream_key(s, ptsz);
+    lock();
+    struct stream_ent *se = stream_find(key, false);
+    struct capture *c = se ? se->cap : NULL;
+    if (!c || c->origin != key) {
+        unlock();
+        return;
+    }
+    end_locked(c);
+    if (r == CUDA_SUCCESS && graph)
+        graph_put(graph, c->r);
+    else
+        rec_drop_locked(c->r);
+    unlock();
+    free(c);
+}
+
+void vr_grec_capture_unknown(CUstream s, bool ptsz)
+{
+    lock();
+    struct stream_ent *se = stream_find(stream_key(s, ptsz), false);
+    if (se && se->cap)
+        se->cap->r->unknown = true;
+    unlock();
+}
+
+void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const unsigned dims[7],
+                    void **kernelParams, void **extra, bool attrs)
+{
+    lock();
+    struct stream_ent *se = stream_find(stream_key(s, ptsz), false);
+    struct capture *c = se ? se->cap : NULL;
+    if (!c) {
+        unlock();
+        return;
+    }
+    struct vr_grec *r = c->r;
+    if (res != CUDA_SUCCESS || attrs || r->unknown) {
+        r->unknown = true; /* a failed call invalidates the capture anyway */
+        unlock();
+        return;
+    }
+    const struct vr_layout *l = NULL;
+    uint64_t gen = vr_layout_generation();
+    if (!extra && f && c->last_f == f && c->last_gen == gen) {
+        l = c->last_l;
+    } else if (!extra && f) {
+        /* The layout is looked up outside the lock (its own rank is below
+         * none of ours, and it may ask the driver). */
+        uint64_t id = c->id;
+        unlock();
+        if (vr_layout_get(f, NULL, &l) != 0)
+            l = NULL;
+        lock();
+        se = stream_find(stream_key(s, ptsz), false);
+        c = se ? se->cap : NULL;
+        if (!c || c->id != id) {
+            unlock();
+            return; /* the capture ended meanwhile (another thread) */
+        }
+        r = c->r;
+        c->last_f = f;
+        c->last_l = l;
+        c->last_gen = gen;
+    }
+    uint32_t i = add_node(r, CU_GRAPH_NODE_TYPE_KERNEL, NULL);
+    if (i != UINT32_MAX) {
+        struct gnode *g = &r->v[i];
+        g->f.func = f;
+        memcpy(g->f.dims, dims, VR_DIMS_BYTES);
+        set_args(r, g, l, kernelParams);
+        for (uint32_t d = 0; d < se->n; d++)
+            add_edge(r, se->deps[d], i);
+        if (se->ncap) { /* the common case: the new node is the stream's set */
+            se->deps[0] = i;
+            se->n = 1;
+        } else if (!set_deps(&se->deps, &se->n, &se->ncap, &i, 1)) {
+            r->unknown = true;
+        }
+    }
+    unlock();
+}
+
+void vr_grec_event_record(CUevent ev, CUstream s, bool ptsz)
+{
+    if (!ev)
+        return;
+    lock();
+    struct stream_ent *se = stream_find(stream_key(s, ptsz), false);
+    struct event_ent *ee = event_find(ev, se && se->cap);
+    if (ee) {
+        ee->cap_id = 0;
+        if (se && se->cap) {
+            if (set_deps(&ee->deps, &ee->n, &ee->ncap, se->deps, se->n))
+                ee->cap_id = se->cap->id;
+            else
+                se->cap->r->unknown = true;
+        }
+    }
+    unlock();
+}
+
+void vr_grec_stream_wait(CUstream s, bool ptsz, CUevent ev)
+{
+    lock();
+    struct event_ent *ee = ev ? event_find(ev, false) : NULL;
+    struct capture *c = ee && ee->cap_id ? capture_of(ee->cap_id) : NULL;
+    CUstream key = stream_key(s, ptsz);
+    struct stream_ent *se = stream_find(key, c != NULL);
+    if (!c) {
+        unlock();
+        return;
+    }
+    if (!se) {
+        c->r->unknown = true;
+    } else if (se->cap == c) {
+        /* The stream's set grows by the event's (a set: no duplicates). */
+        for (uint32_t i = 0; i < ee->n; i++) {
+            bool have = false;
+            for (uint32_t j = 0; j < se->n && !have; j++)
+                have = se->deps[j] == ee->deps[i];
+            if (have)
+                continue;
+            if (!grow((void **)&se->deps, &se->ncap, se->n + 1, sizeof *se->deps)) {
+                c->r->unknown = true;
+                break;
+            }
+            se->deps[se->n++] = ee->deps[i];
+        }
+    } else if (!se->cap) {
+        se->cap = c; /* joins the capture with the event's set */
+        if (!set_deps(&se->deps, &se->n, &se->ncap, ee->deps, ee->n))
+            c->r->unknown = true;
+    } else {
+        /* Two captures merged: the driver refuses that; if it did not, the
+         * shim cannot follow. */
+        c->r->unknown = true;
+        se->cap->r->unknown = true;
+    }
+    unlock();
+}
+
+/* ---- explicit graphs ------------------------------------------------------- */
+
+void vr_grec_created(CUgraph g)
+{
+    lock();
+    struct vr_grec *r = rec_new_locked();
+    if (r)
+        graph_put(g, r);
+    else
+        graph_put(g, NULL);
+    unlock();
+}
+
+void vr_grec_destroyed(CUgraph g)
+{
+    lock();
+    graph_put(g, NULL);
+    unlock();
+}
+
+/* The index of node handle h in r (recent nodes first: dependencies are
+ * usually the nodes just made), or UINT32_MAX. */
+static uint32_t index_of(const struct vr_grec *r, CUgraphNode h)
+{
+    for (uint32_t i = r->n; i-- > 0;)
+        if (r->v[i].handle == h)
+            return i;
+    return UINT32_MAX;
+}
+
+static void add_deps(struct vr_grec *r, uint32_t i, const CUgraphNode *deps, size_t ndeps)
+{
+    for (size_t d = 0; d < ndeps && !r->unknown; d++) {
+        uint32_t j = deps ? index_of(r, deps[d]) : UINT32_MAX;
+        if (j == UINT32_MAX)
+            r->unknown = true;
+        else
+            add_edge(r, j, i);
+    }
+}
+
+void vr_grec_add_kernel(CUgraph g, CUgraphNode node, const CUgraphNode *deps, size_t ndeps,
+                        const struct vr_fields *f, void **kernelParams, void **extra)
+{
+    const struct vr_layout *l = NULL;
+    if (!extra && vr_layout_get(f->func, f->kern, &l) != 0)
+        l = NULL;
+    lock();
+    struct vr_grec *r = graph_rec(g);
+    if (r && !r->unknown) {
+        uint32_t i = add_node(r, CU_GRAPH_NODE_TYPE_KERNEL, node);
+        if (i != UINT32_MAX) {
+            r->v[i].f = *f;
+            set_args(r, &r->v[i], l, kernelParams);
+            add_deps(r, i, deps, ndeps);
+        }
+    }
+    unlock();
+}
+
+void vr_grec_add_plain(CUgraph g, CUgraphNode node, const CUgraphNode *deps, size_t ndeps,
+                       CUgraphNodeType type, const void *params, size_t bytes, CUcontext ctx)
+{
+    lock();
+    struct vr_grec *r = graph_rec(g);
+    if (r && !r->unknown) {
+        uint32_t i = add_node(r, type, node);
+        if (i != UINT32_MAX) {
+            r->v[i].ctx = ctx;
+            set_plain(r, &r->v[i], params, bytes);
+            add_deps(r, i, deps, ndeps);
+        }
+    }
+    unlock();
+}
+
+/* The record holding node handle h, and its index there. */
+static struct vr_grec *rec_of_node(CUgraphNode h, uint32_t *idx)
+{
+    if (!h)
+        return NULL;
+    for (unsigned b = 0; b < NBUCKETS; b++)
+        for (struct graph_ent *e = graphs[b]; e; e = e->next) {
+            uint32_t i = index_of(e->r, h);
+            if (i != UINT32_MAX) {
+                *idx = i;
+                return e->r;
+            }
+        }
+    return NULL;
+}
+
+void vr_grec_set_kernel(CUgraphNode node, const struct vr_fields *f, void **kernelParams,
+                        void **extra)
+{
+    const struct vr_layout *l = NULL;
+    if (!extra && vr_layout_get(f->func, f->kern, &l) != 0)
+        l = NULL;
+    lock();
+    uint32_t i;
+    struct vr_grec *r = rec_of_node(node, &i);
+    if (r && !r->unknown) {
+        if (r->v[i].type != CU_GRAPH_NODE_TYPE_KERNEL) {
+            r->unknown = true;
+        } else {
+            /* The old bytes stay unused in the arena: setters are rare. */
+            r->v[i].f = *f;
+            set_args(r, &r->v[i], l, kernelParams);
+        }
+    }
+    unlock();
+}
+
+void vr_grec_edges(CUgraph g, const CUgraphNode *from, const CUgraphNode *to, size_t n,
+                   bool add)
+{
+    lock();
+    struct vr_grec *r = graph_rec(g);
+    for (size_t k = 0; r && k < n && !r->unknown; k++) {
+        uint32_t a = index_of(r, from[k]), b = index_of(r, to[k]);
+        if (a == UINT32_MAX || b == UINT32_MAX) {
+            r->unknown = true;
+        } else if (add) {
+            add_edge(r, a, b);
+        } else {
+            uint64_t e = (uint64_t)b << 32 | a;
+            for (uint32_t x = 0; x < r->ne; x++)
+                if (r->edges[x] == e) {
+                    r->edges[x] = r->edges[--r->ne];
+                    r->sorted = false;
+                    break;
+                }
+        }
+    }
+    unlock();
+}
+
+void vr_grec_mark_unknown(CUgraph g, CUgraphNode node)
+{
+    lock();
+    uint32_t i;
+    struct vr_grec *r = g ? graph_rec(g) : rec_of_node(node, &i);
+    if (r)
+        r->unknown = true;
+    unlock();
+}
+
+/* ---- reading a graph through the getters ------------------------------------ */
+
+static struct vr_grec *read_graph(CUgraph graph)
+{
+    size_t total = 0;
+    if (vr_real.cuGraphGetNodes(graph, NULL, &total) != CUDA_SUCCESS || total >= UINT32_MAX)
+        return NULL;
+    CUgraphNode *all = calloc(total ? total : 1, sizeof *all);
+    struct vr_grec *r = rec_new();
+    if (!all || !r || vr_real.cuGraphGetNodes(graph, all, &total) != CUDA_SUCCESS) {
+        free(all);
+        vr_grec_free(r);
+        return NULL;
+    }
+    for (size_t i = 0; i < total; i++) {
+        CUgraphNodeType type;
+        if (vr_real.cuGraphNodeGetType(all[i], &type) != CUDA_SUCCESS)
+            type = VR_GN_UNMODELLED;
+        if (type != CU_GRAPH_NODE_TYPE_KERNEL && type != CU_GRAPH_NODE_TYPE_EMPTY)
+            type = VR_GN_UNMODELLED;
+        uint32_t k = add_node(r, type, all[i]);
+        if (k == UINT32_MAX)
+            break;
+        if (type != CU_GRAPH_NODE_TYPE_KERNEL)
+            continue;
+        CUDA_KERNEL_NODE_PARAMS_v2 p = {0};
+        struct gnode *g = &r->v[k];
+        if (vr_real.cuGraphKernelNodeGetParams_v2(all[i], &p) != CUDA_SUCCESS) {
+            g->type = VR_GN_UNMODELLED;
+            continue;
+        }
+        g->f.func = p.func;
+        g->f.kern = p.func ? NULL : p.kern;
+        g->f.ctx = p.func ? NULL : p.ctx;
+        memcpy(g->f.dims, &p.gridDimX, VR_DIMS_BYTES);
+        const struct vr_layout *l = NULL;
+        if (!p.extra && vr_layout_get(p.func, p.kern, &l) == 0)
+            set_args(r, g, l, p.kernelParams);
+    }
+    /* The edges, by each node's dependencies. */
+    size_t dcap = 16;
+    CUgraphNode *deps = malloc(dcap * sizeof *deps);
+    for (uint32_t i = 0; i < r->n && deps && !r->unknown; i++) {
+        size_t nd = 0;
+        if (vr_real.cuGraphNodeGetDependencies(all[i], NULL, &nd) != CUDA_SUCCESS) {
+            r->unknown = true;
+            break;
+        }
+        if (nd > dcap) {
+            CUgraphNode *q = realloc(deps, nd * sizeof *deps);
+            if (!q) {
+                r->unknown = true;
+                break;
+            }
+            deps = q;
+            dcap = nd;
+        }
+        if (nd && vr_real.cuGraphNodeGetDependencies(all[i], deps, &nd) != CUDA_SUCCESS) {
+            r->unknown = true;
+            break;
+        }
+        add_deps(r, i, deps, nd);
+    }
+    if (!deps)
+        r->unknown = true;
+    free(deps);
+    free(all);
+    /* Handles of a graph read this way are not kept: no setter finds it. */
+    for (uint32_t i = 0; i < r->n; i++)
+        r->v[i].handle = NULL;
+    return r;
+}
+
+struct vr_grec *vr_grec_take(CUgraph graph)
+{
+    size_t total = 0;
+    CUresult cr = vr_real.cuGraphGetNodes(graph, NULL, &total);
+    struct vr_grec *r = NULL;
+    lock();
+    const struct vr_grec *have = graph_rec(graph);
+    if (have && !have->unknown && cr == CUDA_SUCCESS && total == have->n)
+        r = rec_copy(have);
+    unlock();
+    if (!r)
+        r = read_graph(graph);
+    if (!r)
+        return NULL;
+    sort_edges(r);
+    r->kidx = malloc((r->nkernels ? r->nkernels : 1) * sizeof *r->kidx);
+    if (!r->kidx) {
+        vr_grec_free(r);
+        return NULL;
+    }
+    for (uint32_t i = 0, k = 0; i < r->n; i++) {
+        r->v[i].handle = NULL; /* a copy belongs to no graph */
+        if (r->v[i].type == CU_GRAPH_NODE_TYPE_KERNEL)
+            r->kidx[k++] = i;
+    }
+    return r;
+}
+
+size_t vr_grec_nodes(const struct vr_grec *r)
+{
+    return r ? r->n : 0;
+}
+
+size_t vr_grec_kernels(const struct vr_grec *r)
+{
+    return r ? r->nkernels : 0;
+}
+
+/* ---- comparing ------------------------------------------------------------- */
+
+const char *vr_grec_diff(const struct vr_grec *cur, const struct vr_grec *upd,
+                         const struct vr_nodes *ns, uint32_t *changed, size_t *nchanged)
+{
+    *nchanged = 0;
+    if (!cur || !upd || cur->unknown || upd->unknown)
+        return "unknown";
+    VR_ASSERT(cur->sorted && upd->sorted);
+    if (cur->n != upd->n || cur->ne != upd->ne || cur->nkernels != ns->n ||
+        upd->nkernels != ns->n)
+        return "topology";
+    if (cur->ne && memcmp(cur->edges, upd->edges, cur->ne * sizeof *cur->edges) != 0)
+        return "topology";
+    size_t k = 0;
+    for (uint32_t i = 0; i < cur->n; i++) {
+        const struct gnode *a = &cur->v[i], *b = &upd->v[i];
+        if (a->type != b->type)
+            return "node_type";
+        if (a->type == VR_GN_UNMODELLED)
+            return "unmodelled";
+        if (a->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+            const struct vr_node *n = &ns->v[k];
+            if (!n->layout || !b->layout)
+                return "opaque";
+            if (!vr_same_fields(&n->f, &b->f) || n->layout != b->layout)
+                return "kernel_fields";
+            if (memcmp(upd->bytes + b->off, n->intended, n->layout->bytes) != 0)
+                changed[(*nchanged)++] = (uint32_t)k;
+            k++;
+            continue;
+        }
+        if (a->type != CU_GRAPH_NODE_TYPE_EMPTY &&
+            (a->len != b->len || a->ctx != b->ctx ||
+             memcmp(cur->bytes + a->off, upd->bytes + b->off, a->len) != 0))
+            return "params";
+    }
+    return NULL;
+}
+
+const char *vr_grec_diff_graph(const struct vr_grec *cur, CUgraph graph, const struct vr_nodes *ns,
+                               uint32_t *changed, size_t *nchanged, size_t *nodes, bool *known)
+{
+    size_t total = 0;
+    CUresult cr = vr_real.cuGraphGetNodes(graph, NULL, &total);
+    const char *why = NULL;
+    *known = false;
+    *nchanged = 0;
+    lock();
+    struct vr_grec *have = graph_rec(graph);
+    if (have && !have->unknown && cr == CUDA_SUCCESS && total == have->n) {
+        *known = true;
+        *nodes = have->n;
+        sort_edges(have);
+        why = vr_grec_diff(cur, have, ns, changed, nchanged);
+    }
+    unlock();
+    return why;
+}
+
+void vr_grec_kernel_params(const struct vr_grec *r, size_t k, CUDA_KERNEL_NODE_PARAMS_v2 *p,
+                           void **kp)
+{
+    VR_ASSERT(r->kidx && k < r->nkernels);
+    const struct gnode *g = &r->v[r->kidx[k]];
+    VR_ASSERT(g->layout);
+    memset(p, 0, sizeof *p);
+    p->func = g->f.func;
+    p->kern = g->f.kern;
+    p->ctx = g->f.ctx;
+    memcpy(&p->gridDimX, g->f.dims, VR_DIMS_BYTES);
+    vr_layout_point(g->layout, r->bytes + g->off, kp);
+    p->kernelParams = kp;
+}
+
+void vr_grec_after_fork(void)
+{
+    mu = (vr_mutex)VR_MUTEX_INIT;
+}

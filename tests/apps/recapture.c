@@ -1,0 +1,339 @@
+/* recapture: a step re-made every iteration and applied to one exec with
+ * cuGraphExecUpdate (issue 19), the way TensorRT-LLM, GROMACS and llama.cpp
+ * do: capture (or build) N scale kernels with this step's buffers, update,
+ * launch, destroy the step's graph.
+ *
+ *   recapture [--pattern stable|pingpong|move|topology] [--mode global|thread|relaxed]
+ *             [--explicit] [--join] [--thread] [--v1] [--steps S] [--nodes N]
+ *
+ * stable: the same buffers every step; pingpong: the outputs alternate
+ * between two buffers; move: a freshly allocated input every step;
+ * topology: one more node from the middle step on (the update fails with
+ * the driver's answer and the program instantiates again). --explicit builds
+ * the graph with cuGraphAddKernelNode instead of capturing; --join sends the
+ * middle node through a second stream joined by an event; --thread has
+ * another thread capture and update its own exec meanwhile; --v1 updates
+ * through cuGraphExecUpdate's v1 entry point; --clone updates from a clone
+ * of the step's graph (made behind the recorder's back); --async does not
+ * wait for a launch before the next step's update (for stable and
+ * pingpong); --orphan destroys the graph the exec is instantiated from
+ * right after the instantiate; --unjoined also makes, at step 1, a capture
+ * whose fork never joins back (its end is refused). stdout: per step the update's
+ * CUresult, result and whether an error node came back, and the outputs'
+ * sum: compared with and without the shim.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VR_PROG "recapture"
+#include "vr_check.h"
+
+enum { M = 256 };
+
+static CUfunction scale;
+static CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+struct work {
+    CUstream st, st2;
+    CUevent ev, ev2;
+    CUdeviceptr in, out;  /* n * M floats each */
+    unsigned n;
+    float factor[64];
+    unsigned long long elems;
+    /* the argument slots the kernels read, per node */
+    CUdeviceptr a_out[64], a_in[64];
+    void *kp[64][4];
+};
+
+static void args_for(struct work *w, unsigned i)
+{
+    w->a_out[i] = w->out + (CUdeviceptr)i * M * sizeof(float);
+    w->a_in[i] = w->in + (CUdeviceptr)i * M * sizeof(float);
+    w->kp[i][0] = &w->a_out[i];
+    w->kp[i][1] = &w->a_in[i];
+    w->kp[i][2] = &w->factor[i];
+    w->kp[i][3] = &w->elems;
+}
+
+static void launch_node(struct work *w, unsigned i, CUstream s)
+{
+    args_for(w, i);
+    CK(cuLaunchKernel(scale, 1, 1, 1, 64, 1, 1, 0, s, w->kp[i], NULL));
+}
+
+static CUgraph capture(struct work *w, bool join)
+{
+    CUgraph g;
+    CK(cuStreamBeginCapture_v2(w->st, mode));
+    for (unsigned i = 0; i < w->n; i++) {
+        if (join && i == w->n / 2) {
+            CK(cuEventRecord(w->ev, w->st));
+            CK(cuStreamWaitEvent(w->st2, w->ev, 0));
+            launch_node(w, i, w->st2);
+            CK(cuEventRecord(w->ev2, w->st2));
+            CK(cuStreamWaitEvent(w->st, w->ev2, 0));
+        } else {
+            launch_node(w, i, w->st);
+        }
+    }
+    CK(cuStreamEndCapture(w->st, &g));
+    return g;
+}
+
+/* A fork never joined back: the driver refuses to end the capture
+ * (CUDA_ERROR_STREAM_CAPTURE_UNJOINED) and the capture is over. */
+static CUresult capture_unjoined(struct work *w)
+{
+    CUgraph g = NULL;
+    CK(cuStreamBeginCapture_v2(w->st, mode));
+    launch_node(w, 0, w->st);
+    CK(cuEventRecord(w->ev, w->st));
+    CK(cuStreamWaitEvent(w->st2, w->ev, 0));
+    launch_node(w, 1, w->st2);
+    CUresult r = cuStreamEndCapture(w->st, &g);
+    if (r == CUDA_SUCCESS)
+        CK(cuGraphDestroy(g));
+    return r;
+}
+
+static CUgraph build(struct work *w)
+{
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    CUgraphNode prev = NULL;
+    for (unsigned i = 0; i < w->n; i++) {
+        args_for(w, i);
+        CUDA_KERNEL_NODE_PARAMS p;
+        memset(&p, 0, sizeof p);
+        p.func = scale;
+        p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+        p.blockDimX = 64;
+        p.blockDimY = p.blockDimZ = 1;
+        p.kernelParams = w->kp[i];
+        CUgraphNode node;
+        CK(cuGraphAddKernelNode_v2(&node, g, prev ? &prev : NULL, prev ? 1 : 0, &p));
+        prev = node;
+    }
+    return g;
+}
+
+struct opts {
+    const char *pattern;
+    bool explicit_api, join, v1, clone, async, orphan, unjoined;
+    unsigned steps, nodes;
+};
+
+static CUdeviceptr filled(size_t floats, float v)
+{
+    CUdeviceptr p;
+    CK(cuMemAlloc_v2(&p, floats * sizeof(float)));
+    unsigned bits;
+    memcpy(&bits, &v, sizeof bits);
+    CK(cuMemsetD32_v2(p, bits, floats));
+    CK(cuCtxSynchronize());
+    return p;
+}
+
+static double sum_of(CUdeviceptr p, size_t floats)
+{
+    float *h = malloc(floats * sizeof *h);
+    if (!h)
+        abort();
+    CK(cuMemcpyDtoH_v2(h, p, floats * sizeof *h));
+    double s = 0;
+    for (size_t i = 0; i < floats; i++)
+        s += h[i];
+    free(h);
+    return s;
+}
+
+/* One exec through its steps; `tag` prefixes its lines (NULL: silent). */
+static double run(const struct opts *o, const char *tag)
+{
+    struct work w;
+    memset(&w, 0, sizeof w);
+    w.n = o->nodes;
+    w.elems = M;
+    for (unsigned i = 0; i < 64; i++)
+        w.factor[i] = (float)(i % 5 + 1);
+    CK(cuStreamCreate(&w.st, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&w.st2, CU_STREAM_NON_BLOCKING));
+    CK(cuEventCreate(&w.ev, CU_EVENT_DISABLE_TIMING));
+    CK(cuEventCreate(&w.ev2, CU_EVENT_DISABLE_TIMING));
+    const size_t floats = 64 * M;
+    CUdeviceptr outs[2] = {filled(floats, 0.0f), filled(floats, 0.0f)};
+    w.in = filled(floats, 1.0f);
+    w.out = outs[0];
+    CUgraph g0 = o->explicit_api ? build(&w) : capture(&w, o->join);
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g0, 0));
+    if (o->orphan) {
+        /* As TensorRT-LLM does: the captured graph goes right after the
+         * instantiate; the exec lives on and is updated. */
+        CK(cuGraphDestroy(g0));
+        g0 = NULL;
+    }
+    double total = 0;
+    for (unsigned s = 0; s < o->steps; s++) {
+        CUdeviceptr old_in = 0;
+        if (!strcmp(o->pattern, "pingpong")) {
+            w.out = outs[s % 2];
+        } else if (!strcmp(o->pattern, "move")) {
+            old_in = w.in;
+            w.in = filled(floats, (float)(s % 3 + 1));
+        } else if (!strcmp(o->pattern, "topology") && s == o->steps / 2) {
+            w.n = o->nodes + 1;
+        }
+        if (o->unjoined && s == 1 && tag)
+            printf("%s unjoined capture r=%d\n", tag, (int)capture_unjoined(&w));
+        CUgraph g = o->explicit_api ? build(&w) : capture(&w, o->join);
+        if (o->clone) {
+            /* A graph the shim never saw made (cuGraphClone is not
+             * recorded): the update reads it through the getters. */
+            CUgraph c;
+            CK(cuGraphClone(&c, g));
+            CK(cuGraphDestroy(g));
+            g = c;
+        }
+        CUresult r;
+        int result;
+        bool err_node;
+        if (o->v1) {
+            CUgraphNode en = NULL;
+            CUgraphExecUpdateResult res = CU_GRAPH_EXEC_UPDATE_ERROR;
+            r = cuGraphExecUpdate(x, g, &en, &res);
+            result = (int)res;
+            err_node = en != NULL;
+        } else {
+            CUgraphExecUpdateResultInfo info;
+            memset(&info, 0xff, sizeof info); /* every field must be written */
+            r = cuGraphExecUpdate_v2(x, g, &info);
+            result = (int)info.result;
+            err_node = info.errorNode != NULL;
+        }
+        if (r != CUDA_SUCCESS) {
+            /* What programs do on a failed update: instantiate again. */
+            CK(cuGraphExecDestroy(x));
+            CK(cuGraphInstantiateWithFlags(&x, g, 0));
+        }
+        CK(cuGraphDestroy(g)); /* right after the update */
+        if (!o->async) {
+            /* A launch that writes elsewhere shows as a zero sum. */
+            CK(cuMemsetD32_v2(w.out, 0, floats));
+            CK(cuCtxSynchronize());
+        }
+        CK(cuGraphLaunch(x, w.st));
+        if (o->async) {
+            /* The next step's capture and update meet this launch still
+             * running (SIMCUDA_KERNEL_DELAY_US): only the end is waited for. */
+            if (s + 1 < o->steps)
+                continue;
+        }
+        CK(cuStreamSynchronize(w.st));
+        if (old_in)
+            CK(cuMemFree_v2(old_in));
+        double sum = sum_of(w.out, floats);
+        total += sum;
+        if (tag)
+            printf("%s step %u r=%d result=%d error_node=%d sum=%.1f\n", tag, s, (int)r, result,
+                   (int)err_node, sum);
+    }
+    CK(cuGraphExecDestroy(x));
+    if (g0)
+        CK(cuGraphDestroy(g0));
+    CK(cuMemFree_v2(outs[0]));
+    CK(cuMemFree_v2(outs[1]));
+    CK(cuMemFree_v2(w.in));
+    CK(cuEventDestroy_v2(w.ev));
+    CK(cuEventDestroy_v2(w.ev2));
+    CK(cuStreamDestroy_v2(w.st));
+    CK(cuStreamDestroy_v2(w.st2));
+    return total;
+}
+
+static CUcontext main_ctx;
+static struct opts other_opts;
+static double other_total;
+
+static void *other(void *arg)
+{
+    (void)arg;
+    CK(cuCtxSetCurrent(main_ctx));
+    other_total = run(&other_opts, NULL);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o = {.pattern = "stable", .steps = 8, .nodes = 8};
+    bool thread = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--pattern") && v) {
+            o.pattern = v;
+            i++;
+        } else if (!strcmp(a, "--mode") && v) {
+            mode = !strcmp(v, "thread")    ? CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+                   : !strcmp(v, "relaxed") ? CU_STREAM_CAPTURE_MODE_RELAXED
+                                           : CU_STREAM_CAPTURE_MODE_GLOBAL;
+            i++;
+        } else if (!strcmp(a, "--steps") && v) {
+            o.steps = (unsigned)atoi(v);
+            i++;
+        } else if (!strcmp(a, "--nodes") && v) {
+            o.nodes = (unsigned)atoi(v);
+            i++;
+        } else if (!strcmp(a, "--explicit")) {
+            o.explicit_api = true;
+        } else if (!strcmp(a, "--join")) {
+            o.join = true;
+        } else if (!strcmp(a, "--thread")) {
+            thread = true;
+        } else if (!strcmp(a, "--v1")) {
+            o.v1 = true;
+        } else if (!strcmp(a, "--clone")) {
+            o.clone = true;
+        } else if (!strcmp(a, "--async")) {
+            o.async = true;
+        } else if (!strcmp(a, "--orphan")) {
+            o.orphan = true;
+        } else if (!strcmp(a, "--unjoined")) {
+            o.unjoined = true;
+        } else {
+            fprintf(stderr, "usage: recapture [--pattern stable|pingpong|move|topology] "
+                            "[--mode global|thread|relaxed] [--explicit] [--join] [--thread] "
+                            "[--v1] [--clone] [--async] [--orphan] [--unjoined] [--steps S] [--nodes N]\n");
+            return 2;
+        }
+    }
+    if (o.nodes == 0 || o.nodes > 62 || o.steps == 0) {
+        fprintf(stderr, "recapture: 1 <= --nodes <= 62, --steps >= 1\n");
+        return 2;
+    }
+    const char *ptx_path = getenv("VR_PTX");
+    char *ptx = vr_ptx_or_die(ptx_path);
+    CK(cuInit(0));
+    CUdevice dev = vr_ctx_current(0, &main_ctx);
+    CUmodule mod;
+    CK(cuModuleLoadData(&mod, ptx));
+    CK(cuModuleGetFunction(&scale, mod, "vr_scale_f32"));
+    pthread_t t;
+    if (thread) {
+        other_opts = o;
+        other_opts.pattern = "pingpong";
+        if (pthread_create(&t, NULL, other, NULL) != 0)
+            return 1;
+    }
+    double total = run(&o, "main");
+    if (thread) {
+        pthread_join(t, NULL);
+        printf("other total=%.1f\n", other_total);
+    }
+    printf("total=%.1f\n", total);
+    CK(cuModuleUnload(mod));
+    CK(cuDevicePrimaryCtxRelease_v2(dev));
+    free(ptx);
+    return 0;
+}

@@ -1,0 +1,270 @@
+/* The graph recorder (graph_rec.h): what capture and the explicit API
+ * record, and how an update graph compares with an exec's. The driver is
+ * a fake: layouts of two pointer arguments, and a node count per graph. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+#include "graph_rec.h"
+#include "layout.h"
+#include "node.h"
+
+static size_t driver_count; /* what cuGraphGetNodes reports for every graph */
+
+static CUresult CUDAAPI fake_param_info(CUfunction f, size_t i, size_t *off, size_t *size)
+{
+    (void)f;
+    if (i >= 2)
+        return CUDA_ERROR_INVALID_VALUE;
+    *off = i * 8;
+    *size = 8;
+    return CUDA_SUCCESS;
+}
+
+/* Only the count query answers: reading nodes through the getters fails,
+ * so vr_grec_take returns NULL whenever it does not trust the record. */
+static CUresult CUDAAPI fake_get_nodes(CUgraph g, CUgraphNode *nodes, size_t *n)
+{
+    (void)g;
+    if (nodes)
+        return CUDA_ERROR_INVALID_VALUE;
+    *n = driver_count;
+    return CUDA_SUCCESS;
+}
+
+static void fake_driver(void)
+{
+    vr_real.cuFuncGetParamInfo = fake_param_info;
+    vr_real.cuGraphGetNodes = fake_get_nodes;
+}
+
+TestSuite(graph_rec, .init = fake_driver);
+
+#define F ((CUfunction)(void *)0x1000)
+static const unsigned dims[7] = {1, 1, 1, 64, 1, 1, 0};
+
+static void launch(CUstream s, uint64_t a, uint64_t b)
+{
+    void *kp[] = {&a, &b};
+    vr_grec_launch(s, false, CUDA_SUCCESS, F, dims, kp, NULL, false);
+}
+
+/* A capture of `n` kernels on s, argument a0 + i, into graph g. */
+static struct vr_grec *chain(CUstream s, CUgraph g, size_t n, uint64_t a0)
+{
+    vr_grec_capture_begin(s, false);
+    cr_assert(vr_grec_capturing());
+    for (size_t i = 0; i < n; i++)
+        launch(s, a0 + i, 7);
+    vr_grec_capture_end(s, false, CUDA_SUCCESS, g);
+    driver_count = n;
+    struct vr_grec *r = vr_grec_take(g);
+    cr_assert_not_null(r);
+    return r;
+}
+
+/* The exec's kernel nodes as the exec layer holds them: r's fields, and
+ * intended arguments (a0 + i, 7). */
+struct fake_ns {
+    struct vr_nodes ns;
+    struct vr_node v[8];
+    uint8_t bytes[8][16];
+};
+
+static void exec_nodes(struct fake_ns *x, size_t n, uint64_t a0)
+{
+    memset(x, 0, sizeof *x);
+    const struct vr_layout *l;
+    cr_assert_eq(vr_layout_get(F, NULL, &l), 0);
+    for (size_t i = 0; i < n; i++) {
+        x->v[i].layout = l;
+        x->v[i].f.func = F;
+        memcpy(x->v[i].f.dims, dims, sizeof dims);
+        uint64_t a = a0 + i, b = 7;
+        memcpy(x->bytes[i], &a, 8);
+        memcpy(x->bytes[i] + 8, &b, 8);
+        x->v[i].intended = x->bytes[i];
+    }
+    x->ns.v = x->v;
+    x->ns.n = n;
+    x->ns.max_params = 2;
+}
+
+Test(graph_rec, same_capture_compares_equal)
+{
+    CUstream s = (CUstream)(void *)0x10;
+    struct vr_grec *cur = chain(s, (CUgraph)(void *)0x100, 4, 50);
+    struct vr_grec *upd = chain(s, (CUgraph)(void *)0x101, 4, 50);
+    cr_assert_not(vr_grec_capturing());
+    cr_assert_eq(vr_grec_nodes(upd), 4);
+    cr_assert_eq(vr_grec_kernels(upd), 4);
+    struct fake_ns x;
+    exec_nodes(&x, 4, 50);
+    uint32_t changed[8];
+    size_t n = 99;
+    cr_assert_null(vr_grec_diff(cur, upd, &x.ns, changed, &n));
+    cr_assert_eq(n, 0);
+    vr_grec_free(cur);
+    vr_grec_free(upd);
+    vr_grec_destroyed((CUgraph)(void *)0x100);
+    vr_grec_destroyed((CUgraph)(void *)0x101);
+}
+
+Test(graph_rec, moved_arguments_name_their_nodes)
+{
+    CUstream s = (CUstream)(void *)0x20;
+    struct vr_grec *cur = chain(s, (CUgraph)(void *)0x200, 4, 50);
+    struct vr_grec *upd = chain(s, (CUgraph)(void *)0x201, 4, 51); /* nodes 0..2 moved */
+    struct fake_ns x;
+    exec_nodes(&x, 4, 50);
+    uint32_t changed[8];
+    size_t n = 0;
+    cr_assert_null(vr_grec_diff(cur, upd, &x.ns, changed, &n));
+    cr_assert_eq(n, 4);
+    for (uint32_t i = 0; i < 4; i++)
+        cr_assert_eq(changed[i], i);
+    /* The params of a changed node are the update graph's. */
+    CUDA_KERNEL_NODE_PARAMS_v2 p;
+    void *kp[2];
+    vr_grec_kernel_params(upd, 2, &p, kp);
+    cr_assert_eq(p.func, F);
+    cr_assert_eq(p.blockDimX, 64);
+    uint64_t a;
+    memcpy(&a, p.kernelParams[0], 8);
+    cr_assert_eq(a, 53);
+    /* The exec's intended shadows are the truth, not cur's bytes. */
+    exec_nodes(&x, 4, 51);
+    cr_assert_null(vr_grec_diff(cur, upd, &x.ns, changed, &n));
+    cr_assert_eq(n, 0);
+    vr_grec_free(cur);
+    vr_grec_free(upd);
+}
+
+Test(graph_rec, an_event_join_is_an_edge)
+{
+    CUstream s = (CUstream)(void *)0x30, s2 = (CUstream)(void *)0x31;
+    CUevent ev = (CUevent)(void *)0x32, ev2 = (CUevent)(void *)0x33;
+    CUgraph g = (CUgraph)(void *)0x300;
+    vr_grec_capture_begin(s, false);
+    launch(s, 1, 7);                  /* A */
+    vr_grec_event_record(ev, s, false);
+    vr_grec_stream_wait(s2, false, ev);
+    launch(s2, 2, 7);                 /* B: after A, on s2 */
+    vr_grec_event_record(ev2, s2, false);
+    launch(s, 3, 7);                  /* C: after A only */
+    vr_grec_stream_wait(s, false, ev2);
+    launch(s, 4, 7);                  /* D: after C and B */
+    vr_grec_capture_end(s, false, CUDA_SUCCESS, g);
+    driver_count = 4;
+    struct vr_grec *joined = vr_grec_take(g);
+    cr_assert_not_null(joined);
+    struct vr_grec *plain = chain(s, (CUgraph)(void *)0x301, 4, 1);
+    struct fake_ns x;
+    exec_nodes(&x, 4, 1);
+    uint32_t changed[8];
+    size_t n;
+    cr_assert_str_eq(vr_grec_diff(plain, joined, &x.ns, changed, &n), "topology");
+    /* The same join again compares equal. */
+    vr_grec_capture_begin(s, false);
+    launch(s, 1, 7);
+    vr_grec_event_record(ev, s, false);
+    vr_grec_stream_wait(s2, false, ev);
+    launch(s2, 2, 7);
+    vr_grec_event_record(ev2, s2, false);
+    launch(s, 3, 7);
+    vr_grec_stream_wait(s, false, ev2);
+    launch(s, 4, 7);
+    vr_grec_capture_end(s, false, CUDA_SUCCESS, (CUgraph)(void *)0x302);
+    struct vr_grec *again = vr_grec_take((CUgraph)(void *)0x302);
+    cr_assert_not_null(again);
+    cr_assert_null(vr_grec_diff(joined, again, &x.ns, changed, &n));
+    cr_assert_eq(n, 0);
+    vr_grec_free(joined);
+    vr_grec_free(plain);
+    vr_grec_free(again);
+}
+
+Test(graph_rec, nodes_it_never_saw_make_it_untrusted)
+{
+    CUstream s = (CUstream)(void *)0x40;
+    CUgraph g = (CUgraph)(void *)0x400;
+    vr_grec_capture_begin(s, false);
+    launch(s, 1, 7);
+    vr_grec_capture_end(s, false, CUDA_SUCCESS, g);
+    driver_count = 2; /* an unhooked call added a node */
+    cr_assert_null(vr_grec_take(g), "a record that misses a node was trusted");
+    driver_count = 1;
+    struct vr_grec *r = vr_grec_take(g);
+    cr_assert_not_null(r);
+    vr_grec_free(r);
+    /* Unmodelled changes of the capture's dependencies. */
+    vr_grec_capture_begin(s, false);
+    launch(s, 1, 7);
+    vr_grec_capture_unknown(s, false);
+    vr_grec_capture_end(s, false, CUDA_SUCCESS, g);
+    cr_assert_null(vr_grec_take(g));
+    /* A failed launch into the capture. */
+    vr_grec_capture_begin(s, false);
+    void *kp[] = {&driver_count, &driver_count};
+    vr_grec_launch(s, false, CUDA_ERROR_INVALID_VALUE, F, dims, kp, NULL, false);
+    vr_grec_capture_end(s, false, CUDA_SUCCESS, g);
+    driver_count = 1;
+    cr_assert_null(vr_grec_take(g));
+    vr_grec_destroyed(g);
+}
+
+Test(graph_rec, explicit_graphs_and_their_edges)
+{
+    CUgraph g = (CUgraph)(void *)0x500, h = (CUgraph)(void *)0x501;
+    CUgraphNode a = (CUgraphNode)(void *)0x510, b = (CUgraphNode)(void *)0x511;
+    CUgraphNode c = (CUgraphNode)(void *)0x520, d = (CUgraphNode)(void *)0x521;
+    struct vr_fields f = {.func = F};
+    memcpy(f.dims, dims, sizeof dims);
+    uint64_t x0 = 1, y = 7, x1 = 2;
+    void *k0[] = {&x0, &y}, *k1[] = {&x1, &y};
+    vr_grec_created(g);
+    vr_grec_add_kernel(g, a, NULL, 0, &f, k0, NULL);
+    vr_grec_add_kernel(g, b, &a, 1, &f, k1, NULL);
+    vr_grec_created(h);
+    vr_grec_add_kernel(h, c, NULL, 0, &f, k0, NULL);
+    vr_grec_add_kernel(h, d, NULL, 0, &f, k1, NULL);
+    driver_count = 2;
+    struct fake_ns x;
+    exec_nodes(&x, 2, 1);
+    uint32_t changed[8];
+    size_t n;
+    struct vr_grec *rg = vr_grec_take(g), *rh = vr_grec_take(h);
+    cr_assert_str_eq(vr_grec_diff(rg, rh, &x.ns, changed, &n), "topology");
+    vr_grec_free(rh);
+    vr_grec_edges(h, &c, &d, 1, true);
+    rh = vr_grec_take(h);
+    cr_assert_null(vr_grec_diff(rg, rh, &x.ns, changed, &n));
+    vr_grec_free(rh);
+    /* A setter moves node d's argument; removing the edge changes the
+     * topology again. */
+    uint64_t x2 = 9;
+    void *k2[] = {&x2, &y};
+    vr_grec_set_kernel(d, &f, k2, NULL);
+    rh = vr_grec_take(h);
+    cr_assert_null(vr_grec_diff(rg, rh, &x.ns, changed, &n));
+    cr_assert_eq(n, 1);
+    cr_assert_eq(changed[0], 1);
+    vr_grec_free(rh);
+    vr_grec_edges(h, &c, &d, 1, false);
+    rh = vr_grec_take(h);
+    cr_assert_str_eq(vr_grec_diff(rg, rh, &x.ns, changed, &n), "topology");
+    vr_grec_free(rh);
+    /* Another function is not an argument change. */
+    struct vr_fields f2 = f;
+    f2.dims[3] = 128;
+    vr_grec_set_kernel(a, &f2, k0, NULL);
+    struct vr_grec *rg2 = vr_grec_take(g);
+    cr_assert_str_eq(vr_grec_diff(rg, rg2, &x.ns, changed, &n), "kernel_fields");
+    vr_grec_free(rg2);
+    vr_grec_mark_unknown(NULL, b);
+    cr_assert_null(vr_grec_take(g));
+    vr_grec_free(rg);
+    vr_grec_destroyed(g);
+    vr_grec_destroyed(h);
+}
