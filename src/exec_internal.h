@@ -210,6 +210,9 @@ void vr_ex_decide(struct vr_exec *e);
 /* The one way an exec changes state: keeps the counters, logs at debug. */
 void vr_ex_set_state(struct vr_exec *e, enum vr_ex_state to);
 void vr_ex_settle(struct vr_exec *e);
+/* The driver took an update: slices go, the shadows are read again from
+ * `graph` and the exec profiles afresh (or stays passing, opaque, ...). */
+void vr_ex_reset(struct vr_exec *e, CUgraph graph);
 
 /* ---- setparams.c ---- */
 void vr_ex_unvary(struct vr_exec *e);

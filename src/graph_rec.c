@@ -2,7 +2,7 @@
  * contract). One mutex guards three small tables: graph -> record, stream
  * -> its capture state, event -> the capture dependency set it carries.
  */
-#include "graph_rec.h"
+#include "graph_rec_int.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -15,94 +15,6 @@
 #include "layout.h"
 #include "lock.h"
 #include "lockrank.h"
-
-/* A node of a type the record cannot describe: never equal to anything. */
-#define VR_GN_UNMODELLED ((CUgraphNodeType)0x7fffffff)
-#define VR_DIMS_BYTES (7 * sizeof(unsigned))
-
-struct gnode {
-    CUgraphNodeType type;
-    struct vr_fields f;             /* kernel */
-    const struct vr_layout *layout; /* kernel; NULL: opaque */
-    CUcontext ctx;                  /* memset, memcpy */
-    uint32_t off, len;              /* argument or parameter bytes in `bytes` */
-    CUgraphNode handle;             /* explicit API only (captured nodes: NULL) */
-};
-
-struct vr_grec {
-    struct gnode *v;
-    uint32_t n, cap, nkernels;
-    uint64_t *edges;                /* (to << 32 | from), sorted when `sorted` */
-    uint32_t ne, ecap;
-    bool sorted, unknown;
-    uint8_t *bytes;
-    size_t nb, bcap;
-    uint32_t *kidx;                 /* private copies: the k-th kernel's node index */
-};
-
-/* ---- growing arrays ------------------------------------------------------ */
-
-static bool grow(void **p, uint32_t *cap, uint32_t want, size_t elem)
-{
-    if (want <= *cap)
-        return true;
-    uint32_t c = *cap ? *cap : 16;
-    while (c < want)
-        c *= 2;
-    void *q = realloc(*p, (size_t)c * elem);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = c;
-    return true;
-}
-
-static bool reserve_bytes(struct vr_grec *r, size_t more)
-{
-    if (r->nb + more <= r->bcap)
-        return true;
-    size_t c = r->bcap ? r->bcap : 1024;
-    while (c < r->nb + more)
-        c *= 2;
-    uint8_t *q = realloc(r->bytes, c);
-    if (!q)
-        return false;
-    r->bytes = q;
-    r->bcap = c;
-    return true;
-}
-
-static void add_edge(struct vr_grec *r, uint32_t from, uint32_t to)
-{
-    if (!grow((void **)&r->edges, &r->ecap, r->ne + 1, sizeof *r->edges)) {
-        r->unknown = true;
-        return;
-    }
-    uint64_t e = (uint64_t)to << 32 | from;
-    if (r->ne && r->edges[r->ne - 1] >= e)
-        r->sorted = false;
-    r->edges[r->ne++] = e;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static void sort_edges(struct vr_grec *r)
-{
-    if (r->sorted)
-        return;
-    qsort(r->edges, r->ne, sizeof *r->edges, cmp_u64);
-    /* A set: the driver keeps one edge per pair. */
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < r->ne; i++)
-        if (k == 0 || r->edges[k - 1] != r->edges[i])
-            r->edges[k++] = r->edges[i];
-    r->ne = k;
-    r->sorted = true;
-}
 
 /* Records of destroyed graphs, kept with their arrays for the next ones
  * (a program re-capturing every step makes and drops one per step: its
@@ -123,25 +35,6 @@ static struct vr_grec *rec_new_locked(void)
     return r;
 }
 
-static struct vr_grec *rec_new(void)
-{
-    struct vr_grec *r = calloc(1, sizeof *r);
-    if (r)
-        r->sorted = true;
-    return r;
-}
-
-void vr_grec_free(struct vr_grec *r)
-{
-    if (!r)
-        return;
-    free(r->v);
-    free(r->edges);
-    free(r->bytes);
-    free(r->kidx);
-    free(r);
-}
-
 /* A table record goes: kept as a spare when there is room. */
 static void rec_drop_locked(struct vr_grec *r)
 {
@@ -150,85 +43,6 @@ static void rec_drop_locked(struct vr_grec *r)
         return;
     }
     vr_grec_free(r);
-}
-
-/* Appends a node; its index, or UINT32_MAX (the record is then UNKNOWN). */
-static uint32_t add_node(struct vr_grec *r, CUgraphNodeType type, CUgraphNode handle)
-{
-    if (r->unknown || !grow((void **)&r->v, &r->cap, r->n + 1, sizeof *r->v)) {
-        r->unknown = true;
-        return UINT32_MAX;
-    }
-    r->v[r->n] = (struct gnode){.type = type, .handle = handle};
-    if (type == CU_GRAPH_NODE_TYPE_KERNEL)
-        r->nkernels++;
-    return r->n++;
-}
-
-/* The node's arguments, packed (padding zero, as node.c packs them). */
-static void set_args(struct vr_grec *r, struct gnode *g, const struct vr_layout *l, void **kp)
-{
-    g->layout = NULL;
-    g->off = g->len = 0;
-    if (!l || (l->nparams && !kp))
-        return;
-    size_t bytes = ((size_t)l->bytes + 7) & ~(size_t)7;
-    if (!reserve_bytes(r, bytes)) {
-        r->unknown = true;
-        return;
-    }
-    /* Padding compares equal: zeroed word by word (a few stores, no call). */
-    uint8_t *dst = r->bytes + r->nb;
-    if (l->gaps)
-        for (size_t w = 0; w < bytes; w += 8)
-            memcpy(dst + w, &(uint64_t){0}, 8);
-    else if (bytes >= 8)
-        memcpy(dst + bytes - 8, &(uint64_t){0}, 8); /* the rounding past the end */
-    vr_layout_pack(l, kp, dst);
-    g->off = (uint32_t)r->nb;
-    g->len = l->bytes;
-    r->nb += bytes;
-    g->layout = l;
-}
-
-static void set_plain(struct vr_grec *r, struct gnode *g, const void *params, size_t bytes)
-{
-    if (!params || bytes == 0)
-        return;
-    if (!reserve_bytes(r, bytes)) {
-        r->unknown = true;
-        return;
-    }
-    memcpy(r->bytes + r->nb, params, bytes);
-    g->off = (uint32_t)r->nb;
-    g->len = (uint32_t)bytes;
-    r->nb += bytes;
-}
-
-static struct vr_grec *rec_copy(const struct vr_grec *s)
-{
-    struct vr_grec *r = calloc(1, sizeof *r);
-    if (!r)
-        return NULL;
-    *r = *s;
-    r->kidx = NULL;
-    r->v = malloc((s->n ? s->n : 1) * sizeof *r->v);
-    r->edges = malloc((s->ne ? s->ne : 1) * sizeof *r->edges);
-    r->bytes = malloc(s->nb ? s->nb : 1);
-    r->cap = s->n;
-    r->ecap = s->ne;
-    r->bcap = s->nb;
-    if (!r->v || !r->edges || !r->bytes) {
-        vr_grec_free(r);
-        return NULL;
-    }
-    if (s->n)
-        memcpy(r->v, s->v, s->n * sizeof *r->v);
-    if (s->ne)
-        memcpy(r->edges, s->edges, s->ne * sizeof *r->edges);
-    if (s->nb)
-        memcpy(r->bytes, s->bytes, s->nb);
-    return r;
 }
 
 /* ---- the tables ------------------------------------------------------------ */
@@ -385,7 +199,7 @@ static struct event_ent *event_find(CUevent ev, bool make)
 
 static bool set_deps(uint32_t **v, uint32_t *n, uint32_t *ncap, const uint32_t *src, uint32_t k)
 {
-    if (!grow((void **)v, ncap, k ? k : 1, sizeof **v))
+    if (!vr_gr_grow((void **)v, ncap, k ? k : 1, sizeof **v))
         return false;
     if (k)
         memcpy(*v, src, k * sizeof *src);
@@ -527,14 +341,14 @@ void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const uns
         c->last_l = l;
         c->last_gen = gen;
     }
-    uint32_t i = add_node(r, CU_GRAPH_NODE_TYPE_KERNEL, NULL);
+    uint32_t i = vr_gr_add_node(r, CU_GRAPH_NODE_TYPE_KERNEL, NULL);
     if (i != UINT32_MAX) {
         struct gnode *g = &r->v[i];
         g->f.func = f;
         memcpy(g->f.dims, dims, VR_DIMS_BYTES);
-        set_args(r, g, l, kernelParams);
+        vr_gr_set_args(r, g, l, kernelParams);
         for (uint32_t d = 0; d < se->n; d++)
-            add_edge(r, se->deps[d], i);
+            vr_gr_add_edge(r, se->deps[d], i);
         if (se->ncap) { /* the common case: the new node is the stream's set */
             se->deps[0] = i;
             se->n = 1;
@@ -585,7 +399,7 @@ void vr_grec_stream_wait(CUstream s, bool ptsz, CUevent ev)
                 have = se->deps[j] == ee->deps[i];
             if (have)
                 continue;
-            if (!grow((void **)&se->deps, &se->ncap, se->n + 1, sizeof *se->deps)) {
+            if (!vr_gr_grow((void **)&se->deps, &se->ncap, se->n + 1, sizeof *se->deps)) {
                 c->r->unknown = true;
                 break;
             }
@@ -624,27 +438,6 @@ void vr_grec_destroyed(CUgraph g)
     unlock();
 }
 
-/* The index of node handle h in r (recent nodes first: dependencies are
- * usually the nodes just made), or UINT32_MAX. */
-static uint32_t index_of(const struct vr_grec *r, CUgraphNode h)
-{
-    for (uint32_t i = r->n; i-- > 0;)
-        if (r->v[i].handle == h)
-            return i;
-    return UINT32_MAX;
-}
-
-static void add_deps(struct vr_grec *r, uint32_t i, const CUgraphNode *deps, size_t ndeps)
-{
-    for (size_t d = 0; d < ndeps && !r->unknown; d++) {
-        uint32_t j = deps ? index_of(r, deps[d]) : UINT32_MAX;
-        if (j == UINT32_MAX)
-            r->unknown = true;
-        else
-            add_edge(r, j, i);
-    }
-}
-
 void vr_grec_add_kernel(CUgraph g, CUgraphNode node, const CUgraphNode *deps, size_t ndeps,
                         const struct vr_fields *f, void **kernelParams, void **extra)
 {
@@ -654,11 +447,11 @@ void vr_grec_add_kernel(CUgraph g, CUgraphNode node, const CUgraphNode *deps, si
     lock();
     struct vr_grec *r = graph_rec(g);
     if (r && !r->unknown) {
-        uint32_t i = add_node(r, CU_GRAPH_NODE_TYPE_KERNEL, node);
+        uint32_t i = vr_gr_add_node(r, CU_GRAPH_NODE_TYPE_KERNEL, node);
         if (i != UINT32_MAX) {
             r->v[i].f = *f;
-            set_args(r, &r->v[i], l, kernelParams);
-            add_deps(r, i, deps, ndeps);
+            vr_gr_set_args(r, &r->v[i], l, kernelParams);
+            vr_gr_add_deps(r, i, deps, ndeps);
         }
     }
     unlock();
@@ -670,11 +463,11 @@ void vr_grec_add_plain(CUgraph g, CUgraphNode node, const CUgraphNode *deps, siz
     lock();
     struct vr_grec *r = graph_rec(g);
     if (r && !r->unknown) {
-        uint32_t i = add_node(r, type, node);
+        uint32_t i = vr_gr_add_node(r, type, node);
         if (i != UINT32_MAX) {
             r->v[i].ctx = ctx;
-            set_plain(r, &r->v[i], params, bytes);
-            add_deps(r, i, deps, ndeps);
+            vr_gr_set_plain(r, &r->v[i], params, bytes);
+            vr_gr_add_deps(r, i, deps, ndeps);
         }
     }
     unlock();
@@ -687,7 +480,7 @@ static struct vr_grec *rec_of_node(CUgraphNode h, uint32_t *idx)
         return NULL;
     for (unsigned b = 0; b < NBUCKETS; b++)
         for (struct graph_ent *e = graphs[b]; e; e = e->next) {
-            uint32_t i = index_of(e->r, h);
+            uint32_t i = vr_gr_index_of(e->r, h);
             if (i != UINT32_MAX) {
                 *idx = i;
                 return e->r;
@@ -711,7 +504,7 @@ void vr_grec_set_kernel(CUgraphNode node, const struct vr_fields *f, void **kern
         } else {
             /* The old bytes stay unused in the arena: setters are rare. */
             r->v[i].f = *f;
-            set_args(r, &r->v[i], l, kernelParams);
+            vr_gr_set_args(r, &r->v[i], l, kernelParams);
         }
     }
     unlock();
@@ -723,11 +516,11 @@ void vr_grec_edges(CUgraph g, const CUgraphNode *from, const CUgraphNode *to, si
     lock();
     struct vr_grec *r = graph_rec(g);
     for (size_t k = 0; r && k < n && !r->unknown; k++) {
-        uint32_t a = index_of(r, from[k]), b = index_of(r, to[k]);
+        uint32_t a = vr_gr_index_of(r, from[k]), b = vr_gr_index_of(r, to[k]);
         if (a == UINT32_MAX || b == UINT32_MAX) {
             r->unknown = true;
         } else if (add) {
-            add_edge(r, a, b);
+            vr_gr_add_edge(r, a, b);
         } else {
             uint64_t e = (uint64_t)b << 32 | a;
             for (uint32_t x = 0; x < r->ne; x++)
@@ -751,79 +544,6 @@ void vr_grec_mark_unknown(CUgraph g, CUgraphNode node)
     unlock();
 }
 
-/* ---- reading a graph through the getters ------------------------------------ */
-
-static struct vr_grec *read_graph(CUgraph graph)
-{
-    size_t total = 0;
-    if (vr_real.cuGraphGetNodes(graph, NULL, &total) != CUDA_SUCCESS || total >= UINT32_MAX)
-        return NULL;
-    CUgraphNode *all = calloc(total ? total : 1, sizeof *all);
-    struct vr_grec *r = rec_new();
-    if (!all || !r || vr_real.cuGraphGetNodes(graph, all, &total) != CUDA_SUCCESS) {
-        free(all);
-        vr_grec_free(r);
-        return NULL;
-    }
-    for (size_t i = 0; i < total; i++) {
-        CUgraphNodeType type;
-        if (vr_real.cuGraphNodeGetType(all[i], &type) != CUDA_SUCCESS)
-            type = VR_GN_UNMODELLED;
-        if (type != CU_GRAPH_NODE_TYPE_KERNEL && type != CU_GRAPH_NODE_TYPE_EMPTY)
-            type = VR_GN_UNMODELLED;
-        uint32_t k = add_node(r, type, all[i]);
-        if (k == UINT32_MAX)
-            break;
-        if (type != CU_GRAPH_NODE_TYPE_KERNEL)
-            continue;
-        CUDA_KERNEL_NODE_PARAMS_v2 p = {0};
-        struct gnode *g = &r->v[k];
-        if (vr_real.cuGraphKernelNodeGetParams_v2(all[i], &p) != CUDA_SUCCESS) {
-            g->type = VR_GN_UNMODELLED;
-            continue;
-        }
-        g->f.func = p.func;
-        g->f.kern = p.func ? NULL : p.kern;
-        g->f.ctx = p.func ? NULL : p.ctx;
-        memcpy(g->f.dims, &p.gridDimX, VR_DIMS_BYTES);
-        const struct vr_layout *l = NULL;
-        if (!p.extra && vr_layout_get(p.func, p.kern, &l) == 0)
-            set_args(r, g, l, p.kernelParams);
-    }
-    /* The edges, by each node's dependencies. */
-    size_t dcap = 16;
-    CUgraphNode *deps = malloc(dcap * sizeof *deps);
-    for (uint32_t i = 0; i < r->n && deps && !r->unknown; i++) {
-        size_t nd = 0;
-        if (vr_real.cuGraphNodeGetDependencies(all[i], NULL, &nd) != CUDA_SUCCESS) {
-            r->unknown = true;
-            break;
-        }
-        if (nd > dcap) {
-            CUgraphNode *q = realloc(deps, nd * sizeof *deps);
-            if (!q) {
-                r->unknown = true;
-                break;
-            }
-            deps = q;
-            dcap = nd;
-        }
-        if (nd && vr_real.cuGraphNodeGetDependencies(all[i], deps, &nd) != CUDA_SUCCESS) {
-            r->unknown = true;
-            break;
-        }
-        add_deps(r, i, deps, nd);
-    }
-    if (!deps)
-        r->unknown = true;
-    free(deps);
-    free(all);
-    /* Handles of a graph read this way are not kept: no setter finds it. */
-    for (uint32_t i = 0; i < r->n; i++)
-        r->v[i].handle = NULL;
-    return r;
-}
-
 struct vr_grec *vr_grec_take(CUgraph graph)
 {
     size_t total = 0;
@@ -832,13 +552,13 @@ struct vr_grec *vr_grec_take(CUgraph graph)
     lock();
     const struct vr_grec *have = graph_rec(graph);
     if (have && !have->unknown && cr == CUDA_SUCCESS && total == have->n)
-        r = rec_copy(have);
+        r = vr_gr_copy(have);
     unlock();
     if (!r)
-        r = read_graph(graph);
+        r = vr_gr_read(graph);
     if (!r)
         return NULL;
-    sort_edges(r);
+    vr_gr_sort_edges(r);
     r->kidx = malloc((r->nkernels ? r->nkernels : 1) * sizeof *r->kidx);
     if (!r->kidx) {
         vr_grec_free(r);
@@ -852,55 +572,7 @@ struct vr_grec *vr_grec_take(CUgraph graph)
     return r;
 }
 
-size_t vr_grec_nodes(const struct vr_grec *r)
-{
-    return r ? r->n : 0;
-}
-
-size_t vr_grec_kernels(const struct vr_grec *r)
-{
-    return r ? r->nkernels : 0;
-}
-
 /* ---- comparing ------------------------------------------------------------- */
-
-const char *vr_grec_diff(const struct vr_grec *cur, const struct vr_grec *upd,
-                         const struct vr_nodes *ns, uint32_t *changed, size_t *nchanged)
-{
-    *nchanged = 0;
-    if (!cur || !upd || cur->unknown || upd->unknown)
-        return "unknown";
-    VR_ASSERT(cur->sorted && upd->sorted);
-    if (cur->n != upd->n || cur->ne != upd->ne || cur->nkernels != ns->n ||
-        upd->nkernels != ns->n)
-        return "topology";
-    if (cur->ne && memcmp(cur->edges, upd->edges, cur->ne * sizeof *cur->edges) != 0)
-        return "topology";
-    size_t k = 0;
-    for (uint32_t i = 0; i < cur->n; i++) {
-        const struct gnode *a = &cur->v[i], *b = &upd->v[i];
-        if (a->type != b->type)
-            return "node_type";
-        if (a->type == VR_GN_UNMODELLED)
-            return "unmodelled";
-        if (a->type == CU_GRAPH_NODE_TYPE_KERNEL) {
-            const struct vr_node *n = &ns->v[k];
-            if (!n->layout || !b->layout)
-                return "opaque";
-            if (!vr_same_fields(&n->f, &b->f) || n->layout != b->layout)
-                return "kernel_fields";
-            if (memcmp(upd->bytes + b->off, n->intended, n->layout->bytes) != 0)
-                changed[(*nchanged)++] = (uint32_t)k;
-            k++;
-            continue;
-        }
-        if (a->type != CU_GRAPH_NODE_TYPE_EMPTY &&
-            (a->len != b->len || a->ctx != b->ctx ||
-             memcmp(cur->bytes + a->off, upd->bytes + b->off, a->len) != 0))
-            return "params";
-    }
-    return NULL;
-}
 
 const char *vr_grec_diff_graph(const struct vr_grec *cur, CUgraph graph, const struct vr_nodes *ns,
                                uint32_t *changed, size_t *nchanged, size_t *nodes, bool *known)
@@ -915,26 +587,11 @@ const char *vr_grec_diff_graph(const struct vr_grec *cur, CUgraph graph, const s
     if (have && !have->unknown && cr == CUDA_SUCCESS && total == have->n) {
         *known = true;
         *nodes = have->n;
-        sort_edges(have);
+        vr_gr_sort_edges(have);
         why = vr_grec_diff(cur, have, ns, changed, nchanged);
     }
     unlock();
     return why;
-}
-
-void vr_grec_kernel_params(const struct vr_grec *r, size_t k, CUDA_KERNEL_NODE_PARAMS_v2 *p,
-                           void **kp)
-{
-    VR_ASSERT(r->kidx && k < r->nkernels);
-    const struct gnode *g = &r->v[r->kidx[k]];
-    VR_ASSERT(g->layout);
-    memset(p, 0, sizeof *p);
-    p->func = g->f.func;
-    p->kern = g->f.kern;
-    p->ctx = g->f.ctx;
-    memcpy(&p->gridDimX, g->f.dims, VR_DIMS_BYTES);
-    vr_layout_point(g->layout, r->bytes + g->off, kp);
-    p->kernelParams = kp;
 }
 
 void vr_grec_after_fork(void)

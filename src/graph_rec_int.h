@@ -1,0 +1,55 @@
+/* graph_rec_int: a graph record's representation, shared by the recorder's
+ * two files: graph_rec.c (the tables and the hooks' feeding) and
+ * graph_rec_store.c (the record itself: growing it, copying it, reading a
+ * graph through the getters, comparing two records). Private to them.
+ * A record is not thread-safe: graph_rec.c's mutex guards the records in
+ * its tables; a copy (vr_grec_take) belongs to its caller alone.
+ */
+#ifndef VR_GRAPH_REC_INT_H
+#define VR_GRAPH_REC_INT_H
+
+#include "graph_rec.h"
+#include "layout.h"
+
+/* A node of a type the record cannot describe: never equal to anything. */
+#define VR_GN_UNMODELLED ((CUgraphNodeType)0x7fffffff)
+#define VR_DIMS_BYTES (7 * sizeof(unsigned))
+
+struct gnode {
+    CUgraphNodeType type;
+    struct vr_fields f;             /* kernel */
+    const struct vr_layout *layout; /* kernel; NULL: opaque */
+    CUcontext ctx;                  /* memset, memcpy */
+    uint32_t off, len;              /* argument or parameter bytes in `bytes` */
+    CUgraphNode handle;             /* explicit API only (captured nodes: NULL) */
+};
+
+struct vr_grec {
+    struct gnode *v;
+    uint32_t n, cap, nkernels;
+    uint64_t *edges;                /* (to << 32 | from), sorted when `sorted` */
+    uint32_t ne, ecap;
+    bool sorted, unknown;
+    uint8_t *bytes;
+    size_t nb, bcap;
+    uint32_t *kidx;                 /* private copies: the k-th kernel's node index */
+};
+
+
+/* Grows *p to hold `want` elements of `elem` bytes (capacity doubling). */
+bool vr_gr_grow(void **p, uint32_t *cap, uint32_t want, size_t elem);
+/* A failed allocation below makes the record UNKNOWN instead of failing. */
+void vr_gr_add_edge(struct vr_grec *r, uint32_t from, uint32_t to);
+void vr_gr_sort_edges(struct vr_grec *r);
+struct vr_grec *vr_gr_new(void);
+/* Appends a node; its index, or UINT32_MAX (the record is then UNKNOWN). */
+uint32_t vr_gr_add_node(struct vr_grec *r, CUgraphNodeType type, CUgraphNode handle);
+void vr_gr_set_args(struct vr_grec *r, struct gnode *g, const struct vr_layout *l, void **kp);
+void vr_gr_set_plain(struct vr_grec *r, struct gnode *g, const void *params, size_t bytes);
+struct vr_grec *vr_gr_copy(const struct vr_grec *s);
+uint32_t vr_gr_index_of(const struct vr_grec *r, CUgraphNode h);
+void vr_gr_add_deps(struct vr_grec *r, uint32_t i, const CUgraphNode *deps, size_t ndeps);
+/* The graph as the driver's getters tell it (no lock held): NULL on failure. */
+struct vr_grec *vr_gr_read(CUgraph graph);
+
+#endif
