@@ -230,12 +230,15 @@ static int direct_args(struct vr_exec *e, struct vr_node *n, enum vr_sp_entry en
     return update_args(e, n, n->handle, entry, params, &n->f, true);
 }
 
-/* A passing exec's update (weigh_absorbed): straight to the driver. */
+/* A passing exec's update (weigh_absorbed): straight to the driver, noted
+ * after the call (as forward_plain's), so that only the record is kept
+ * across it. */
 static inline CUresult pass_update(struct vr_exec *e, CUgraphNode node, enum vr_sp_entry entry,
                                    const void *params)
 {
+    CUresult r = forward_raw(e->handle, node, entry, params);
     note_forward(e, NULL, "pass");
-    return forward_raw(e->handle, node, entry, params);
+    return r;
 }
 
 /* Everything but an absorbed update. */
