@@ -26,19 +26,26 @@
         vr_mutex_wake(&e->lock);                                                    \
         return ok ? CUDA_SUCCESS : vr_hook_setparams_##suffix(exec, node, params);  \
     }                                                                               \
-    /* A node found, not absorbed: a direct update is finished by the exec     \
-     * layer; else the full path, with the handles from the record. */         \
-    static __attribute__((noinline)) CUresult changed_##suffix(struct vr_exec *e, \
-                                                                ptype *params)  \
+    /* A node found, not absorbed: the full path, with the handles from the   \
+     * record. */                                                               \
+    static __attribute__((noinline)) CUresult other_##suffix(struct vr_exec *e, \
+                                                              ptype *params)    \
     {                                                                               \
         struct vr_node *n = e->ns.cur;                                              \
-        if (direct(e, n, entry, params))                                            \
-            return vr_exec_direct_##suffix(e, n, params);                           \
         CUgraphExec exec = e->handle;                                               \
         CUgraphNode node = n->handle;                                               \
         if ((vr_rank_drop(VR_RANK_EXEC), vr_mutex_release(&e->lock)))               \
             return absorb_wake_##suffix(e, false, exec, node, params);              \
         return vr_hook_setparams_##suffix(exec, node, params);                      \
+    }                                                                               \
+    /* The same call with new arguments (same_call held): a direct update,     \
+     * finished by the exec layer, unless the exec forwards everything. */      \
+    static __attribute__((noinline)) CUresult changed_##suffix(struct vr_exec *e, \
+                                                                ptype *params)  \
+    {                                                                               \
+        if (direct_same_call(e))                                                    \
+            return vr_exec_direct_##suffix(e, e->ns.cur, params);                   \
+        return other_##suffix(e, params);                                           \
     }                                                                               \
     CUresult vr_absorb_##suffix(CUgraphExec exec, CUgraphNode node, ptype *params)  \
     {                                                                               \
@@ -57,7 +64,14 @@
                 return absorb_wake_##suffix(e, false, exec, node, params);          \
             return vr_hook_setparams_##suffix(exec, node, params);                  \
         }                                                                           \
-        if (__builtin_expect(absorbable(n, entry, params), 1)) {                    \
+        /* The same call with the same arguments as the program last asked   \
+         * for: what the driver holds already means the same bytes (the         \
+         * invariant). vr_args_same is false for units under 4 bytes (then     \
+         * direct_args decides). */                                             \
+        if (__builtin_expect(!same_call(n, entry, params), 0))                      \
+            return other_##suffix(e, params);                                       \
+        if (__builtin_expect(vr_args_same(n->layout, vr_call_v2(entry, params)->kernelParams, \
+                                          n->intended), 1)) {                       \
             e->c.absorbed++;                                                        \
             if (__builtin_expect((vr_rank_drop(VR_RANK_EXEC),                       \
                                   vr_mutex_release(&e->lock)), 0))                  \

@@ -283,25 +283,18 @@ static inline __attribute__((always_inline)) bool same_call(const struct vr_node
             vr_dims_diff(&p->gridDimX, n->f.dims)) == 0;
 }
 
-/* The common case: the same call with the same arguments as the program
- * last asked for; then what the driver holds already means the same bytes
- * (the invariant). False for a layout with units under 4 bytes (then
- * direct_args decides). */
-static inline __attribute__((always_inline)) bool absorbable(const struct vr_node *n,
-                                                             enum vr_sp_entry entry,
-                                                             const void *params)
+/* Whether a same_call update of e needs no decoding: its fields stay the
+ * node's, only its arguments are new (observe mode forwards everything as it
+ * came). */
+static inline bool direct_same_call(const struct vr_exec *e)
 {
-    return same_call(n, entry, params) &&
-           vr_args_same(n->layout, vr_call_v2(entry, params)->kernelParams, n->intended);
+    return vr_ex_cfg.mode != VR_MODE_OBSERVE && !e->orphan && !vr_ex_forwards_all(e->state);
 }
 
-/* A same_call update that needs no decoding: its fields stay the node's,
- * only its arguments are new (observe mode forwards everything as it came). */
 static inline bool direct(const struct vr_exec *e, const struct vr_node *n,
                           enum vr_sp_entry entry, const void *params)
 {
-    return vr_ex_cfg.mode != VR_MODE_OBSERVE && !e->orphan && !vr_ex_forwards_all(e->state) &&
-           same_call(n, entry, params);
+    return direct_same_call(e) && same_call(n, entry, params);
 }
 
 /* What the absorbed path hands over when it found the node but cannot

@@ -23,9 +23,13 @@
 /* Every launch of a known exec, in every state: ordered behind the last
  * one (a variant's, perhaps, which the driver does not order), then
  * tracked. The ordering's failure is the shim's own and never the
- * program's: it only ever leaves a host wait, counted. */
-static int launch_ordered(struct vr_exec *e, CUgraphExec h, uint64_t var, CUstream stream,
-                          bool per_thread, enum vr_track_mode mode)
+ * program's: it only ever leaves a host wait, counted. Inline: as a call
+ * it cost the launch path a frame of its own and the moves of six arguments
+ * (23 of its instructions, scripts/bench-instr). */
+static inline __attribute__((always_inline)) int launch_ordered(struct vr_exec *e, CUgraphExec h,
+                                                               uint64_t var, CUstream stream,
+                                                               bool per_thread,
+                                                               enum vr_track_mode mode)
 {
     VR_ASSERT_HELD(VR_RANK_EXEC);
     VR_ASSERT_INTERNAL(var || h == e->handle);
@@ -252,7 +256,7 @@ int vr_exec_launch(CUgraphExec exec, CUstream stream, bool per_thread)
     }
     int rc = launch_locked(e, stream, per_thread);
     vr_ex_unlock(e);
-    vr_tomb_drain(false);
+    vr_tomb_drain_some();
     return rc;
 }
 

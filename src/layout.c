@@ -365,26 +365,39 @@ void vr_layout_pack(const struct vr_layout *l, void *const *kernelParams, uint8_
     }
 }
 
-void vr_layout_pack2(const struct vr_layout *l, void *const *kernelParams, uint8_t *a, uint8_t *b)
+static __attribute__((noinline)) void pack2_rest(const struct vr_arg *u, const struct vr_arg *end,
+                                                  void *const *kernelParams, uint8_t *a, uint8_t *b)
 {
-    const struct vr_arg *u = l->args;
-    for (; u != l->end8; u++) {
-        uint64_t v;
-        memcpy(&v, (const uint8_t *)kernelParams[u->index] + u->skew, 8);
-        memcpy(a + u->offset, &v, 8);
-        memcpy(b + u->offset, &v, 8);
-    }
-    for (; u != l->end4; u++) {
-        uint32_t v;
-        memcpy(&v, kernelParams[u->index], 4);
-        memcpy(a + u->offset, &v, 4);
-        memcpy(b + u->offset, &v, 4);
-    }
-    for (; u != l->end; u++) {
+    for (; u != end; u++) {
         const uint8_t *src = (const uint8_t *)kernelParams[u->index] + u->skew;
         memcpy(a + u->offset, src, u->size);
         memcpy(b + u->offset, src, u->size);
     }
+}
+
+/* Every forwarded update packs here: the ends and each unit's fields are
+ * read into locals before the stores (which may alias anything, being
+ * bytes), so each unit costs its loads and two stores, and the odd-sized
+ * rest, out of line, costs the common case no saved register. */
+void vr_layout_pack2(const struct vr_layout *l, void *const *kernelParams, uint8_t *a, uint8_t *b)
+{
+    const struct vr_arg *u = l->args, *end8 = l->end8, *end4 = l->end4, *end = l->end;
+    for (; u != end8; u++) {
+        uint32_t index = u->index, skew = u->skew, offset = u->offset;
+        uint64_t v;
+        memcpy(&v, (const uint8_t *)kernelParams[index] + skew, 8);
+        memcpy(a + offset, &v, 8);
+        memcpy(b + offset, &v, 8);
+    }
+    for (; u != end4; u++) {
+        uint32_t index = u->index, offset = u->offset;
+        uint32_t v;
+        memcpy(&v, kernelParams[index], 4);
+        memcpy(a + offset, &v, 4);
+        memcpy(b + offset, &v, 4);
+    }
+    if (u != end)
+        pack2_rest(u, end, kernelParams, a, b);
 }
 
 bool vr_layout_equal_rest(const struct vr_layout *l, void *const *kernelParams,

@@ -37,6 +37,18 @@ static void note_forward(struct vr_exec *e, const struct vr_node *n, const char 
 
 /* ---- SetParams --------------------------------------------------------- */
 
+/* vr_forward_raw inline, for the forwarding and passing paths, where
+ * `entry` is a constant: the driver's entry point called directly. */
+static inline CUresult forward_raw(CUgraphExec exec, CUgraphNode node, enum vr_sp_entry entry,
+                                   const void *params)
+{
+    switch (entry) {
+    case VR_SP_V1: return vr_real.cuGraphExecKernelNodeSetParams(exec, node, params);
+    case VR_SP_V2: return vr_real.cuGraphExecKernelNodeSetParams_v2(exec, node, params);
+    default: return vr_real.cuGraphExecNodeSetParams(exec, node, (CUgraphNodeParams *)params);
+    }
+}
+
 /* The program's new arguments (in scratch) become what it intends; a
  * profile reads the node again at its next launch. */
 static void set_intended(struct vr_exec *e, struct vr_node *n)
@@ -194,7 +206,7 @@ static int forward_plain(struct vr_exec *e, struct vr_node *n, enum vr_sp_entry 
         return 0;
     }
     uint64_t t0 = sample_start(e);
-    CUresult r = vr_forward_raw(e->handle, n->handle, entry, params);
+    CUresult r = forward_raw(e->handle, n->handle, entry, params);
     sample_end(t0, r);
     if (r == CUDA_SUCCESS) {
         vr_layout_pack2(l, kp, n->intended, vr_installed(&e->ns, n));
@@ -219,12 +231,15 @@ static int direct_args(struct vr_exec *e, struct vr_node *n, enum vr_sp_entry en
     return update_args(e, n, n->handle, entry, params, &n->f, true);
 }
 
-/* A passing exec's update (weigh_absorbed): straight to the driver. */
+/* A passing exec's update (weigh_absorbed): straight to the driver, noted
+ * after the call (as forward_plain's), so that only the record is kept
+ * across it. */
 static inline CUresult pass_update(struct vr_exec *e, CUgraphNode node, enum vr_sp_entry entry,
                                    const void *params)
 {
+    CUresult r = forward_raw(e->handle, node, entry, params);
     note_forward(e, NULL, "pass");
-    return vr_forward_raw(e->handle, node, entry, params);
+    return r;
 }
 
 /* Everything but an absorbed update. */

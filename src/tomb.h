@@ -18,6 +18,7 @@
 #include <cuda.h>
 
 #include "slice.h"
+#include "waitq.h"
 
 /* Keeps s (NULL: only `done` is left to destroy) until `done` completes;
  * done NULL: completion unknown, released at exit. ctx: the exec's,
@@ -36,6 +37,13 @@ void vr_tomb_drop_event(CUevent ev);
 /* Releases what is known idle; at exit (`final`), everything, logging a
  * `fallback` for what the driver would not take back. */
 void vr_tomb_drain(bool final);
+/* vr_tomb_drain(false) for a caller on every launch: nothing but a load
+ * when no teardown waits. */
+static inline void vr_tomb_drain_some(void)
+{
+    if (!vr_waitq_none(VR_WAIT_TEARDOWN))
+        vr_tomb_drain(false);
+}
 
 /* At exit after the driver shut down: forgets everything without a driver
  * call (vr_alloc_abandon says why). */

@@ -206,10 +206,8 @@ static int host_wait(struct vr_track *t)
     return 1;
 }
 
-int vr_track_order(struct vr_track *t, uint64_t var, CUstream stream, bool ptsz)
+int vr_track_order_slow(struct vr_track *t, CUstream stream, bool ptsz)
 {
-    if (!t->seq || t->done >= t->seq || var == t->var)
-        return 0;
     CUstream s = canon(stream, ptsz);
     if (same_stream(t, s))
         return 0;
@@ -222,8 +220,8 @@ int vr_track_order(struct vr_track *t, uint64_t var, CUstream stream, bool ptsz)
     return r == CUDA_SUCCESS ? 0 : host_wait(t);
 }
 
-void vr_track_launched(struct vr_track *t, uint64_t var, CUstream stream, bool ptsz,
-                       enum vr_track_mode mode)
+void vr_track_launched_slow(struct vr_track *t, uint64_t var, CUstream stream, bool ptsz,
+                            enum vr_track_mode mode)
 {
     CUstream s = canon(stream, ptsz);
     t->seq++;

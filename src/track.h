@@ -81,10 +81,38 @@ bool vr_track_orderable(struct vr_track *t, CUstream stream, bool ptsz);
 /* Before launching variant `var` in (stream, ptsz): orders it after the
  * previous launch. Returns 0, 1 when it had to wait on the host (no event
  * could be had), or a negative code when not even that worked. */
-int vr_track_order(struct vr_track *t, uint64_t var, CUstream stream, bool ptsz);
+int vr_track_order_slow(struct vr_track *t, CUstream stream, bool ptsz);
+static inline int vr_track_order(struct vr_track *t, uint64_t var, CUstream stream, bool ptsz)
+{
+    /* The launch path's common case, inline: nothing launched yet, all of it
+     * complete, or the same variant again (the driver orders those). */
+    if (!t->seq || t->done >= t->seq || var == t->var)
+        return 0;
+    return vr_track_order_slow(t, stream, ptsz);
+}
 /* After a successful launch of variant `var` in (stream, ptsz). */
-void vr_track_launched(struct vr_track *t, uint64_t var, CUstream stream, bool ptsz,
-                       enum vr_track_mode mode);
+void vr_track_launched_slow(struct vr_track *t, uint64_t var, CUstream stream, bool ptsz,
+                            enum vr_track_mode mode);
+static inline void vr_track_launched(struct vr_track *t, uint64_t var, CUstream stream, bool ptsz,
+                                     enum vr_track_mode mode)
+{
+    /* The common case, inline: an ordinary stream (not NULL, not a relative
+     * handle) and no event due: the same fields to the same values as
+     * vr_track_launched_slow. */
+    if (stream && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD &&
+        (mode == VR_TRACK_QUIET ||
+         (mode == VR_TRACK_NORMAL && t->seq + 1 > t->hot &&
+          t->seq + 1 - t->recorded < VR_TRACK_EVERY))) {
+        t->seq++;
+        t->var = var;
+        t->stream = stream;
+        t->gone = false;
+        t->sctx = t->ctx;
+        t->thread = 0;
+        return;
+    }
+    vr_track_launched_slow(t, var, stream, ptsz, mode);
+}
 
 /* An event after the last launch, for a caller that keeps it (a tomb):
  * recorded now where that is allowed, else the track's own event after the

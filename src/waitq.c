@@ -9,7 +9,7 @@
 
 static vr_mutex lock = VR_MUTEX_INIT;
 static struct vr_wait *head;                  /* under lock */
-static atomic_size_t count[VR_WAIT_KINDS];    /* entries per kind, read without it */
+atomic_size_t vr_waitq_counts[VR_WAIT_KINDS]; /* entries per kind, read without it */
 
 static void take(void)
 {
@@ -34,7 +34,7 @@ void vr_waitq_push(struct vr_wait *w)
 {
     VR_ASSERT(w && w->ops && w->ops->retry && w->ops->forget);
     VR_ASSERT((unsigned)w->kind < VR_WAIT_KINDS);
-    atomic_fetch_add(&count[w->kind], 1);
+    atomic_fetch_add(&vr_waitq_counts[w->kind], 1);
     take();
     push_locked(w);
     drop();
@@ -44,9 +44,8 @@ void vr_waitq_push(struct vr_wait *w)
 size_t vr_waitq_count(unsigned mask)
 {
     size_t n = 0;
-    for (unsigned k = 0; k < VR_WAIT_KINDS; k++)
-        if (mask & VR_WAIT_MASK(k))
-            n += atomic_load_explicit(&count[k], memory_order_relaxed);
+    for (unsigned m = mask & (VR_WAIT_MASK(VR_WAIT_KINDS) - 1); m; m &= m - 1)
+        n += atomic_load_explicit(&vr_waitq_counts[__builtin_ctz(m)], memory_order_relaxed);
     return n;
 }
 
@@ -72,23 +71,16 @@ static struct vr_wait *take_kinds(unsigned mask, vr_wait_match *match, const voi
     return mine;
 }
 
-void vr_waitq_drain(unsigned mask, enum vr_wait_how how)
+static __attribute__((noinline)) void drain(unsigned mask, enum vr_wait_how how,
+                                            vr_wait_match *match, const void *arg)
 {
-    vr_waitq_drain_if(mask, how, NULL, NULL);
-}
-
-void vr_waitq_drain_if(unsigned mask, enum vr_wait_how how, vr_wait_match *match,
-                       const void *arg)
-{
-    if (vr_waitq_count(mask) == 0)
-        return;
     struct vr_wait *list = take_kinds(mask, match, arg);
     while (list) {
         struct vr_wait *w = list;
         list = w->next;
         enum vr_wait_kind kind = w->kind;
         if (w->ops->retry(w, how)) {
-            atomic_fetch_sub(&count[kind], 1);
+            atomic_fetch_sub(&vr_waitq_counts[kind], 1);
             continue;
         }
         VR_ASSERT(how != VR_WAIT_FINAL);
@@ -99,13 +91,28 @@ void vr_waitq_drain_if(unsigned mask, enum vr_wait_how how, vr_wait_match *match
     VR_ASSERT_EXPENSIVE(vr_waitq_valid());
 }
 
+/* Every launch asks (tomb.h): an empty queue costs a load per kind and no
+ * stack frame. */
+void vr_waitq_drain(unsigned mask, enum vr_wait_how how)
+{
+    if (vr_waitq_count(mask) != 0)
+        drain(mask, how, NULL, NULL);
+}
+
+void vr_waitq_drain_if(unsigned mask, enum vr_wait_how how, vr_wait_match *match,
+                       const void *arg)
+{
+    if (vr_waitq_count(mask) != 0)
+        drain(mask, how, match, arg);
+}
+
 void vr_waitq_abandon(unsigned mask)
 {
     struct vr_wait *list = take_kinds(mask, NULL, NULL);
     while (list) {
         struct vr_wait *w = list;
         list = w->next;
-        atomic_fetch_sub(&count[w->kind], 1);
+        atomic_fetch_sub(&vr_waitq_counts[w->kind], 1);
         w->ops->forget(w, false);
     }
 }
@@ -117,7 +124,7 @@ void vr_waitq_after_fork(unsigned forget)
     while (list) {
         struct vr_wait *w = list;
         list = w->next;
-        atomic_fetch_sub(&count[w->kind], 1);
+        atomic_fetch_sub(&vr_waitq_counts[w->kind], 1);
         w->ops->forget(w, true);
     }
 }
@@ -138,6 +145,6 @@ bool vr_waitq_valid(void)
     /* Counts move outside the lock around a drain's retries: an entry out
      * for a retry is counted but not listed, never the other way round. */
     for (unsigned k = 0; ok && k < VR_WAIT_KINDS; k++)
-        ok = seen[k] <= atomic_load(&count[k]);
+        ok = seen[k] <= atomic_load(&vr_waitq_counts[k]);
     return ok;
 }

@@ -22,6 +22,7 @@
 #ifndef VR_WAITQ_H
 #define VR_WAITQ_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -60,6 +61,13 @@ struct vr_wait {
 void vr_waitq_push(struct vr_wait *w);
 /* Entries of the kinds in mask, queued now. One relaxed load when none. */
 size_t vr_waitq_count(unsigned mask);
+/* Entries of one kind, for a caller that asks on every launch: inline, one
+ * relaxed load (the counts are read without the queue's lock). */
+extern __attribute__((visibility("hidden"))) atomic_size_t vr_waitq_counts[VR_WAIT_KINDS];
+static inline bool vr_waitq_none(enum vr_wait_kind k)
+{
+    return atomic_load_explicit(&vr_waitq_counts[k], memory_order_relaxed) == 0;
+}
 /* Retries the entries of the kinds in mask. */
 void vr_waitq_drain(unsigned mask, enum vr_wait_how how);
 /* The same, only the entries `match` accepts. match runs under the
