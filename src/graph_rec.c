@@ -67,26 +67,21 @@ struct capture {
     uint64_t last_gen;
 };
 
-struct stream_ent {
-    CUstream s;
-    struct capture *cap;            /* NULL: not capturing (as far as the shim saw) */
+/* A stream's capture state, or the capture dependency set an event
+ * carries: one shape, two tables. */
+struct dep_ent {
+    const void *key;                /* the CUstream or the CUevent */
+    struct capture *cap;            /* stream: NULL, not capturing (as far as the shim saw) */
+    uint64_t cap_id;                /* event: 0, carries no capture dependencies */
     uint32_t *deps;
     uint32_t n, ncap;
-    struct stream_ent *next;
-};
-
-struct event_ent {
-    CUevent ev;
-    uint64_t cap_id;                /* 0: carries no capture dependencies */
-    uint32_t *deps;
-    uint32_t n, ncap;
-    struct event_ent *next;
+    struct dep_ent *next;
 };
 
 static vr_mutex mu = VR_MUTEX_INIT;
 static struct graph_ent *graphs[NBUCKETS];
-static struct stream_ent *streams[NBUCKETS];
-static struct event_ent *events[NBUCKETS];
+static struct dep_ent *streams[NBUCKETS];
+static struct dep_ent *events[NBUCKETS];
 static struct capture *captures;
 static uint64_t capture_ids;
 static atomic_uint live_captures;
@@ -163,38 +158,33 @@ static void graph_put(CUgraph g, struct vr_grec *r)
     graphs[bucket(g)] = e;
 }
 
-static struct stream_ent *stream_find(CUstream key, bool make)
+/* The entry of `key` in `table` (made when `make`), or NULL. */
+static struct dep_ent *dep_find(struct dep_ent **table, const void *key, bool make)
 {
     if (!key)
         return NULL;
-    struct stream_ent *e = streams[bucket(key)];
-    while (e && e->s != key)
+    struct dep_ent *e = table[bucket(key)];
+    while (e && e->key != key)
         e = e->next;
     if (e || !make)
         return e;
     e = calloc(1, sizeof *e);
     if (!e)
         return NULL;
-    e->s = key;
-    e->next = streams[bucket(key)];
-    streams[bucket(key)] = e;
+    e->key = key;
+    e->next = table[bucket(key)];
+    table[bucket(key)] = e;
     return e;
 }
 
-static struct event_ent *event_find(CUevent ev, bool make)
+static struct dep_ent *stream_find(CUstream key, bool make)
 {
-    struct event_ent *e = events[bucket(ev)];
-    while (e && e->ev != ev)
-        e = e->next;
-    if (e || !make)
-        return e;
-    e = calloc(1, sizeof *e);
-    if (!e)
-        return NULL;
-    e->ev = ev;
-    e->next = events[bucket(ev)];
-    events[bucket(ev)] = e;
-    return e;
+    return dep_find(streams, key, make);
+}
+
+static struct dep_ent *event_find(CUevent ev, bool make)
+{
+    return dep_find(events, ev, make);
 }
 
 static bool set_deps(uint32_t **v, uint32_t *n, uint32_t *ncap, const uint32_t *src, uint32_t k)
@@ -222,7 +212,7 @@ bool vr_grec_capturing(void)
     return atomic_load_explicit(&live_captures, memory_order_relaxed) != 0;
 }
 
-static void leave(struct stream_ent *se)
+static void leave(struct dep_ent *se)
 {
     se->cap = NULL;
     se->n = 0;
@@ -231,7 +221,7 @@ static void leave(struct stream_ent *se)
 static void end_locked(struct capture *c)
 {
     for (unsigned b = 0; b < NBUCKETS; b++)
-        for (struct stream_ent *e = streams[b]; e; e = e->next)
+        for (struct dep_ent *e = streams[b]; e; e = e->next)
             if (e->cap == c)
                 leave(e);
     for (struct capture **pp = &captures; *pp; pp = &(*pp)->next)
@@ -248,7 +238,7 @@ void vr_grec_capture_begin(CUstream s, bool ptsz)
     struct capture *c = calloc(1, sizeof *c);
     lock();
     struct vr_grec *r = rec_new_locked();
-    struct stream_ent *se = stream_find(key, true);
+    struct dep_ent *se = stream_find(key, true);
     if (!c || !r || !se || se->cap) {
         /* A capture the shim cannot follow: its graph gets no record. */
         if (se && se->cap)
@@ -278,7 +268,7 @@ void vr_grec_capture_end(CUstream s, bool ptsz, CUresult r, CUgraph graph)
         return;
     CUstream key = stream_key(s, ptsz);
     lock();
-    struct stream_ent *se = stream_find(key, false);
+    struct dep_ent *se = stream_find(key, false);
     struct capture *c = se ? se->cap : NULL;
     if (!c || c->origin != key) {
         unlock();
@@ -296,7 +286,7 @@ void vr_grec_capture_end(CUstream s, bool ptsz, CUresult r, CUgraph graph)
 void vr_grec_capture_unknown(CUstream s, bool ptsz)
 {
     lock();
-    struct stream_ent *se = stream_find(stream_key(s, ptsz), false);
+    struct dep_ent *se = stream_find(stream_key(s, ptsz), false);
     if (se && se->cap)
         se->cap->r->unknown = true;
     unlock();
@@ -306,7 +296,7 @@ void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const uns
                     void **kernelParams, void **extra, bool attrs)
 {
     lock();
-    struct stream_ent *se = stream_find(stream_key(s, ptsz), false);
+    struct dep_ent *se = stream_find(stream_key(s, ptsz), false);
     struct capture *c = se ? se->cap : NULL;
     if (!c) {
         unlock();
@@ -364,8 +354,8 @@ void vr_grec_event_record(CUevent ev, CUstream s, bool ptsz)
     if (!ev)
         return;
     lock();
-    struct stream_ent *se = stream_find(stream_key(s, ptsz), false);
-    struct event_ent *ee = event_find(ev, se && se->cap);
+    struct dep_ent *se = stream_find(stream_key(s, ptsz), false);
+    struct dep_ent *ee = event_find(ev, se && se->cap);
     if (ee) {
         ee->cap_id = 0;
         if (se && se->cap) {
@@ -381,10 +371,10 @@ void vr_grec_event_record(CUevent ev, CUstream s, bool ptsz)
 void vr_grec_stream_wait(CUstream s, bool ptsz, CUevent ev)
 {
     lock();
-    struct event_ent *ee = ev ? event_find(ev, false) : NULL;
+    struct dep_ent *ee = ev ? event_find(ev, false) : NULL;
     struct capture *c = ee && ee->cap_id ? capture_of(ee->cap_id) : NULL;
     CUstream key = stream_key(s, ptsz);
-    struct stream_ent *se = stream_find(key, c != NULL);
+    struct dep_ent *se = stream_find(key, c != NULL);
     if (!c) {
         unlock();
         return;
