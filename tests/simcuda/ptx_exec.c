@@ -712,7 +712,7 @@ enum ptx_fast {
     F_SETP_U, F_SETP_S,
     F_F32_ADD, F_F32_SUB, F_F32_MUL, F_F32_FMA,
     F_F64_ADD, F_F64_SUB, F_F64_MUL, F_F64_FMA,
-    F_LDG, F_STG,
+    F_LDG, F_STG, F_LDPARAM, F_MOV_S,
 };
 
 static bool is_reg(const struct ptx_opnd *o)
@@ -738,6 +738,9 @@ static uint8_t pick_fast(const struct ptx_ins *in)
     if (in->op == OP_LD || in->op == OP_ST) {
         const struct ptx_opnd *a = &o[in->op == OP_LD ? 1 : 0], *v = &o[in->op == OP_LD ? 0 : 1];
         unsigned es = in->bits / 8u;
+        if (in->op == OP_LD && in->space == SP_PARAM && !in->vec && a->kind == OK_ADDR &&
+            !a->has_base && is_reg(v) && in->bits % 8 == 0 && in->bits <= 64)
+            return F_LDPARAM; /* the same bytes for every lane */
         if (!in->vec && a->kind == OK_ADDR && a->has_base && is_reg(v) &&
             (in->space == SP_GLOBAL || in->space == SP_GENERIC) &&
             (es == 1 || es == 2 || es == 4 || es == 8) && in->bits % 8 == 0)
@@ -747,7 +750,8 @@ static uint8_t pick_fast(const struct ptx_ins *in)
     if (in->nops < 2 || !is_reg(&o[0]))
         return F_NONE;
     if (in->op == OP_MOV)
-        return in->nops == 2 ? (is_reg(&o[1]) ? F_MOV_R : o[1].kind == OK_IMM ? F_MOV_I : F_NONE)
+        return in->nops == 2 ? (is_reg(&o[1]) ? F_MOV_R : o[1].kind == OK_IMM ? F_MOV_I
+                                : o[1].kind == OK_SREG ? F_MOV_S : F_NONE)
                              : F_NONE;
     if (in->op == OP_CVTA || in->op == OP_CVTA_TO) /* global: the same address */
         return in->nops == 2 && is_reg(&o[1]) && in->space != SP_SHARED &&
@@ -960,6 +964,38 @@ static inline bool run_fast(const struct blk *b, struct warp *w, const struct pt
         default: CMPS(>=); break;
         }
 #undef CMPS
+        return true;
+    }
+    case F_LDPARAM: {
+        const uint64_t a = o[1].imm;
+        const size_t es = bits / 8;
+        if (a > b->l->argsize || es > b->l->argsize - a)
+            fault(b, pc, "parameter access out of bounds");
+        uint64_t v = 0;
+        memcpy(&v, b->l->args + a, es);
+        if (in->ty == TY_S)
+            v = (uint64_t)sx(v, bits);
+        uint64_t *d = ROW(o[0]);
+        EACH(d[l] = v);
+        return true;
+    }
+    case F_MOV_S: {
+        uint64_t *d = ROW(o[0]);
+        const struct ptx_launch *L = b->l;
+        const unsigned id = (unsigned)o[1].imm;
+        if (id == SR_TID_X && L->block[0] == b->nthreads) { /* a one-dimensional block */
+            const uint64_t t0 = (uint64_t)w->id * 32u;
+            EACH(d[l] = zx(t0 + l, bits));
+        } else if (id == SR_LANEID) {
+            EACH(d[l] = zx(l, bits));
+        } else if (id == SR_NTID_X || id == SR_NTID_Y || id == SR_NTID_Z ||
+                   id == SR_CTAID_X || id == SR_CTAID_Y || id == SR_CTAID_Z ||
+                   id == SR_NCTAID_X || id == SR_NCTAID_Y || id == SR_NCTAID_Z) {
+            const uint64_t v = zx(sreg(b, w, id, 0), bits); /* the same for the block */
+            EACH(d[l] = v);
+        } else {
+            EACH(d[l] = zx(sreg(b, w, id, (int)l), bits));
+        }
         return true;
     }
     case F_LDG: {
@@ -1583,6 +1619,14 @@ top:
 #undef GOTO
 #undef LEAVE
 
+static _Atomic uint64_t g_launches, g_thread_ins;
+
+void ptx_totals(uint64_t *launches, uint64_t *thread_instructions)
+{
+    *launches = atomic_load_explicit(&g_launches, memory_order_relaxed);
+    *thread_instructions = atomic_load_explicit(&g_thread_ins, memory_order_relaxed);
+}
+
 uint64_t ptx_run(const struct ptx_kernel *k, const struct ptx_launch *l)
 {
     struct blk b;
@@ -1654,5 +1698,7 @@ uint64_t ptx_run(const struct ptx_kernel *k, const struct ptx_launch *l)
             }
     sim_free(ws);
     sim_free(mem);
+    atomic_fetch_add_explicit(&g_launches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_thread_ins, b.icount, memory_order_relaxed);
     return b.icount;
 }
