@@ -268,7 +268,7 @@ static void knobs_load(void)
     sim_knob.kernels_ptx = true;
     if ((s = getenv("SIMCUDA_KERNELS")) && *s) {
         if (strcmp(s, "host") == 0)
-            sim_knob.kernels_ptx = true;
+            sim_knob.kernels_ptx = false;
         else if (strcmp(s, "ptx") != 0)
             sim_warn("SIMCUDA_KERNELS='%s' is not host or ptx; using ptx", s);
     }
