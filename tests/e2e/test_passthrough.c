@@ -195,3 +195,41 @@ Test(passthrough, rtld_next)
     vr_run_free(&a);
     vr_run_free(&b);
 }
+
+/* simcuda runs the standard kernels through its PTX interpreter unless a
+ * run asks for the host versions (these suites do, in their meson
+ * definition): with SIMCUDA_KERNELS unset every launch is interpreted, with
+ * and without the shim, and the bytes are the host versions' bytes. */
+Test(passthrough, standard_kernels_interpreted_by_default)
+{
+    static const char *const args[] = { "--bytes", "65536", "--steps", "6", NULL };
+    static const char *const dflt[] = { "SIMCUDA_KERNELS=", NULL };
+    static const char *const host[] = { "SIMCUDA_KERNELS=host", NULL };
+    struct vr_run p, s, h;
+    run_ok(&p, "interp_plain", "graph_linked", args, 0, dflt);
+    run_ok(&s, "interp_shim", "graph_linked", args, VR_RUN_SHIM, dflt);
+    run_ok(&h, "interp_host", "graph_linked", args, 0, host);
+    const struct vr_run *rs[] = { &p, &s };
+    for (int i = 0; i < 2; i++) {
+        uint64_t nh = 1, np = 0, ti = 0;
+        cr_assert(vr_json_u64(rs[i]->stats.p, rs[i]->stats.len, "host", &nh) &&
+                      vr_json_u64(rs[i]->stats.p, rs[i]->stats.len, "ptx", &np) &&
+                      vr_json_u64(rs[i]->stats.p, rs[i]->stats.len, "ptx_thread_instructions",
+                                  &ti),
+                  "no kernel paths in %s", rs[i]->stats.p);
+        cr_assert_eq(nh, 0, "%llu launches ran a host version by default",
+                     (unsigned long long)nh);
+        cr_assert_gt(np, 0, "no launch went through the interpreter");
+        cr_assert_gt(ti, np, "the interpreter counted no work");
+    }
+    uint64_t nh = 0, np = 1;
+    cr_assert(vr_json_u64(h.stats.p, h.stats.len, "host", &nh) &&
+              vr_json_u64(h.stats.p, h.stats.len, "ptx", &np));
+    cr_assert(nh > 0 && np == 0, "SIMCUDA_KERNELS=host: %llu host, %llu interpreted",
+              (unsigned long long)nh, (unsigned long long)np);
+    same_output(&p, &s, "interpreted");
+    same_output(&p, &h, "interpreted against host versions");
+    vr_run_free(&p);
+    vr_run_free(&s);
+    vr_run_free(&h);
+}

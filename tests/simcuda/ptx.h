@@ -57,4 +57,8 @@ struct ptx_launch {
  * executed (for the benchmark). */
 uint64_t ptx_run(const struct ptx_kernel *k, const struct ptx_launch *l);
 
+/* Launches ptx_run() executed in this process so far, and their
+ * thread-instructions (SIMCUDA_STATS). */
+void ptx_totals(uint64_t *launches, uint64_t *thread_instructions);
+
 #endif

@@ -698,82 +698,459 @@ static uint64_t alu(const struct blk *b, const struct warp *w, const struct ptx_
     }
 }
 
+/* The specialised instructions (ptx_prepare picks them; each must compute
+ * exactly what the general path below computes for it). R: a register
+ * operand, I: an immediate. */
+enum ptx_fast {
+    F_NONE,
+    F_MOV_R, F_MOV_I,
+    F_IADD_RR, F_IADD_RI, F_ISUB_RR, F_ISUB_RI,
+    F_IMUL_RR, F_IMUL_RI, F_IMAD_RRR,
+    F_AND_RR, F_AND_RI, F_OR_RR, F_OR_RI, F_XOR_RR, F_XOR_RI,
+    F_SHL_RI, F_SHR_RI, F_SAR_RI,
+    F_CVT_II, F_GLOBAL_R, F_IMULW_RR, F_IMULW_RI, F_UMULW_RR, F_UMULW_RI,
+    F_SETP_U, F_SETP_S,
+    F_F32_ADD, F_F32_SUB, F_F32_MUL, F_F32_FMA,
+    F_F64_ADD, F_F64_SUB, F_F64_MUL, F_F64_FMA,
+    F_LDG, F_STG, F_LDPARAM, F_MOV_S,
+};
+
+static bool is_reg(const struct ptx_opnd *o)
+{
+    return o->kind == OK_REG;
+}
+
+static bool is_ri(const struct ptx_opnd *o)
+{
+    return o->kind == OK_REG || o->kind == OK_IMM;
+}
+
+static bool bits_le32(const struct ptx_ins *in)
+{
+    return in->bits <= 32;
+}
+
+static uint8_t pick_fast(const struct ptx_ins *in)
+{
+    const struct ptx_opnd *o = in->o;
+    const bool plain = !in->sat && !in->cc && !in->ftz;
+    const bool rn = in->rnd == RND_NONE || in->rnd == RND_RN;
+    if (in->op == OP_LD || in->op == OP_ST) {
+        const struct ptx_opnd *a = &o[in->op == OP_LD ? 1 : 0], *v = &o[in->op == OP_LD ? 0 : 1];
+        unsigned es = in->bits / 8u;
+        if (in->op == OP_LD && in->space == SP_PARAM && !in->vec && a->kind == OK_ADDR &&
+            !a->has_base && is_reg(v) && in->bits % 8 == 0 && in->bits <= 64)
+            return F_LDPARAM; /* the same bytes for every lane */
+        if (!in->vec && a->kind == OK_ADDR && a->has_base && is_reg(v) &&
+            (in->space == SP_GLOBAL || in->space == SP_GENERIC) &&
+            (es == 1 || es == 2 || es == 4 || es == 8) && in->bits % 8 == 0)
+            return in->op == OP_LD ? F_LDG : F_STG;
+        return F_NONE;
+    }
+    if (in->nops < 2 || !is_reg(&o[0]))
+        return F_NONE;
+    if (in->op == OP_MOV)
+        return in->nops == 2 ? (is_reg(&o[1]) ? F_MOV_R : o[1].kind == OK_IMM ? F_MOV_I
+                                : o[1].kind == OK_SREG ? F_MOV_S : F_NONE)
+                             : F_NONE;
+    if (in->op == OP_CVTA || in->op == OP_CVTA_TO) /* global: the same address */
+        return in->nops == 2 && is_reg(&o[1]) && in->space != SP_SHARED &&
+                       in->space != SP_LOCAL && in->space != SP_PARAM
+                   ? F_GLOBAL_R : F_NONE;
+    if (in->op == OP_CVT)
+        return in->nops == 2 && is_reg(&o[1]) && in->ty != TY_F && in->sty != TY_F && !in->sat
+                   ? F_CVT_II : F_NONE;
+    if (in->op == OP_SETP)
+        return in->ty != TY_F && in->sty != TY_F && in->sub == SUB_NONE &&
+                       o[5].kind == OK_NONE && in->nops == 3 && is_reg(&o[1]) && is_ri(&o[2]) &&
+                       in->cmp <= CMP_GE
+                   ? (in->sty == TY_S ? F_SETP_S : F_SETP_U) : F_NONE;
+    if (in->ty == TY_F) {
+        if (!plain || !rn || in->nops < 3 || !is_reg(&o[1]) || !is_reg(&o[2]) ||
+            (in->bits != 32 && in->bits != 64))
+            return F_NONE;
+        bool d = in->bits == 64;
+        switch (in->op) {
+        case OP_ADD: return in->nops == 3 ? (d ? F_F64_ADD : F_F32_ADD) : F_NONE;
+        case OP_SUB: return in->nops == 3 ? (d ? F_F64_SUB : F_F32_SUB) : F_NONE;
+        case OP_MUL: return in->nops == 3 ? (d ? F_F64_MUL : F_F32_MUL) : F_NONE;
+        case OP_MAD:
+        case OP_FMA:
+            return in->nops == 4 && is_reg(&o[3]) ? (d ? F_F64_FMA : F_F32_FMA) : F_NONE;
+        default: return F_NONE;
+        }
+    }
+    if (in->ty == TY_PRED || in->sat || in->cc || in->nops != 3 + (in->op == OP_MAD) ||
+        !is_reg(&o[1]) || !is_ri(&o[2]))
+        return F_NONE;
+    const bool ri = o[2].kind == OK_IMM;
+    switch (in->op) {
+    case OP_ADD: return ri ? F_IADD_RI : F_IADD_RR;
+    case OP_SUB: return ri ? F_ISUB_RI : F_ISUB_RR;
+    case OP_MUL:
+        if (in->sub == SUB_WIDE)
+            return bits_le32(in) ? (in->ty == TY_S ? (ri ? F_IMULW_RI : F_IMULW_RR)
+                                                    : (ri ? F_UMULW_RI : F_UMULW_RR))
+                                 : F_NONE;
+        return in->sub == SUB_NONE || in->sub == SUB_LO ? (ri ? F_IMUL_RI : F_IMUL_RR) : F_NONE;
+    case OP_MAD:
+        return (in->sub == SUB_NONE || in->sub == SUB_LO) && !ri && is_reg(&o[3]) ? F_IMAD_RRR
+                                                                                  : F_NONE;
+    case OP_AND: return ri ? F_AND_RI : F_AND_RR;
+    case OP_OR: return ri ? F_OR_RI : F_OR_RR;
+    case OP_XOR: return ri ? F_XOR_RI : F_XOR_RR;
+    case OP_SHL: return ri && o[2].imm < in->bits ? F_SHL_RI : F_NONE;
+    case OP_SHR:
+        return ri && o[2].imm < in->bits ? (in->ty == TY_S ? F_SAR_RI : F_SHR_RI) : F_NONE;
+    default: return F_NONE;
+    }
+}
+
+void ptx_prepare(struct ptx_kernel *k)
+{
+    for (size_t i = 0; i < k->nins; i++)
+        k->ins[i].fast = pick_fast(&k->ins[i]);
+}
+
+/* One statement for every lane of em; a full warp as a plain loop the
+ * compiler can unroll or vectorise. */
+#define EACH(stmt)                                                                 \
+    do {                                                                           \
+        if (em == ~0u) {                                                           \
+            for (unsigned l = 0; l < 32; l++) {                                    \
+                stmt;                                                              \
+            }                                                                      \
+        } else {                                                                   \
+            for (uint32_t mm_ = em; mm_; mm_ &= mm_ - 1) {                         \
+                const unsigned l = (unsigned)__builtin_ctz(mm_);                   \
+                stmt;                                                              \
+            }                                                                      \
+        }                                                                          \
+    } while (0)
+
+#define ROW(op_) (&w->r[(size_t)(op_).reg[0] * 32u])
+
+/* Runs a specialised instruction for the lanes of em; false: in->fast is
+ * F_NONE. */
+static inline bool run_fast(const struct blk *b, struct warp *w, const struct ptx_ins *in,
+                            uint32_t pc, uint32_t em)
+{
+    const struct ptx_opnd *o = in->o;
+    const unsigned bits = in->bits;
+    const uint64_t zm = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+    switch ((enum ptx_fast)in->fast) {
+    case F_NONE:
+        return false;
+    case F_MOV_R: {
+        const uint64_t *x = ROW(o[1]);
+        uint64_t *d = ROW(o[0]);
+        EACH(d[l] = x[l]);
+        return true;
+    }
+    case F_MOV_I: {
+        uint64_t *d = ROW(o[0]);
+        const uint64_t y = o[1].imm & zm;
+        EACH(d[l] = y);
+        return true;
+    }
+#define BIN_RR(expr)                                                               \
+    {                                                                              \
+        const uint64_t *x = ROW(o[1]), *y = ROW(o[2]);                             \
+        uint64_t *d = ROW(o[0]);                                                   \
+        EACH(d[l] = (expr));                                                       \
+        return true;                                                               \
+    }
+#define BIN_RI(expr)                                                               \
+    {                                                                              \
+        const uint64_t *x = ROW(o[1]);                                             \
+        const uint64_t y = o[2].imm;                                               \
+        uint64_t *d = ROW(o[0]);                                                   \
+        EACH(d[l] = (expr));                                                       \
+        return true;                                                               \
+    }
+    case F_IADD_RR: BIN_RR((x[l] + y[l]) & zm)
+    case F_IADD_RI: BIN_RI((x[l] + y) & zm)
+    case F_ISUB_RR: BIN_RR((x[l] - y[l]) & zm)
+    case F_ISUB_RI: BIN_RI((x[l] - y) & zm)
+    case F_IMUL_RR: BIN_RR((x[l] * y[l]) & zm)
+    case F_IMUL_RI: BIN_RI((x[l] * y) & zm)
+    case F_AND_RR: BIN_RR(x[l] & y[l])
+    case F_AND_RI: BIN_RI(x[l] & y)
+    case F_OR_RR: BIN_RR(x[l] | y[l])
+    case F_OR_RI: BIN_RI(x[l] | y)
+    case F_XOR_RR: BIN_RR((x[l] ^ y[l]) & zm)
+    case F_XOR_RI: BIN_RI((x[l] ^ y) & zm)
+    case F_SHL_RI: BIN_RI((x[l] << y) & zm)
+    case F_SHR_RI: BIN_RI((x[l] & zm) >> y)
+    case F_SAR_RI: BIN_RI((uint64_t)(sx(x[l], bits) >> y) & zm)
+    /* mul.wide: the product of the sign- or zero-extended halves, 2x wide */
+    case F_IMULW_RR: BIN_RR(zx((uint64_t)(sx(x[l], bits) * sx(y[l], bits)), 2 * bits))
+    case F_IMULW_RI: BIN_RI(zx((uint64_t)(sx(x[l], bits) * sx(y, bits)), 2 * bits))
+    case F_UMULW_RR: BIN_RR(zx(zx(x[l], bits) * zx(y[l], bits), 2 * bits))
+    case F_UMULW_RI: BIN_RI(zx(zx(x[l], bits) * zx(y, bits), 2 * bits))
+    case F_F32_ADD: BIN_RR(of_f(as_f(x[l]) + as_f(y[l])))
+    case F_F32_SUB: BIN_RR(of_f(as_f(x[l]) - as_f(y[l])))
+    case F_F32_MUL: BIN_RR(of_f(as_f(x[l]) * as_f(y[l])))
+    case F_F64_ADD: BIN_RR(of_d(as_d(x[l]) + as_d(y[l])))
+    case F_F64_SUB: BIN_RR(of_d(as_d(x[l]) - as_d(y[l])))
+    case F_F64_MUL: BIN_RR(of_d(as_d(x[l]) * as_d(y[l])))
+#undef BIN_RR
+#undef BIN_RI
+    case F_IMAD_RRR: {
+        const uint64_t *x = ROW(o[1]), *y = ROW(o[2]), *z = ROW(o[3]);
+        uint64_t *d = ROW(o[0]);
+        EACH(d[l] = (x[l] * y[l] + z[l]) & zm);
+        return true;
+    }
+    case F_F32_FMA: {
+        const uint64_t *x = ROW(o[1]), *y = ROW(o[2]), *z = ROW(o[3]);
+        uint64_t *d = ROW(o[0]);
+        EACH(d[l] = of_f(fmaf(as_f(x[l]), as_f(y[l]), as_f(z[l]))));
+        return true;
+    }
+    case F_F64_FMA: {
+        const uint64_t *x = ROW(o[1]), *y = ROW(o[2]), *z = ROW(o[3]);
+        uint64_t *d = ROW(o[0]);
+        EACH(d[l] = of_d(fma(as_d(x[l]), as_d(y[l]), as_d(z[l]))));
+        return true;
+    }
+    case F_GLOBAL_R: {
+        const uint64_t *x = ROW(o[1]);
+        uint64_t *d = ROW(o[0]);
+        EACH(d[l] = x[l] & zm);
+        return true;
+    }
+    case F_CVT_II: {
+        const uint64_t *x = ROW(o[1]);
+        uint64_t *d = ROW(o[0]);
+        const unsigned sb = in->sbits;
+        const uint64_t dm = in->bits >= 64 ? ~0ull : (1ull << in->bits) - 1;
+        if (in->sty == TY_S)
+            EACH(d[l] = (uint64_t)sx(x[l], sb) & dm);
+        else
+            EACH(d[l] = zx(x[l], sb) & dm);
+        return true;
+    }
+    case F_SETP_U:
+    case F_SETP_S: {
+        /* operands compared at the source width: zero- or sign-extended */
+        const unsigned sb = in->sbits;
+        const unsigned sh = sb >= 64 ? 0 : 64 - sb;
+        const bool sg = in->fast == F_SETP_S;
+        const uint64_t *x = ROW(o[1]);
+        const uint64_t *yr = o[2].kind == OK_REG ? ROW(o[2]) : NULL;
+        const uint64_t yi = o[2].imm;
+        uint64_t *d = ROW(o[0]);
+        uint64_t ya[32];
+        const uint64_t *y = yr;
+        if (!yr) {
+            for (unsigned l = 0; l < 32; l++)
+                ya[l] = yi;
+            y = ya;
+        }
+#define CMPS(op_)                                                                  \
+    do {                                                                           \
+        if (sg)                                                                    \
+            EACH(d[l] = ((int64_t)(x[l] << sh) >> sh) op_ ((int64_t)(y[l] << sh) >> sh)); \
+        else                                                                       \
+            EACH(d[l] = (x[l] << sh >> sh) op_ (y[l] << sh >> sh));                \
+    } while (0)
+        switch (in->cmp) {
+        case CMP_EQ: CMPS(==); break;
+        case CMP_NE: CMPS(!=); break;
+        case CMP_LT: CMPS(<); break;
+        case CMP_LE: CMPS(<=); break;
+        case CMP_GT: CMPS(>); break;
+        default: CMPS(>=); break;
+        }
+#undef CMPS
+        return true;
+    }
+    case F_LDPARAM: {
+        const uint64_t a = o[1].imm;
+        const size_t es = bits / 8;
+        if (a > b->l->argsize || es > b->l->argsize - a)
+            fault(b, pc, "parameter access out of bounds");
+        uint64_t v = 0;
+        memcpy(&v, b->l->args + a, es);
+        if (in->ty == TY_S)
+            v = (uint64_t)sx(v, bits);
+        uint64_t *d = ROW(o[0]);
+        EACH(d[l] = v);
+        return true;
+    }
+    case F_MOV_S: {
+        uint64_t *d = ROW(o[0]);
+        const struct ptx_launch *L = b->l;
+        const unsigned id = (unsigned)o[1].imm;
+        if (id == SR_TID_X && L->block[0] == b->nthreads) { /* a one-dimensional block */
+            const uint64_t t0 = (uint64_t)w->id * 32u;
+            EACH(d[l] = zx(t0 + l, bits));
+        } else if (id == SR_LANEID) {
+            EACH(d[l] = zx(l, bits));
+        } else if (id == SR_NTID_X || id == SR_NTID_Y || id == SR_NTID_Z ||
+                   id == SR_CTAID_X || id == SR_CTAID_Y || id == SR_CTAID_Z ||
+                   id == SR_NCTAID_X || id == SR_NCTAID_Y || id == SR_NCTAID_Z) {
+            const uint64_t v = zx(sreg(b, w, id, 0), bits); /* the same for the block */
+            EACH(d[l] = v);
+        } else {
+            EACH(d[l] = zx(sreg(b, w, id, (int)l), bits));
+        }
+        return true;
+    }
+    case F_LDG: {
+        const uint64_t *ab = ROW(o[1]);
+        uint64_t *d = ROW(o[0]);
+        const uint64_t off = o[1].imm;
+        const bool sg = in->ty == TY_S;
+        const unsigned es = bits / 8;
+        for (uint32_t mm = em; mm; mm &= mm - 1) {
+            const unsigned l = (unsigned)__builtin_ctz(mm);
+            const uint64_t ad = ab[l] + off;
+            if (ad < 4096)
+                fault(b, pc, "a null pointer dereferenced");
+            const void *p = (const void *)(uintptr_t)ad;
+            uint64_t v;
+            switch (es) {
+            case 1: v = *(const uint8_t *)p; break;
+            case 2: { uint16_t t; memcpy(&t, p, 2); v = t; break; }
+            case 4: { uint32_t t; memcpy(&t, p, 4); v = t; break; }
+            default: memcpy(&v, p, 8); break;
+            }
+            d[l] = sg ? (uint64_t)sx(v, bits) : v;
+        }
+        return true;
+    }
+    case F_STG: {
+        const uint64_t *ab = ROW(o[0]);
+        const uint64_t *v = ROW(o[1]);
+        const uint64_t off = o[0].imm;
+        const unsigned es = bits / 8;
+        for (uint32_t mm = em; mm; mm &= mm - 1) {
+            const unsigned l = (unsigned)__builtin_ctz(mm);
+            const uint64_t ad = ab[l] + off;
+            if (ad < 4096)
+                fault(b, pc, "a null pointer dereferenced");
+            void *p = (void *)(uintptr_t)ad;
+            switch (es) {
+            case 1: *(uint8_t *)p = (uint8_t)v[l]; break;
+            case 2: { uint16_t t = (uint16_t)v[l]; memcpy(p, &t, 2); break; }
+            case 4: { uint32_t t = (uint32_t)v[l]; memcpy(p, &t, 4); break; }
+            default: memcpy(p, &v[l], 8); break;
+            }
+        }
+        return true;
+    }
+    }
+    return false;
+}
+#undef ROW
+#undef EACH
+
 enum { W_DONE, W_BAR };
+
+/* The warp's lanes at one program counter run as a group: while the group's
+ * pc stays below `bound` (the smallest pc of the warp's other live lanes,
+ * UINT32_MAX while converged) it is still the group the smallest-pc rule
+ * picks, so it runs on without looking at the other lanes; the group's
+ * lanes' lpc[] is written only when it leaves (reaching `bound` merges it
+ * with the lanes waiting there). */
+#define LEAVE(p_)                                                                  \
+    do {                                                                           \
+        if (w->div)                                                                \
+            for (uint32_t mm = mask; mm; mm &= mm - 1)                             \
+                w->lpc[__builtin_ctz(mm)] = (p_);                                  \
+        else                                                                       \
+            w->pc = (p_);                                                          \
+    } while (0)
+#define GOTO(p_)                                                                   \
+    do {                                                                           \
+        pc = (p_);                                                                 \
+        if (pc >= bound) {                                                         \
+            LEAVE(pc);                                                             \
+            goto regroup;                                                          \
+        }                                                                          \
+        goto top;                                                                  \
+    } while (0)
 
 static int run_warp(struct blk *b, struct warp *w)
 {
     const struct ptx_kernel *k = b->k;
     const struct ptx_ins *ins = k->ins;
-    for (;;) {
-        uint32_t mask, pc;
-        if (!w->div) {
-            mask = w->live;
-            pc = w->pc;
-        } else {
-            pc = UINT32_MAX;
-            mask = 0;
-            for (uint32_t mm = w->live; mm; mm &= mm - 1) {
-                int l = __builtin_ctz(mm);
-                if (w->lpc[l] < pc) {
-                    pc = w->lpc[l];
-                    mask = 1u << l;
-                } else if (w->lpc[l] == pc) {
-                    mask |= 1u << l;
-                }
-            }
-            if (mask == w->live) {
-                w->div = false;
-                w->pc = pc;
+    const uint32_t nins = (uint32_t)k->nins;
+    uint32_t mask, pc, bound, cnt;
+regroup:
+    if (!w->div) {
+        mask = w->live;
+        pc = w->pc;
+        bound = UINT32_MAX;
+    } else {
+        pc = bound = UINT32_MAX;
+        mask = 0;
+        for (uint32_t mm = w->live; mm; mm &= mm - 1) {
+            int l = __builtin_ctz(mm);
+            uint32_t p = w->lpc[l];
+            if (p < pc) {
+                bound = pc;
+                pc = p;
+                mask = 1u << l;
+            } else if (p == pc) {
+                mask |= 1u << l;
+            } else if (p < bound) {
+                bound = p;
             }
         }
-        if (!mask)
-            return W_DONE;
-        if (pc >= k->nins) {
+        if (mask == w->live) {
+            w->div = false;
+            bound = UINT32_MAX;
+        }
+    }
+    if (!mask)
+        return W_DONE;
+    cnt = (uint32_t)__builtin_popcount(mask);
+top:
+    for (;;) {
+        if (pc >= nins) {
             w->live &= ~mask; /* falling off the end is a return */
             if (!w->live)
                 return W_DONE;
-            continue;
+            goto regroup;
         }
         const struct ptx_ins *in = &ins[pc];
         uint32_t em = mask;
         if (in->guard >= 0) {
             uint32_t gm = 0;
             const uint64_t *g = &w->r[(size_t)in->guard * 32u];
-            for (uint32_t mm = mask; mm; mm &= mm - 1) {
-                int l = __builtin_ctz(mm);
-                gm |= (uint32_t)((g[l] != 0) ^ in->guard_neg) << l;
+            const uint32_t neg = in->guard_neg;
+            if (mask == ~0u) {
+                for (unsigned l = 0; l < 32; l++)
+                    gm |= (uint32_t)((g[l] != 0) ^ neg) << l;
+            } else {
+                for (uint32_t mm = mask; mm; mm &= mm - 1) {
+                    int l = __builtin_ctz(mm);
+                    gm |= (uint32_t)((g[l] != 0) ^ neg) << l;
+                }
             }
             em = gm;
         }
-        b->icount += (uint64_t)__builtin_popcount(mask);
+        b->icount += cnt;
         uint32_t next = pc + 1;
         const struct ptx_opnd *o = in->o;
+        if (in->fast && em && run_fast(b, w, in, pc, em))
+            goto seq;
         switch (in->op) {
         case OP_BRA: {
             uint32_t t = (uint32_t)o[0].imm;
-            if (em == mask) {
-                if (!w->div) {
-                    w->pc = t;
-                    continue;
-                }
-                LANES {
-                    LANE;
-                    w->lpc[l] = t;
-                }
-                continue;
-            }
+            if (em == mask)
+                GOTO(t);
             if (em == 0)
                 break;
-            if (!w->div) {
-                w->div = true;
-                for (int l = 0; l < 32; l++)
-                    w->lpc[l] = pc;
-            }
+            w->div = true;
             for (uint32_t mm = mask; mm; mm &= mm - 1) {
                 int l = __builtin_ctz(mm);
                 w->lpc[l] = (em >> l & 1) ? t : next;
             }
-            continue;
+            goto regroup;
         }
         case OP_CALL: {
             const struct ptx_call *c = &k->calls[o[0].imm];
@@ -790,20 +1167,16 @@ static int run_warp(struct blk *b, struct warp *w)
                 w->frame[l][w->depth[l]] = (uint32_t)o[0].imm;
                 w->ret_pc[l][w->depth[l]++] = next;
             }
-            if (em == mask && !w->div) {
-                w->pc = c->target;
-                continue;
-            }
-            if (!w->div) {
-                w->div = true;
-                for (int l = 0; l < 32; l++)
-                    w->lpc[l] = pc;
-            }
+            if (em == mask)
+                GOTO(c->target);
+            if (em == 0)
+                break;
+            w->div = true;
             for (uint32_t mm = mask; mm; mm &= mm - 1) {
                 int l = __builtin_ctz(mm);
                 w->lpc[l] = (em >> l & 1) ? c->target : next;
             }
-            continue;
+            goto regroup;
         }
         case OP_RET: {
             uint32_t exiting = 0, back = 0, to = UINT32_MAX;
@@ -828,22 +1201,22 @@ static int run_warp(struct blk *b, struct warp *w)
             w->live &= ~exiting;
             if (!w->live)
                 return W_DONE;
+            if (exiting) {
+                mask &= ~exiting;
+                if (!mask)
+                    goto regroup; /* the others' lpc[] is current */
+                cnt = (uint32_t)__builtin_popcount(mask);
+            }
             if (!back)
                 break;
-            if (!w->div && back == mask && same) {
-                w->pc = to;
-                continue;
-            }
-            if (!w->div) {
-                w->div = true;
-                for (int l = 0; l < 32; l++)
-                    w->lpc[l] = pc;
-            }
-            for (uint32_t mm = mask & w->live; mm; mm &= mm - 1) {
+            if (back == mask && same)
+                GOTO(to);
+            w->div = true;
+            for (uint32_t mm = mask; mm; mm &= mm - 1) {
                 int l = __builtin_ctz(mm);
                 w->lpc[l] = (back >> l & 1) ? dest[l] : next;
             }
-            continue;
+            goto regroup;
         }
         case OP_BAR:
             if (em != mask || mask != w->live)
@@ -859,13 +1232,7 @@ static int run_warp(struct blk *b, struct warp *w)
                 b->red_or = b->red_or || ballot != 0;
                 w->red = in;
             }
-            if (!w->div)
-                w->pc = next;
-            else
-                LANES {
-                    LANE;
-                    w->lpc[l] = next;
-                }
+            LEAVE(next);
             return W_BAR;
         case OP_TRAP:
             if (em)
@@ -1241,12 +1608,23 @@ static int run_warp(struct blk *b, struct warp *w)
             break;
         }
         }
-        if (!w->div)
-            w->pc = next;
-        else
-            for (uint32_t mm = mask; mm; mm &= mm - 1)
-                w->lpc[__builtin_ctz(mm)] = next;
+    seq:
+        pc = next;
+        if (pc >= bound) {
+            LEAVE(pc);
+            goto regroup;
+        }
     }
+}
+#undef GOTO
+#undef LEAVE
+
+static _Atomic uint64_t g_launches, g_thread_ins;
+
+void ptx_totals(uint64_t *launches, uint64_t *thread_instructions)
+{
+    *launches = atomic_load_explicit(&g_launches, memory_order_relaxed);
+    *thread_instructions = atomic_load_explicit(&g_thread_ins, memory_order_relaxed);
 }
 
 uint64_t ptx_run(const struct ptx_kernel *k, const struct ptx_launch *l)
@@ -1320,5 +1698,7 @@ uint64_t ptx_run(const struct ptx_kernel *k, const struct ptx_launch *l)
             }
     sim_free(ws);
     sim_free(mem);
+    atomic_fetch_add_explicit(&g_launches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_thread_ins, b.icount, memory_order_relaxed);
     return b.icount;
 }

@@ -80,6 +80,7 @@ struct ptx_ins {
     int32_t guard;          /* predicate register, -1: none */
     uint8_t guard_neg;
     uint8_t nops;
+    uint8_t fast;           /* enum ptx_fast: set by ptx_prepare() */
     struct ptx_opnd o[6];   /* destination(s) first, as written */
 };
 
@@ -119,5 +120,10 @@ struct ptx_module {
     unsigned char *globals; /* module-scope .global/.const storage */
     size_t globals_size;
 };
+
+/* Picks, once per decoded kernel, the instructions ptx_exec.c runs through
+ * a specialised loop (their operands' kinds and modifiers known), so a
+ * launch does not re-examine them for every warp. */
+void ptx_prepare(struct ptx_kernel *k);
 
 #endif

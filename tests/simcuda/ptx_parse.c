@@ -1580,6 +1580,8 @@ int ptx_module_load(const char *text, struct ptx_module **out)
             decode_funcs(&d);
         if (k->error)
             k->nins = 0;
+        else
+            ptx_prepare(k);
         if (d.oom) {
             r = -ENOMEM;
             goto out;

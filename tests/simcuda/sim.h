@@ -70,7 +70,7 @@ struct sim_knobs {
     bool proc_internal;
     int devices;             /* SIMCUDA_DEVICES, 1..SIM_MAX_DEVICES */
     size_t mem_bytes;        /* SIMCUDA_MEM_BYTES: each device's total memory */
-    bool kernels_ptx;        /* SIMCUDA_KERNELS=ptx: standard kernels interpreted too */
+    bool kernels_ptx;        /* SIMCUDA_KERNELS (default ptx): standard kernels interpreted too */
 };
 extern struct sim_knobs sim_knob;
 
@@ -388,6 +388,8 @@ struct sim_kernel_impl {
     int range_begin, range_end;
 };
 const struct sim_kernel_impl *sim_kernel_find(const char *name);
+/* Launches that ran through a host version so far (SIMCUDA_STATS). */
+uint64_t sim_kernel_host_runs(void);
 
 /* PTX parsing (sim_module.c), exposed for the module loader. */
 struct sim_ptx_entry {

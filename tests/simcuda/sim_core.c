@@ -3,6 +3,7 @@
  * registry, initialization, device, contexts, error strings and
  * cuGetProcAddress.
  */
+#include "ptx.h"
 #include "sim.h"
 
 #include <errno.h>
@@ -261,14 +262,15 @@ static void knobs_load(void)
     if ((s = getenv("SIMCUDA_STATS")) && *s)
         g_stats_path = sim_strdup(s);
     sim_knob.proc_internal = (s = getenv("SIMCUDA_PROC_INTERNAL")) && strcmp(s, "1") == 0;
-    /* Host versions of the standard kernels by default: the interpreter made
-     * the end-to-end suites several times slower (e2e_passthrough 366 s). */
-    sim_knob.kernels_ptx = false;
+    /* The standard kernels run through the interpreter like every other
+     * kernel unless asked otherwise: a program is then checked against
+     * kernels nvcc compiled, not against host versions written here. */
+    sim_knob.kernels_ptx = true;
     if ((s = getenv("SIMCUDA_KERNELS")) && *s) {
-        if (strcmp(s, "ptx") == 0)
-            sim_knob.kernels_ptx = true;
-        else if (strcmp(s, "host") != 0)
-            sim_warn("SIMCUDA_KERNELS='%s' is not host or ptx; using host", s);
+        if (strcmp(s, "host") == 0)
+            sim_knob.kernels_ptx = false;
+        else if (strcmp(s, "ptx") != 0)
+            sim_warn("SIMCUDA_KERNELS='%s' is not host or ptx; using ptx", s);
     }
     /* The device count is fixed once initialized (contexts exist per device). */
     if (!atomic_load(&sim_initialized)) {
@@ -313,11 +315,16 @@ __attribute__((destructor)) static void sim_dtor(void)
     /* What the process left alive at exit, so a test can see leaks. */
     long maps, handles, resv, allocs;
     sim_mem_live(&maps, &handles, &resv, &allocs);
+    /* Which way the kernels ran: host versions or the interpreter. */
+    uint64_t launches, tins;
+    ptx_totals(&launches, &tins);
     fprintf(f,
             "}, \"live\": {\"mappings\": %ld, \"handles\": %ld, \"reservations\": %ld, "
-            "\"allocations\": %ld, \"events\": %ld, \"execs\": %ld}}\n",
+            "\"allocations\": %ld, \"events\": %ld, \"execs\": %ld}, \"kernels\": "
+            "{\"host\": %llu, \"ptx\": %llu, \"ptx_thread_instructions\": %llu}}\n",
             maps, handles, resv, allocs, atomic_load(&sim_live_events),
-            atomic_load(&sim_live_execs));
+            atomic_load(&sim_live_execs), (unsigned long long)sim_kernel_host_runs(),
+            (unsigned long long)launches, (unsigned long long)tins);
     fclose(f);
 }
 

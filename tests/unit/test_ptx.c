@@ -408,6 +408,92 @@ Test(ptx, conversions)
     }
 }
 
+/* The instructions the interpreter runs through specialised loops
+ * (ptx_exec.c, ptx_prepare), with operands where a wrong width, a missing
+ * sign extension or a swapped comparison shows: a full warp and a partial
+ * one (50 threads in a block of 64). */
+static const char fastops_ptx[] =
+    ".version 8.0\n.target sm_90\n.address_size 64\n"
+    ".visible .entry fastops(.param .u64 pa, .param .u64 pb, .param .u64 po, .param .u32 pn)\n"
+    "{\n"
+    "\t.reg .pred %p<6>;\n\t.reg .b16 %h<3>;\n\t.reg .b32 %r<40>;\n\t.reg .b64 %rd<20>;\n"
+    "\tld.param.u64 %rd1, [pa];\n\tld.param.u64 %rd2, [pb];\n"
+    "\tld.param.u64 %rd3, [po];\n\tld.param.u32 %r1, [pn];\n"
+    "\tmov.u32 %r2, %tid.x;\n\tsetp.ge.u32 %p1, %r2, %r1;\n\t@%p1 bra DONE;\n"
+    "\tcvta.to.global.u64 %rd1, %rd1;\n\tcvta.to.global.u64 %rd2, %rd2;\n"
+    "\tmul.wide.u32 %rd4, %r2, 4;\n\tadd.s64 %rd5, %rd1, %rd4;\n\tadd.s64 %rd6, %rd2, %rd4;\n"
+    "\tld.global.u32 %r3, [%rd5];\n\tld.global.u32 %r4, [%rd6];\n"
+    "\tmul.wide.u32 %rd7, %r2, 128;\n\tadd.s64 %rd8, %rd3, %rd7;\n"
+    "\tshr.s32 %r5, %r3, 3;\n\tst.global.u32 [%rd8], %r5;\n"
+    "\tshr.u32 %r6, %r3, 3;\n\tst.global.u32 [%rd8+8], %r6;\n"
+    "\tmul.wide.s32 %rd9, %r3, -3;\n\tst.global.u64 [%rd8+16], %rd9;\n"
+    "\tmul.wide.u32 %rd10, %r3, %r4;\n\tst.global.u64 [%rd8+24], %rd10;\n"
+    "\tsetp.le.s32 %p2, %r3, %r4;\n\tselp.u32 %r7, 1, 0, %p2;\n\tst.global.u32 [%rd8+32], %r7;\n"
+    "\tsetp.gt.u32 %p3, %r3, %r4;\n\tselp.u32 %r8, 1, 0, %p3;\n\tst.global.u32 [%rd8+40], %r8;\n"
+    "\txor.b32 %r9, %r3, 0xffff00ff;\n\tst.global.u32 [%rd8+48], %r9;\n"
+    "\tsub.s32 %r10, %r3, 7;\n\tst.global.u32 [%rd8+56], %r10;\n"
+    "\tmad.lo.s32 %r11, %r3, %r4, %r3;\n\tst.global.u32 [%rd8+64], %r11;\n"
+    "\tshl.b32 %r12, %r3, 5;\n\tst.global.u32 [%rd8+72], %r12;\n"
+    "\tcvt.s64.s32 %rd11, %r3;\n\tst.global.u64 [%rd8+80], %rd11;\n"
+    "\tsetp.lt.s64 %p4, %rd11, -5;\n\tselp.u32 %r13, 1, 0, %p4;\n\tst.global.u32 [%rd8+88], %r13;\n"
+    "\tcvt.u16.u32 %h1, %r3;\n\tcvt.u16.u32 %h2, %r4;\n"
+    "\tst.global.u16 [%rd8+98], %h2;\n\tst.global.u16 [%rd8+96], %h1;\n"
+    "\tld.global.s8 %r14, [%rd5];\n\tst.global.u32 [%rd8+104], %r14;\n"
+    "\tand.b32 %r15, %r3, %r4;\n\tst.global.u32 [%rd8+112], %r15;\n"
+    "\tor.b32 %r16, %r3, %r4;\n\tst.global.u32 [%rd8+120], %r16;\n"
+    "DONE:\n\tret;\n}\n";
+
+Test(ptx, specialised_paths_match_their_definitions)
+{
+    setup();
+    enum { N = 50 };
+    uint32_t a[N], b[N];
+    for (unsigned i = 0; i < N; i++) {
+        a[i] = (uint32_t)((i * 2654435761u) ^ (i & 1 ? 0x80000000u : 0)) - (i % 5 == 0 ? 0 : 9);
+        b[i] = (uint32_t)(i * 40503u) ^ (i & 2 ? 0xf0000000u : 0);
+    }
+    a[3] = b[3]; /* equal operands: <= holds, > does not */
+    CUmodule m;
+    CUfunction f;
+    CK(cuModuleLoadData(&m, fastops_ptx));
+    CK(cuModuleGetFunction(&f, m, "fastops"));
+    CUdeviceptr da = dalloc(sizeof a, a), db = dalloc(sizeof b, b), dout = dalloc(N * 128, NULL);
+    unsigned n = N;
+    void *args[] = {&da, &db, &dout, &n};
+    launch(f, 1, 64, 0, args);
+    static unsigned char out[N * 128];
+    CK(cuMemcpyDtoH_v2(out, dout, sizeof out));
+    for (unsigned i = 0; i < N; i++) {
+        uint32_t x = a[i], y = b[i];
+        int32_t sx = (int32_t)x, sy = (int32_t)y;
+        uint64_t want[16] = {
+            (uint32_t)(sx >> 3),
+            x >> 3,
+            (uint64_t)((int64_t)sx * -3),
+            (uint64_t)x * y,
+            sx <= sy,
+            x > y,
+            x ^ 0xffff00ffu,
+            x - 7u,
+            x * y + x,
+            x << 5,
+            (uint64_t)(int64_t)sx,
+            (int64_t)sx < -5,
+            (uint16_t)x | (uint64_t)(uint16_t)y << 16,
+            (uint32_t)(int32_t)(int8_t)(x & 0xff),
+            x & y,
+            x | y,
+        };
+        for (int k = 0; k < 16; k++) {
+            uint64_t got;
+            memcpy(&got, out + i * 128 + k * 8, 8);
+            cr_assert_eq(got, want[k], "thread %u (a=%#x b=%#x), result %d: %#llx, want %#llx",
+                         i, x, y, k, (unsigned long long)got, (unsigned long long)want[k]);
+        }
+    }
+    CK(cuModuleUnload(m));
+}
+
 /* ---- refusals and faults --------------------------------------------------------- */
 
 Test(ptx, unknown_instruction_refuses_the_launch)

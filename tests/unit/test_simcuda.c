@@ -2432,7 +2432,7 @@ Test(simcuda, stats_knob)
     cr_assert_not_null(strstr(buf, "\"cuGraphLaunch_ptsz\": 0"), "%s", buf);
     cr_assert_not_null(strstr(buf, "}, \"live\": {\"mappings\": 0, \"handles\": 0, "
                                    "\"reservations\": 0, \"allocations\": 0, \"events\": 0, "
-                                   "\"execs\": 0}}\n"),
+                                   "\"execs\": 0}, \"kernels\": {\"host\": "),
                        "%s", buf);
 
     f = fopen(path2, "r");
@@ -2443,7 +2443,7 @@ Test(simcuda, stats_knob)
     buf[n] = 0;
     cr_assert_not_null(strstr(buf, "\"live\": {\"mappings\": 2, \"handles\": 2, "
                                    "\"reservations\": 1, \"allocations\": 2, \"events\": 1, "
-                                   "\"execs\": 1}}\n"),
+                                   "\"execs\": 1}, \"kernels\": {\"host\": "),
                        "%s", buf);
 }
 
