@@ -292,6 +292,20 @@ void vr_grec_capture_unknown(CUstream s, bool ptsz)
     unlock();
 }
 
+/* Node i of r joins the capture of stream se: it depends on the stream's
+ * set and becomes it. */
+static void chain(struct dep_ent *se, struct vr_grec *r, uint32_t i)
+{
+    for (uint32_t d = 0; d < se->n; d++)
+        vr_gr_add_edge(r, se->deps[d], i);
+    if (se->ncap) { /* the common case: the new node is the stream's set */
+        se->deps[0] = i;
+        se->n = 1;
+    } else if (!set_deps(&se->deps, &se->n, &se->ncap, &i, 1)) {
+        r->unknown = true;
+    }
+}
+
 void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const unsigned dims[7],
                     void **kernelParams, void **extra, bool attrs)
 {
@@ -337,13 +351,25 @@ void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const uns
         g->f.func = f;
         memcpy(g->f.dims, dims, VR_DIMS_BYTES);
         vr_gr_set_args(r, g, l, kernelParams);
-        for (uint32_t d = 0; d < se->n; d++)
-            vr_gr_add_edge(r, se->deps[d], i);
-        if (se->ncap) { /* the common case: the new node is the stream's set */
-            se->deps[0] = i;
-            se->n = 1;
-        } else if (!set_deps(&se->deps, &se->n, &se->ncap, &i, 1)) {
-            r->unknown = true;
+        chain(se, r, i);
+    }
+    unlock();
+}
+
+void vr_grec_capture_plain(CUstream s, bool ptsz, CUresult res, CUgraphNodeType type,
+                           const void *params, size_t bytes, CUcontext ctx)
+{
+    lock();
+    struct dep_ent *se = stream_find(stream_key(s, ptsz), false);
+    struct capture *c = se ? se->cap : NULL;
+    if (c && (res != CUDA_SUCCESS || !ctx)) {
+        c->r->unknown = true;
+    } else if (c) {
+        uint32_t i = vr_gr_add_node(c->r, type, NULL);
+        if (i != UINT32_MAX) {
+            c->r->v[i].ctx = ctx;
+            vr_gr_set_plain(c->r, &c->r->v[i], params, bytes);
+            chain(se, c->r, i);
         }
     }
     unlock();
