@@ -277,6 +277,9 @@ static void recapture_memset(const char *pattern, uint64_t want_updates)
     cr_assert_eq(sim_sum(&shim, update_syms), want_updates, "%s", tag);
     cr_assert_eq(vr_log_count(&shim.log, "update_absorbed"), 10 - want_updates, "%s", tag);
     cr_assert_eq(vr_sim_calls(&shim.stats, "cuGraphNodeGetDependencies"), 0, "%s", tag);
+    /* the public counters (summary event = varemap_get_stats) */
+    cr_assert_eq(summary(&shim, "updates_seen"), 10, "%s", tag);
+    cr_assert_eq(summary(&shim, "updates_absorbed"), 10 - want_updates, "%s", tag);
     vr_run_free(&plain);
     vr_run_free(&shim);
 }
