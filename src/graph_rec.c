@@ -297,7 +297,7 @@ void vr_grec_capture_unknown(CUstream s, bool ptsz)
 static void chain(struct dep_ent *se, struct vr_grec *r, uint32_t i)
 {
     for (uint32_t d = 0; d < se->n; d++)
-        vr_gr_add_edge(r, se->deps[d], i);
+        vr_gr_edge(r, se->deps[d], i);
     if (se->ncap) { /* the common case: the new node is the stream's set */
         se->deps[0] = i;
         se->n = 1;
@@ -345,7 +345,22 @@ void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const uns
         c->last_l = l;
         c->last_gen = gen;
     }
-    uint32_t i = vr_gr_add_node(r, CU_GRAPH_NODE_TYPE_KERNEL, NULL);
+    /* vr_gr_add_node's work where room is left (r is not UNKNOWN here),
+     * each field written once instead of a zeroed node written over;
+     * layout, off and len are vr_gr_set_args's. */
+    uint32_t i;
+    if (__builtin_expect(r->n < r->cap, 1)) {
+        i = r->n++;
+        r->nkernels++;
+        struct gnode *g = &r->v[i];
+        g->type = CU_GRAPH_NODE_TYPE_KERNEL;
+        g->f.kern = NULL;
+        g->f.ctx = NULL;
+        g->ctx = NULL;
+        g->handle = NULL;
+    } else {
+        i = vr_gr_add_node(r, CU_GRAPH_NODE_TYPE_KERNEL, NULL);
+    }
     if (i != UINT32_MAX) {
         struct gnode *g = &r->v[i];
         g->f.func = f;
