@@ -21,6 +21,7 @@
 #include "graph_rec.h"
 #include "jw.h"
 #include "log.h"
+#include "stats.h"
 
 /* The program's update entry point and its out-parameters: v2 fills info,
  * v1 the error node and result. */
@@ -140,6 +141,7 @@ static void log_update(const struct vr_exec *e, const char *event, const char *w
 
 static int update(const struct update_call *u)
 {
+    vr_stat_inc(VR_C_updates_seen);
     bool valid = u->info || (u->error_node && u->result);
     struct vr_exec *e = vr_ex_cfg.mode == VR_MODE_OFF || !valid ? NULL : vr_ex_acquire(u->exec);
     if (!e)
@@ -149,6 +151,7 @@ static int update(const struct update_call *u)
     const char *why = absorb_update(e, u->graph, &upd, &nodes, &nchanged, &nset);
     if (!why) {
         update_succeeded(u);
+        vr_stat_inc(VR_C_updates_absorbed);
         log_update(e, "update_absorbed", NULL, nodes, nchanged, nset);
         vr_ex_unlock(e);
         vr_grec_free(upd);

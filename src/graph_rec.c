@@ -292,6 +292,20 @@ void vr_grec_capture_unknown(CUstream s, bool ptsz)
     unlock();
 }
 
+/* Node i of r joins the capture of stream se: it depends on the stream's
+ * set and becomes it. */
+static void chain(struct dep_ent *se, struct vr_grec *r, uint32_t i)
+{
+    for (uint32_t d = 0; d < se->n; d++)
+        vr_gr_edge(r, se->deps[d], i);
+    if (se->ncap) { /* the common case: the new node is the stream's set */
+        se->deps[0] = i;
+        se->n = 1;
+    } else if (!set_deps(&se->deps, &se->n, &se->ncap, &i, 1)) {
+        r->unknown = true;
+    }
+}
+
 void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const unsigned dims[7],
                     void **kernelParams, void **extra, bool attrs)
 {
@@ -331,19 +345,46 @@ void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const uns
         c->last_l = l;
         c->last_gen = gen;
     }
-    uint32_t i = vr_gr_add_node(r, CU_GRAPH_NODE_TYPE_KERNEL, NULL);
+    /* vr_gr_add_node's work where room is left (r is not UNKNOWN here),
+     * each field written once instead of a zeroed node written over;
+     * layout, off and len are vr_gr_set_args's. */
+    uint32_t i;
+    if (__builtin_expect(r->n < r->cap, 1)) {
+        i = r->n++;
+        r->nkernels++;
+        struct gnode *g = &r->v[i];
+        g->type = CU_GRAPH_NODE_TYPE_KERNEL;
+        g->f.kern = NULL;
+        g->f.ctx = NULL;
+        g->ctx = NULL;
+        g->handle = NULL;
+    } else {
+        i = vr_gr_add_node(r, CU_GRAPH_NODE_TYPE_KERNEL, NULL);
+    }
     if (i != UINT32_MAX) {
         struct gnode *g = &r->v[i];
         g->f.func = f;
         memcpy(g->f.dims, dims, VR_DIMS_BYTES);
         vr_gr_set_args(r, g, l, kernelParams);
-        for (uint32_t d = 0; d < se->n; d++)
-            vr_gr_add_edge(r, se->deps[d], i);
-        if (se->ncap) { /* the common case: the new node is the stream's set */
-            se->deps[0] = i;
-            se->n = 1;
-        } else if (!set_deps(&se->deps, &se->n, &se->ncap, &i, 1)) {
-            r->unknown = true;
+        chain(se, r, i);
+    }
+    unlock();
+}
+
+void vr_grec_capture_plain(CUstream s, bool ptsz, CUresult res, CUgraphNodeType type,
+                           const void *params, size_t bytes, CUcontext ctx)
+{
+    lock();
+    struct dep_ent *se = stream_find(stream_key(s, ptsz), false);
+    struct capture *c = se ? se->cap : NULL;
+    if (c && (res != CUDA_SUCCESS || !ctx)) {
+        c->r->unknown = true;
+    } else if (c) {
+        uint32_t i = vr_gr_add_node(c->r, type, NULL);
+        if (i != UINT32_MAX) {
+            c->r->v[i].ctx = ctx;
+            vr_gr_set_plain(c->r, &c->r->v[i], params, bytes);
+            chain(se, c->r, i);
         }
     }
     unlock();

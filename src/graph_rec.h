@@ -8,6 +8,7 @@
  * for memset and memcpy nodes their parameter bytes; and the edges as
  * (to, from) index pairs. It is fed by
  *   - stream capture: begin, end, kernel launches into a capturing stream,
+ *     async memsets (D8, D32) and async 1-D copies into one,
  *     event records in one and waits on such an event from another stream
  *     (the waiting stream joins the capture with the event's dependency
  *     set). Per stream the current dependency set is kept as the driver
@@ -21,8 +22,8 @@
  *     cannot describe (a launch with attributes or `extra`, a failed call
  *     into a capture, cuStreamUpdateCaptureDependencies, a node setter it
  *     does not model, an edge with data, a capture it saw only partly)
- *     makes it UNKNOWN. Calls it does not hook (memset/memcpy into a
- *     capture, host nodes, child graphs, cuGraphAddNode) add nodes it never
+ *     makes it UNKNOWN. Calls it does not hook (D16 and 2-D memsets,
+ *     2-D/3-D copies into a capture, host nodes, child graphs, cuGraphAddNode) add nodes it never
  *     sees: vr_grec_take compares the record's node count with the
  *     driver's (one cuGraphGetNodes(graph, NULL, &n)) and treats a
  *     mismatch as UNKNOWN.
@@ -62,6 +63,11 @@ bool vr_grec_capturing(void);
 /* A kernel launch into s returned r; attrs: the launch had attributes. */
 void vr_grec_launch(CUstream s, bool ptsz, CUresult r, CUfunction f, const unsigned dims[7],
                     void **kernelParams, void **extra, bool attrs);
+/* An async memset or memcpy into s returned res: params (bytes long) as
+ * the driver's getter returns them for the node it adds, ctx the context
+ * it runs in (NULL: unknown, the capture's record becomes UNKNOWN). */
+void vr_grec_capture_plain(CUstream s, bool ptsz, CUresult res, CUgraphNodeType type,
+                           const void *params, size_t bytes, CUcontext ctx);
 void vr_grec_event_record(CUevent ev, CUstream s, bool ptsz);
 void vr_grec_stream_wait(CUstream s, bool ptsz, CUevent ev);
 /* Something changed the capture of s in a way not modelled. */

@@ -40,6 +40,20 @@ struct vr_grec {
 bool vr_gr_grow(void **p, uint32_t *cap, uint32_t want, size_t elem);
 /* A failed allocation below makes the record UNKNOWN instead of failing. */
 void vr_gr_add_edge(struct vr_grec *r, uint32_t from, uint32_t to);
+
+/* vr_gr_add_edge inlined where room is left (every captured node makes
+ * one edge: the call and the capacity check cost more than the store). */
+static inline void vr_gr_edge(struct vr_grec *r, uint32_t from, uint32_t to)
+{
+    if (__builtin_expect(r->ne == r->ecap, 0)) {
+        vr_gr_add_edge(r, from, to);
+        return;
+    }
+    uint64_t e = (uint64_t)to << 32 | from;
+    if (r->ne && r->edges[r->ne - 1] >= e)
+        r->sorted = false;
+    r->edges[r->ne++] = e;
+}
 void vr_gr_sort_edges(struct vr_grec *r);
 struct vr_grec *vr_gr_new(void);
 /* Appends a node; its index, or UINT32_MAX (the record is then UNKNOWN). */

@@ -21,7 +21,8 @@
     X(transition_updates) X(launches) X(execs_active) X(execs_disabled)        \
     X(slices_bound) X(rebinds) X(rebind_waits) X(vmm_bytes) X(padding_bytes)   \
     X(vmm_fallbacks) X(unrouted_procs) X(vmm_leaked_bytes) X(variants)          \
-    X(vmm_cache_hits) X(vmm_cache_misses) X(vmm_cache_bytes)
+    X(vmm_cache_hits) X(vmm_cache_misses) X(vmm_cache_bytes)                  \
+    X(updates_seen) X(updates_absorbed)
 
 enum vr_counter {
 #define VR_X(name) VR_C_##name,

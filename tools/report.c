@@ -56,7 +56,7 @@ static const char *const summary_known[] = {
     "ts", "pid", "event", "setparams_seen", "setparams_skipped", "setparams_forwarded",
     "transition_updates", "launches", "execs_active", "execs_disabled", "slices_bound",
     "rebinds", "rebind_waits", "vmm_bytes", "padding_bytes", "vmm_fallbacks", "unrouted_procs",
-    "log_lines_dropped",
+    "log_lines_dropped", "updates_seen", "updates_absorbed",
 };
 
 static bool is_known_summary_key(const char *k)
@@ -199,6 +199,12 @@ static void table_process(FILE *f, const struct dl_proc *p)
                " forwarded, %" PRIu64 " transition updates\n",
             seen, skipped, pct(skipped, seen), dl_summary_u64(p, "setparams_forwarded"),
             dl_summary_u64(p, "transition_updates"));
+    /* Logs of shims before version 5 have no update counters: 0 and 0. */
+    uint64_t useen = dl_summary_u64(p, "updates_seen");
+    uint64_t uabs = dl_summary_u64(p, "updates_absorbed");
+    fprintf(f, "   graph updates %" PRIu64 " seen, %" PRIu64 " absorbed (%.1f%%), %" PRIu64
+               " sent to the driver\n",
+            useen, uabs, pct(uabs, useen), useen >= uabs ? useen - uabs : 0);
     fprintf(f, "   launches %" PRIu64 ", execs active %" PRIu64 ", disabled %" PRIu64
                ", rebinds %" PRIu64 " (waited %" PRIu64 "), VMM fallbacks %" PRIu64
                ", unrouted procs %" PRIu64 "\n",
@@ -230,7 +236,7 @@ static void table_process(FILE *f, const struct dl_proc *p)
  * several processes (the %p logs of an MPI run) reads as one. */
 static const char *const job_keys[] = {
     "setparams_seen", "setparams_skipped", "setparams_forwarded", "transition_updates",
-    "launches", "rebinds", "vmm_fallbacks", "unrouted_procs",
+    "launches", "rebinds", "vmm_fallbacks", "unrouted_procs", "updates_seen", "updates_absorbed",
 };
 #define NJOB (sizeof job_keys / sizeof job_keys[0])
 
@@ -265,6 +271,8 @@ static void table_job(FILE *f, const struct dl_model *m)
     fprintf(f, "   launches %" PRIu64 ", rebinds %" PRIu64 ", VMM fallbacks %" PRIu64
                ", unrouted procs %" PRIu64 "\n",
             j.sum[4], j.sum[5], j.sum[6], j.sum[7]);
+    fprintf(f, "   graph updates %" PRIu64 " seen, %" PRIu64 " absorbed (%.1f%%)\n", j.sum[8],
+            j.sum[9], pct(j.sum[9], j.sum[8]));
 }
 
 void report_table(FILE *f, const struct dl_model *m)

@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define VAREMAP_STATS_VERSION 4
+#define VAREMAP_STATS_VERSION 5
 
 struct varemap_stats {
     uint64_t setparams_seen;      /* SetParams calls that reached the shim */
@@ -50,6 +50,11 @@ struct varemap_stats {
                                      (VAREMAP_VMM_CACHE): no VMM call */
     uint64_t vmm_cache_misses;    /* VMM-backed cuMemAlloc calls the cache could not serve */
     uint64_t vmm_cache_bytes;     /* freed VMM memory now kept for reuse (not the program's) */
+    /* since version 5 */
+    uint64_t updates_seen;        /* cuGraphExecUpdate calls (v2 and v1) that reached the shim */
+    uint64_t updates_absorbed;    /* of them, answered without a cuGraphExecUpdate to the driver
+                                     (the update graph equals the exec's, or differs only in
+                                     kernel arguments the SetParams path applied) */
 };
 
 /* Copies the current counters into out, at most `size` bytes (pass

@@ -3,13 +3,18 @@
  * do: capture (or build) N scale kernels with this step's buffers, update,
  * launch, destroy the step's graph.
  *
- *   recapture [--pattern stable|pingpong|move|topology] [--mode global|thread|relaxed]
- *             [--explicit] [--join] [--thread] [--v1] [--steps S] [--nodes N]
+ *   recapture [--pattern stable|pingpong|move|topology|memset_value]
+ *             [--mode global|thread|relaxed] [--explicit] [--join] [--thread] [--v1]
+ *             [--memset] [--steps S] [--nodes N]
  *
  * stable: the same buffers every step; pingpong: the outputs alternate
  * between two buffers; move: a freshly allocated input every step;
  * topology: one more node from the middle step on (the update fails with
- * the driver's answer and the program instantiates again). --explicit builds
+ * the driver's answer and the program instantiates again); memset_value:
+ * the captured memset's value changes from the middle step on (with
+ * --memset). --memset starts each capture with an async memset of a
+ * scratch buffer and an async device-to-device copy of it (memset and
+ * memcpy nodes, whose result is summed too). --explicit builds
  * the graph with cuGraphAddKernelNode instead of capturing; --join sends the
  * middle node through a second stream joined by an event; --thread has
  * another thread capture and update its own exec meanwhile; --v1 updates
@@ -39,6 +44,9 @@ struct work {
     CUstream st, st2;
     CUevent ev, ev2;
     CUdeviceptr in, out;  /* n * M floats each */
+    bool memset;
+    unsigned memset_bits;
+    CUdeviceptr aux, aux2; /* M floats each: the memset's and the copy's */
     unsigned n;
     float factor[64];
     unsigned long long elems;
@@ -67,6 +75,10 @@ static CUgraph capture(struct work *w, bool join)
 {
     CUgraph g;
     CK(cuStreamBeginCapture_v2(w->st, mode));
+    if (w->memset) {
+        CK(cuMemsetD32Async(w->aux, w->memset_bits, M, w->st));
+        CK(cuMemcpyDtoDAsync_v2(w->aux2, w->aux, M * sizeof(float), w->st));
+    }
     for (unsigned i = 0; i < w->n; i++) {
         if (join && i == w->n / 2) {
             CK(cuEventRecord(w->ev, w->st));
@@ -121,7 +133,7 @@ static CUgraph build(struct work *w)
 
 struct opts {
     const char *pattern;
-    bool explicit_api, join, v1, clone, async, orphan, unjoined;
+    bool explicit_api, join, v1, clone, async, orphan, unjoined, memset;
     unsigned steps, nodes;
 };
 
@@ -134,6 +146,13 @@ static CUdeviceptr filled(size_t floats, float v)
     CK(cuMemsetD32_v2(p, bits, floats));
     CK(cuCtxSynchronize());
     return p;
+}
+
+static unsigned bits_of(float v)
+{
+    unsigned b;
+    memcpy(&b, &v, sizeof b);
+    return b;
 }
 
 static double sum_of(CUdeviceptr p, size_t floats)
@@ -166,6 +185,12 @@ static double run(const struct opts *o, const char *tag)
     CUdeviceptr outs[2] = {filled(floats, 0.0f), filled(floats, 0.0f)};
     w.in = filled(floats, 1.0f);
     w.out = outs[0];
+    w.memset = o->memset && !o->explicit_api;
+    w.memset_bits = bits_of(3.0f);
+    if (w.memset) {
+        w.aux = filled(M, 0.0f);
+        w.aux2 = filled(M, 0.0f);
+    }
     CUgraph g0 = o->explicit_api ? build(&w) : capture(&w, o->join);
     CUgraphExec x;
     CK(cuGraphInstantiateWithFlags(&x, g0, 0));
@@ -185,6 +210,8 @@ static double run(const struct opts *o, const char *tag)
             w.in = filled(floats, (float)(s % 3 + 1));
         } else if (!strcmp(o->pattern, "topology") && s == o->steps / 2) {
             w.n = o->nodes + 1;
+        } else if (!strcmp(o->pattern, "memset_value") && s == o->steps / 2) {
+            w.memset_bits = bits_of(4.0f);
         }
         if (o->unjoined && s == 1 && tag)
             printf("%s unjoined capture r=%d\n", tag, (int)capture_unjoined(&w));
@@ -222,6 +249,8 @@ static double run(const struct opts *o, const char *tag)
         if (!o->async) {
             /* A launch that writes elsewhere shows as a zero sum. */
             CK(cuMemsetD32_v2(w.out, 0, floats));
+            if (w.memset)
+                CK(cuMemsetD32_v2(w.aux2, 0, M));
             CK(cuCtxSynchronize());
         }
         CK(cuGraphLaunch(x, w.st));
@@ -235,6 +264,8 @@ static double run(const struct opts *o, const char *tag)
         if (old_in)
             CK(cuMemFree_v2(old_in));
         double sum = sum_of(w.out, floats);
+        if (w.memset)
+            sum += 1000.0 * sum_of(w.aux2, M);
         total += sum;
         if (tag)
             printf("%s step %u r=%d result=%d error_node=%d sum=%.1f\n", tag, s, (int)r, result,
@@ -246,6 +277,10 @@ static double run(const struct opts *o, const char *tag)
     CK(cuMemFree_v2(outs[0]));
     CK(cuMemFree_v2(outs[1]));
     CK(cuMemFree_v2(w.in));
+    if (w.memset) {
+        CK(cuMemFree_v2(w.aux));
+        CK(cuMemFree_v2(w.aux2));
+    }
     CK(cuEventDestroy_v2(w.ev));
     CK(cuEventDestroy_v2(w.ev2));
     CK(cuStreamDestroy_v2(w.st));
@@ -301,10 +336,13 @@ int main(int argc, char **argv)
             o.orphan = true;
         } else if (!strcmp(a, "--unjoined")) {
             o.unjoined = true;
+        } else if (!strcmp(a, "--memset")) {
+            o.memset = true;
         } else {
-            fprintf(stderr, "usage: recapture [--pattern stable|pingpong|move|topology] "
+            fprintf(stderr, "usage: recapture [--pattern stable|pingpong|move|topology|memset_value] "
                             "[--mode global|thread|relaxed] [--explicit] [--join] [--thread] "
-                            "[--v1] [--clone] [--async] [--orphan] [--unjoined] [--steps S] [--nodes N]\n");
+                            "[--v1] [--clone] [--async] [--orphan] [--unjoined] [--memset] "
+                            "[--steps S] [--nodes N]\n");
             return 2;
         }
     }

@@ -44,7 +44,7 @@ static const char hand_log[] =
     "\"setparams_forwarded\":9,\"transition_updates\":2,\"launches\":10,\"execs_active\":0,"
     "\"execs_disabled\":0,\"slices_bound\":0,\"rebinds\":1,\"rebind_waits\":1,\"vmm_bytes\":0,"
     "\"padding_bytes\":0,\"vmm_fallbacks\":1,\"unrouted_procs\":0,\"vmm_leaked_bytes\":4096,"
-    "\"variants\":2}\n"
+    "\"variants\":2,\"updates_seen\":10,\"updates_absorbed\":9}\n"
     "{\"ts\":3.0,\"pid\":202,\"event\":\"start\",\"mode\":\"dedup\",\"profile_launches\":3,"
     "\"driver_version\":13000,\"vmm_supported\":false}\n"
     "{\"ts\":3.1,\"pid\":202,\"event\":\"exec_instantiated\",\"exec\":\"0xb2\",\"kernel_nodes\":7,"
@@ -115,6 +115,7 @@ Test(cli_report, the_table_per_process_and_exec)
         "SetParams 40 seen, 31 absorbed (77.5%), 9 forwarded, 2 transition updates",
         "launches 10, execs active 0, disabled 0, rebinds 1 (waited 1), VMM fallbacks 1, unrouted "
         "procs 0",
+        "graph updates 10 seen, 9 absorbed (90.0%), 1 sent to the driver",
         "other: vmm_leaked_bytes=4096 variants=2",
         "mode dedup, profile window 3 launches, driver 13000, VMM no",
         "0xb2 7 dedup - - - - - 0",

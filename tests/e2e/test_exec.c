@@ -259,6 +259,34 @@ Test(exec, recapture_while_another_thread_captures)
     vr_run_free(&shim);
 }
 
+/* Captures that begin with an async memset and copy (memset and memcpy
+ * nodes): recorded like the kernels, so an unchanged step sends no update;
+ * a changed memset value is forwarded once, and the steps after it, equal
+ * to the updated exec, are absorbed again. Same bytes (the copy's result
+ * is in the sums). */
+static void recapture_memset(const char *pattern, uint64_t want_updates)
+{
+    const char *args[] = {"--pattern", pattern, "--steps", "10", "--nodes", "8", "--memset", NULL};
+    char tag[96];
+    snprintf(tag, sizeof tag, "recap_memset_%s", pattern);
+    struct vr_run plain, shim;
+    recapture(tag, args, &plain, &shim);
+    cr_assert_eq(sim_sum(&plain, update_syms), 10, "%s", tag);
+    /* the first capture (the instantiate's) and one per step */
+    cr_assert_eq(vr_sim_calls(&plain.stats, "cuMemsetD32Async"), 11, "%s", tag);
+    cr_assert_eq(sim_sum(&shim, update_syms), want_updates, "%s", tag);
+    cr_assert_eq(vr_log_count(&shim.log, "update_absorbed"), 10 - want_updates, "%s", tag);
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuGraphNodeGetDependencies"), 0, "%s", tag);
+    /* the public counters (summary event = varemap_get_stats) */
+    cr_assert_eq(summary(&shim, "updates_seen"), 10, "%s", tag);
+    cr_assert_eq(summary(&shim, "updates_absorbed"), 10 - want_updates, "%s", tag);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
+
+Test(exec, recapture_memset_stable) { recapture_memset("stable", 0); }
+Test(exec, recapture_memset_value_changes) { recapture_memset("memset_value", 1); }
+
 /* A graph the shim never saw made (a clone): read once through the getters
  * at each update; the pointer-only updates are still absorbed. */
 Test(exec, recapture_update_from_an_unseen_graph)

@@ -319,6 +319,11 @@ void sim_stream_throttle(struct sim_stream *s);
 bool sim_capture_active(struct sim_stream *s);
 /* Add a kernel node to the capture of s; the node copies args. */
 CUresult sim_capture_add_kernel(struct sim_stream *s, const CUDA_KERNEL_NODE_PARAMS *p);
+struct sim_onode;
+/* Add a memset or memcpy node (validated by sim_onode_*; owned by the node
+ * once added, cleared on failure) to the capture of s, in its dependency
+ * chain as a kernel would be. */
+CUresult sim_capture_add_other(struct sim_stream *s, struct sim_onode *o);
 /* Invalidate a capture because of an unsupported operation. */
 void sim_capture_invalidate(struct sim_stream *s);
 /* Legacy-stream work while a blocking stream captures: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT. */
@@ -483,6 +488,9 @@ struct sim_graph;
 struct sim_graph *sim_graph_new(void);
 CUresult sim_graph_add_kernel(struct sim_graph *g, const CUgraphNode *deps, size_t ndeps,
                               const CUDA_KERNEL_NODE_PARAMS *p, CUgraphNode *out);
+/* o: owned by the node once added (the caller's to clear on failure). */
+CUresult sim_graph_add_other(struct sim_graph *g, const CUgraphNode *deps, size_t ndeps,
+                             struct sim_onode *o, CUgraphNode *out);
 /* Whether node `target` of g is one of `from` or an ancestor of one. */
 bool sim_graph_reaches(struct sim_graph *g, const CUgraphNode *from, size_t nfrom,
                        CUgraphNode target);

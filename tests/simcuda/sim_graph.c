@@ -391,6 +391,15 @@ CUresult sim_graph_add_kernel(struct sim_graph *g, const CUgraphNode *deps, size
     return r;
 }
 
+CUresult sim_graph_add_other(struct sim_graph *g, const CUgraphNode *deps, size_t ndeps,
+                             struct sim_onode *o, CUgraphNode *out)
+{
+    pthread_mutex_lock(&g->mu);
+    CUresult r = add_node(g, o->type, deps, ndeps, NULL, o, out);
+    pthread_mutex_unlock(&g->mu);
+    return r;
+}
+
 bool sim_graph_reaches(struct sim_graph *g, const CUgraphNode *from, size_t nfrom,
                        CUgraphNode target)
 {

@@ -551,17 +551,64 @@ CUresult cuMemGetInfo_v2(size_t *free_out, size_t *total_out)
 
 enum copy_kind { HTOD, DTOH, DTOD };
 
-static CUresult stream_for_work(CUstream h, bool pt, struct sim_stream **s)
+/* cap: where the work may be captured (async copies and memsets), *cap is
+ * set when s is capturing and the work must become a node instead of
+ * running; other work into a capturing stream is refused as unsupported
+ * (simcuda's stream-ordered allocation is not captured). */
+static CUresult stream_for(CUstream h, bool pt, struct sim_stream **s, bool *cap)
 {
     CUresult r = sim_stream_resolve(h, pt, s);
     if (r)
         return r;
     if (sim_capture_active(*s)) {
-        /* simcuda captures kernel launches only */
+        if (cap) {
+            *cap = true;
+            return CUDA_SUCCESS;
+        }
         sim_capture_invalidate(*s);
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
     return sim_capture_check_legacy(*s);
+}
+
+static CUresult stream_for_work(CUstream h, bool pt, struct sim_stream **s)
+{
+    return stream_for(h, pt, s, NULL);
+}
+
+/* The context a captured node runs in: the stream's, else the current. */
+static CUcontext capture_ctx(const struct sim_stream *s, struct sim_ctx *cur)
+{
+    return (CUcontext)(s->ctx ? s->ctx : cur);
+}
+
+/* cuda.h: an async copy into a capturing stream adds a memcpy node, which
+ * reads and writes at each launch (pageable host memory is not staged at
+ * capture). Synchronous work in a capturing stream stays unsupported. */
+static CUresult capture_copy(struct sim_stream *s, struct sim_ctx *c, enum copy_kind k,
+                             void *dst, const void *src, size_t n)
+{
+    CUDA_MEMCPY3D p = {0};
+    p.srcMemoryType = k == HTOD ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    p.dstMemoryType = k == DTOH ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    if (k == HTOD)
+        p.srcHost = src;
+    else
+        p.srcDevice = (CUdeviceptr)src;
+    if (k == DTOH)
+        p.dstHost = dst;
+    else
+        p.dstDevice = (CUdeviceptr)dst;
+    p.WidthInBytes = n;
+    p.Height = 1;
+    p.Depth = 1;
+    struct sim_onode o = {0};
+    CUresult r = sim_onode_memcpy(&o, &p, capture_ctx(s, c));
+    if (r != CUDA_SUCCESS) {
+        sim_capture_invalidate(s);
+        return r;
+    }
+    return sim_capture_add_other(s, &o);
 }
 
 /* sync: the call returns when the copy is done. */
@@ -582,8 +629,14 @@ static CUresult do_copy(enum copy_kind k, void *dst, const void *src, size_t n, 
     if (k != DTOH && !sim_mem_valid((uintptr_t)dst, n, true))
         return CUDA_ERROR_INVALID_VALUE;
     struct sim_stream *s;
-    if ((r = stream_for_work(h, pt, &s)) != CUDA_SUCCESS)
+    bool cap = false;
+    /* The synchronous copies pass no stream and sync: not capturable.
+     * Simcuda limit: cuMemcpyDtoHAsync given the NULL handle of a capturing
+     * per-thread stream is taken for one of them and refused. */
+    if ((r = stream_for(h, pt, &s, sync && h == NULL ? NULL : &cap)) != CUDA_SUCCESS)
         return r;
+    if (cap)
+        return capture_copy(s, c, k, dst, src, n);
     struct sim_op *op = sim_op_new(SIM_OP_COPY, 0);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -732,7 +785,7 @@ CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
 /* Memsets are asynchronous with respect to the host (documented for device
  * memory), ordered in their stream. */
 static CUresult do_memset(CUdeviceptr dst, uint32_t value, size_t n, size_t elem, CUstream h,
-                          bool pt)
+                          bool pt, bool async)
 {
     SIM_CHECK_INIT();
     struct sim_ctx *c;
@@ -746,8 +799,21 @@ static CUresult do_memset(CUdeviceptr dst, uint32_t value, size_t n, size_t elem
     if (!sim_mem_valid((uintptr_t)dst, n * elem, true))
         return CUDA_ERROR_INVALID_VALUE;
     struct sim_stream *s;
-    if ((r = stream_for_work(h, pt, &s)) != CUDA_SUCCESS)
+    bool cap = false;
+    if ((r = stream_for(h, pt, &s, async ? &cap : NULL)) != CUDA_SUCCESS)
         return r;
+    if (cap) {
+        /* cuda.h: an async memset into a capturing stream adds a memset
+         * node (one row of n elements). */
+        CUDA_MEMSET_NODE_PARAMS p = {.dst = dst, .value = value, .elementSize = (unsigned)elem,
+                                     .width = n, .height = 1};
+        struct sim_onode o = {0};
+        if ((r = sim_onode_memset(&o, &p, capture_ctx(s, c))) != CUDA_SUCCESS) {
+            sim_capture_invalidate(s);
+            return r;
+        }
+        return sim_capture_add_other(s, &o);
+    }
     struct sim_op *op = sim_op_new(elem == 1 ? SIM_OP_SET8 : SIM_OP_SET32, 0);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -761,49 +827,49 @@ static CUresult do_memset(CUdeviceptr dst, uint32_t value, size_t n, size_t elem
 CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
     SIM_ENTER(cuMemsetD8_v2);
-    return do_memset(dstDevice, uc, N, 1, NULL, false);
+    return do_memset(dstDevice, uc, N, 1, NULL, false, false);
 }
 
 CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
     SIM_ENTER(cuMemsetD8_v2_ptds);
-    return do_memset(dstDevice, uc, N, 1, NULL, true);
+    return do_memset(dstDevice, uc, N, 1, NULL, true, false);
 }
 
 CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
 {
     SIM_ENTER(cuMemsetD32_v2);
-    return do_memset(dstDevice, ui, N, 4, NULL, false);
+    return do_memset(dstDevice, ui, N, 4, NULL, false, false);
 }
 
 CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N)
 {
     SIM_ENTER(cuMemsetD32_v2_ptds);
-    return do_memset(dstDevice, ui, N, 4, NULL, true);
+    return do_memset(dstDevice, ui, N, 4, NULL, true, false);
 }
 
 CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
 {
     SIM_ENTER(cuMemsetD8Async);
-    return do_memset(dstDevice, uc, N, 1, hStream, false);
+    return do_memset(dstDevice, uc, N, 1, hStream, false, true);
 }
 
 CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
 {
     SIM_ENTER(cuMemsetD8Async_ptsz);
-    return do_memset(dstDevice, uc, N, 1, hStream, true);
+    return do_memset(dstDevice, uc, N, 1, hStream, true, true);
 }
 
 CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
 {
     SIM_ENTER(cuMemsetD32Async);
-    return do_memset(dstDevice, ui, N, 4, hStream, false);
+    return do_memset(dstDevice, ui, N, 4, hStream, false, true);
 }
 
 CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
 {
     SIM_ENTER(cuMemsetD32Async_ptsz);
-    return do_memset(dstDevice, ui, N, 4, hStream, true);
+    return do_memset(dstDevice, ui, N, 4, hStream, true, true);
 }
 
 /* ---- stream-ordered allocation ---------------------------------------------------------- */

@@ -632,7 +632,10 @@ static void stream_leave_capture(struct sim_stream *s)
     atomic_store(&s->capturing, false);
 }
 
-CUresult sim_capture_add_kernel(struct sim_stream *s, const CUDA_KERNEL_NODE_PARAMS *p)
+/* One node (a kernel: p; else o) into the capture of s, depending on the
+ * stream's set and becoming it. */
+static CUresult capture_add(struct sim_stream *s, const CUDA_KERNEL_NODE_PARAMS *p,
+                            struct sim_onode *o)
 {
     CUresult r;
     pthread_mutex_lock(&g_capture_mu);
@@ -643,13 +646,31 @@ CUresult sim_capture_add_kernel(struct sim_stream *s, const CUDA_KERNEL_NODE_PAR
         r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     } else {
         CUgraphNode node;
-        r = sim_graph_add_kernel(c->graph, s->cap_deps, s->n_cap_deps, p, &node);
+        r = p ? sim_graph_add_kernel(c->graph, s->cap_deps, s->n_cap_deps, p, &node)
+              : sim_graph_add_other(c->graph, s->cap_deps, s->n_cap_deps, o, &node);
         if (r == CUDA_SUCCESS && !set_cap_deps(s, &node, 1))
             r = CUDA_ERROR_OUT_OF_MEMORY;
         if (r != CUDA_SUCCESS)
             c->invalid = true; /* a failed capture call invalidates the sequence */
     }
     pthread_mutex_unlock(&g_capture_mu);
+    return r;
+}
+
+CUresult sim_capture_add_kernel(struct sim_stream *s, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    return capture_add(s, p, NULL);
+}
+
+/* On failure before the node is made, o is the caller's: cleared here so
+ * that both outcomes leave nothing to the caller. Memset and memcpy
+ * parameters hold no reference, so clearing an added node's copy is not
+ * needed (the node keeps the struct by value). */
+CUresult sim_capture_add_other(struct sim_stream *s, struct sim_onode *o)
+{
+    CUresult r = capture_add(s, NULL, o);
+    if (r != CUDA_SUCCESS)
+        sim_onode_clear(o);
     return r;
 }
 

@@ -2198,6 +2198,90 @@ Test(simcuda, stream_capture)
     CK(cuStreamDestroy_v2(s2));
 }
 
+/* cuda.h: async memsets and copies into a capturing stream add memset and
+ * memcpy nodes in the stream's chain; they run at each launch with the
+ * parameters captured (not at capture), the host side read and written at
+ * launch. Synchronous work stays refused. */
+Test(simcuda, stream_capture_memset_memcpy)
+{
+    start();
+    enum { N = 32 };
+    CUdeviceptr a = alloc_f32(N), b = alloc_f32(N);
+    CK(cuCtxSynchronize());
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    float host_in[N], host_out[N];
+    for (int i = 0; i < N; i++)
+        host_in[i] = 0.0f;
+    unsigned five;
+    float f5 = 5.0f;
+    memcpy(&five, &f5, sizeof five);
+    CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CK(cuMemsetD32Async(a, five, N, s));                    /* a = 5 */
+    launch_scale(s, b, a, 2.0f, N);                          /* b = 10 */
+    CK(cuMemcpyDtoDAsync_v2(a, b, N * sizeof(float), s));    /* a = 10 */
+    CK(cuMemcpyDtoHAsync_v2(host_out, a, N * sizeof(float), s));
+    CK(cuMemcpyHtoDAsync_v2(b, host_in, N * sizeof(float), s)); /* b = host_in at launch */
+    CUgraph g;
+    CK(cuStreamEndCapture(s, &g));
+    CK(cuStreamSynchronize(s));
+    expect_all(a, N, 0.0f); /* captured, not run */
+    expect_all(b, N, 0.0f);
+
+    CUgraphNode nodes[5], dep;
+    size_t n = 5, nd = 1;
+    CK(cuGraphGetNodes(g, nodes, &n));
+    cr_assert_eq(n, 5);
+    static const CUgraphNodeType want[5] = {CU_GRAPH_NODE_TYPE_MEMSET, CU_GRAPH_NODE_TYPE_KERNEL,
+                                            CU_GRAPH_NODE_TYPE_MEMCPY, CU_GRAPH_NODE_TYPE_MEMCPY,
+                                            CU_GRAPH_NODE_TYPE_MEMCPY};
+    for (int i = 0; i < 5; i++) {
+        CUgraphNodeType t;
+        CK(cuGraphNodeGetType(nodes[i], &t));
+        cr_assert_eq(t, want[i], "node %d", i);
+        nd = 1;
+        CK(cuGraphNodeGetDependencies(nodes[i], &dep, &nd));
+        cr_assert_eq(nd, i ? 1u : 0u, "node %d", i);
+        if (i)
+            cr_assert_eq(dep, nodes[i - 1], "node %d: not in the stream's chain", i);
+    }
+    CUDA_MEMSET_NODE_PARAMS mp;
+    CK(cuGraphMemsetNodeGetParams(nodes[0], &mp));
+    cr_assert_eq(mp.dst, a);
+    cr_assert_eq(mp.value, five);
+    cr_assert_eq(mp.elementSize, 4);
+    cr_assert_eq(mp.width, N);
+    cr_assert_eq(mp.height, 1);
+    CUDA_MEMCPY3D cp;
+    CK(cuGraphMemcpyNodeGetParams(nodes[3], &cp));
+    cr_assert_eq(cp.srcMemoryType, CU_MEMORYTYPE_DEVICE);
+    cr_assert_eq(cp.srcDevice, a);
+    cr_assert_eq(cp.dstMemoryType, CU_MEMORYTYPE_HOST);
+    cr_assert_eq(cp.dstHost, host_out);
+    cr_assert_eq(cp.WidthInBytes, N * sizeof(float));
+
+    for (int i = 0; i < N; i++)
+        host_in[i] = 7.0f; /* read at launch, not at capture */
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    CK(cuGraphLaunch(x, s));
+    CK(cuStreamSynchronize(s));
+    expect_all(a, N, 10.0f);
+    expect_all(b, N, 7.0f);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(host_out[i], 10.0f, "host_out[%d] = %f", i, host_out[i]);
+
+    /* synchronous work into a capturing stream: refused, capture invalid */
+    CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CK(cuMemsetD8Async(a, 1, 4, s));
+    CKE(cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    CUgraph g2;
+    CKE(cuStreamEndCapture(s, &g2), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g));
+    CK(cuStreamDestroy_v2(s));
+}
+
 /* ---- cuGetProcAddress ------------------------------------------------------------------ */
 
 typedef void (*voidfn)(void);
