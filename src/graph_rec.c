@@ -23,7 +23,7 @@
 static struct vr_grec *spare[NSPARE];
 static unsigned nspare;
 
-static struct vr_grec *rec_new_locked(void)
+struct vr_grec *vr_gr_new_locked(void)
 {
     struct vr_grec *r = nspare ? spare[--nspare] : calloc(1, sizeof *r);
     if (!r)
@@ -94,13 +94,13 @@ static inline unsigned bucket(const void *h)
     return (unsigned)((k >> 4) ^ (k >> 12) ^ (k >> 20)) & (NBUCKETS - 1);
 }
 
-static void lock(void)
+void vr_gr_lock(void)
 {
     vr_mutex_lock(&mu);
     vr_rank_take(VR_RANK_GREC);
 }
 
-static void unlock(void)
+void vr_gr_unlock(void)
 {
     vr_rank_drop(VR_RANK_GREC);
     vr_mutex_unlock(&mu);
@@ -124,14 +124,14 @@ static struct graph_ent **graph_slot(CUgraph g)
     return pp;
 }
 
-static struct vr_grec *graph_rec(CUgraph g)
+struct vr_grec *vr_gr_graph(CUgraph g)
 {
     struct graph_ent *e = *graph_slot(g);
     return e ? e->r : NULL;
 }
 
 /* Replaces graph g's record with r (NULL: drops it). */
-static void graph_put(CUgraph g, struct vr_grec *r)
+void vr_gr_put(CUgraph g, struct vr_grec *r)
 {
     struct graph_ent **pp = graph_slot(g);
     if (*pp) {
@@ -205,6 +205,22 @@ static struct capture *capture_of(uint64_t id)
     return NULL;
 }
 
+/* The record holding node handle h, and its index there. */
+struct vr_grec *vr_gr_of_node(CUgraphNode h, uint32_t *idx)
+{
+    if (!h)
+        return NULL;
+    for (unsigned b = 0; b < NBUCKETS; b++)
+        for (struct graph_ent *e = graphs[b]; e; e = e->next) {
+            uint32_t i = vr_gr_index_of(e->r, h);
+            if (i != UINT32_MAX) {
+                *idx = i;
+                return e->r;
+            }
+        }
+    return NULL;
+}
+
 /* ---- capture ------------------------------------------------------------- */
 
 bool vr_grec_capturing(void)
@@ -236,15 +252,15 @@ void vr_grec_capture_begin(CUstream s, bool ptsz)
 {
     CUstream key = stream_key(s, ptsz);
     struct capture *c = calloc(1, sizeof *c);
-    lock();
-    struct vr_grec *r = rec_new_locked();
+    vr_gr_lock();
+    struct vr_grec *r = vr_gr_new_locked();
     struct dep_ent *se = stream_find(key, true);
     if (!c || !r || !se || se->cap) {
         /* A capture the shim cannot follow: its graph gets no record. */
         if (se && se->cap)
             se->cap->r->unknown = true;
         rec_drop_locked(r);
-        unlock();
+        vr_gr_unlock();
         free(c);
         return;
     }
@@ -256,7 +272,7 @@ void vr_grec_capture_begin(CUstream s, bool ptsz)
     se->cap = c;
     se->n = 0;
     atomic_fetch_add_explicit(&live_captures, 1, memory_order_relaxed);
-    unlock();
+    vr_gr_unlock();
 }
 
 void vr_grec_capture_end(CUstream s, bool ptsz, CUresult r, CUgraph graph)
@@ -267,29 +283,29 @@ void vr_grec_capture_end(CUstream s, bool ptsz, CUresult r, CUgraph graph)
         r != CUDA_ERROR_STREAM_CAPTURE_UNJOINED)
         return;
     CUstream key = stream_key(s, ptsz);
-    lock();
+    vr_gr_lock();
     struct dep_ent *se = stream_find(key, false);
     struct capture *c = se ? se->cap : NULL;
     if (!c || c->origin != key) {
-        unlock();
+        vr_gr_unlock();
         return;
     }
     end_locked(c);
     if (r == CUDA_SUCCESS && graph)
-        graph_put(graph, c->r);
+        vr_gr_put(graph, c->r);
     else
         rec_drop_locked(c->r);
-    unlock();
+    vr_gr_unlock();
     free(c);
 }
 
 void vr_grec_capture_unknown(CUstream s, bool ptsz)
 {
-    lock();
+    vr_gr_lock();
     struct dep_ent *se = stream_find(stream_key(s, ptsz), false);
     if (se && se->cap)
         se->cap->r->unknown = true;
-    unlock();
+    vr_gr_unlock();
 }
 
 /* Node i of r joins the capture of stream se: it depends on the stream's
@@ -309,17 +325,17 @@ static void chain(struct dep_ent *se, struct vr_grec *r, uint32_t i)
 void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const unsigned dims[7],
                     void **kernelParams, void **extra, bool attrs)
 {
-    lock();
+    vr_gr_lock();
     struct dep_ent *se = stream_find(stream_key(s, ptsz), false);
     struct capture *c = se ? se->cap : NULL;
     if (!c) {
-        unlock();
+        vr_gr_unlock();
         return;
     }
     struct vr_grec *r = c->r;
     if (res != CUDA_SUCCESS || attrs || r->unknown) {
         r->unknown = true; /* a failed call invalidates the capture anyway */
-        unlock();
+        vr_gr_unlock();
         return;
     }
     const struct vr_layout *l = NULL;
@@ -330,14 +346,14 @@ void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const uns
         /* The layout is looked up outside the lock (its own rank is below
          * none of ours, and it may ask the driver). */
         uint64_t id = c->id;
-        unlock();
+        vr_gr_unlock();
         if (vr_layout_get(f, NULL, &l) != 0)
             l = NULL;
-        lock();
+        vr_gr_lock();
         se = stream_find(stream_key(s, ptsz), false);
         c = se ? se->cap : NULL;
         if (!c || c->id != id) {
-            unlock();
+            vr_gr_unlock();
             return; /* the capture ended meanwhile (another thread) */
         }
         r = c->r;
@@ -368,13 +384,13 @@ void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const uns
         vr_gr_set_args(r, g, l, kernelParams);
         chain(se, r, i);
     }
-    unlock();
+    vr_gr_unlock();
 }
 
 void vr_grec_capture_plain(CUstream s, bool ptsz, CUresult res, CUgraphNodeType type,
                            const void *params, size_t bytes, CUcontext ctx)
 {
-    lock();
+    vr_gr_lock();
     struct dep_ent *se = stream_find(stream_key(s, ptsz), false);
     struct capture *c = se ? se->cap : NULL;
     if (c && (res != CUDA_SUCCESS || !ctx)) {
@@ -387,14 +403,14 @@ void vr_grec_capture_plain(CUstream s, bool ptsz, CUresult res, CUgraphNodeType 
             chain(se, c->r, i);
         }
     }
-    unlock();
+    vr_gr_unlock();
 }
 
 void vr_grec_event_record(CUevent ev, CUstream s, bool ptsz)
 {
     if (!ev)
         return;
-    lock();
+    vr_gr_lock();
     struct dep_ent *se = stream_find(stream_key(s, ptsz), false);
     struct dep_ent *ee = event_find(ev, se && se->cap);
     if (ee) {
@@ -406,18 +422,18 @@ void vr_grec_event_record(CUevent ev, CUstream s, bool ptsz)
                 se->cap->r->unknown = true;
         }
     }
-    unlock();
+    vr_gr_unlock();
 }
 
 void vr_grec_stream_wait(CUstream s, bool ptsz, CUevent ev)
 {
-    lock();
+    vr_gr_lock();
     struct dep_ent *ee = ev ? event_find(ev, false) : NULL;
     struct capture *c = ee && ee->cap_id ? capture_of(ee->cap_id) : NULL;
     CUstream key = stream_key(s, ptsz);
     struct dep_ent *se = stream_find(key, c != NULL);
     if (!c) {
-        unlock();
+        vr_gr_unlock();
         return;
     }
     if (!se) {
@@ -446,133 +462,7 @@ void vr_grec_stream_wait(CUstream s, bool ptsz, CUevent ev)
         c->r->unknown = true;
         se->cap->r->unknown = true;
     }
-    unlock();
-}
-
-/* ---- explicit graphs ------------------------------------------------------- */
-
-void vr_grec_created(CUgraph g)
-{
-    lock();
-    struct vr_grec *r = rec_new_locked();
-    if (r)
-        graph_put(g, r);
-    else
-        graph_put(g, NULL);
-    unlock();
-}
-
-void vr_grec_destroyed(CUgraph g)
-{
-    lock();
-    graph_put(g, NULL);
-    unlock();
-}
-
-void vr_grec_add_kernel(CUgraph g, CUgraphNode node, const CUgraphNode *deps, size_t ndeps,
-                        const struct vr_fields *f, void **kernelParams, void **extra)
-{
-    const struct vr_layout *l = NULL;
-    if (!extra && vr_layout_get(f->func, f->kern, &l) != 0)
-        l = NULL;
-    lock();
-    struct vr_grec *r = graph_rec(g);
-    if (r && !r->unknown) {
-        uint32_t i = vr_gr_add_node(r, CU_GRAPH_NODE_TYPE_KERNEL, node);
-        if (i != UINT32_MAX) {
-            r->v[i].f = *f;
-            vr_gr_set_args(r, &r->v[i], l, kernelParams);
-            vr_gr_add_deps(r, i, deps, ndeps);
-        }
-    }
-    unlock();
-}
-
-void vr_grec_add_plain(CUgraph g, CUgraphNode node, const CUgraphNode *deps, size_t ndeps,
-                       CUgraphNodeType type, const void *params, size_t bytes, CUcontext ctx)
-{
-    lock();
-    struct vr_grec *r = graph_rec(g);
-    if (r && !r->unknown) {
-        uint32_t i = vr_gr_add_node(r, type, node);
-        if (i != UINT32_MAX) {
-            r->v[i].ctx = ctx;
-            vr_gr_set_plain(r, &r->v[i], params, bytes);
-            vr_gr_add_deps(r, i, deps, ndeps);
-        }
-    }
-    unlock();
-}
-
-/* The record holding node handle h, and its index there. */
-static struct vr_grec *rec_of_node(CUgraphNode h, uint32_t *idx)
-{
-    if (!h)
-        return NULL;
-    for (unsigned b = 0; b < NBUCKETS; b++)
-        for (struct graph_ent *e = graphs[b]; e; e = e->next) {
-            uint32_t i = vr_gr_index_of(e->r, h);
-            if (i != UINT32_MAX) {
-                *idx = i;
-                return e->r;
-            }
-        }
-    return NULL;
-}
-
-void vr_grec_set_kernel(CUgraphNode node, const struct vr_fields *f, void **kernelParams,
-                        void **extra)
-{
-    const struct vr_layout *l = NULL;
-    if (!extra && vr_layout_get(f->func, f->kern, &l) != 0)
-        l = NULL;
-    lock();
-    uint32_t i;
-    struct vr_grec *r = rec_of_node(node, &i);
-    if (r && !r->unknown) {
-        if (r->v[i].type != CU_GRAPH_NODE_TYPE_KERNEL) {
-            r->unknown = true;
-        } else {
-            /* The old bytes stay unused in the arena: setters are rare. */
-            r->v[i].f = *f;
-            vr_gr_set_args(r, &r->v[i], l, kernelParams);
-        }
-    }
-    unlock();
-}
-
-void vr_grec_edges(CUgraph g, const CUgraphNode *from, const CUgraphNode *to, size_t n,
-                   bool add)
-{
-    lock();
-    struct vr_grec *r = graph_rec(g);
-    for (size_t k = 0; r && k < n && !r->unknown; k++) {
-        uint32_t a = vr_gr_index_of(r, from[k]), b = vr_gr_index_of(r, to[k]);
-        if (a == UINT32_MAX || b == UINT32_MAX) {
-            r->unknown = true;
-        } else if (add) {
-            vr_gr_add_edge(r, a, b);
-        } else {
-            uint64_t e = (uint64_t)b << 32 | a;
-            for (uint32_t x = 0; x < r->ne; x++)
-                if (r->edges[x] == e) {
-                    r->edges[x] = r->edges[--r->ne];
-                    r->sorted = false;
-                    break;
-                }
-        }
-    }
-    unlock();
-}
-
-void vr_grec_mark_unknown(CUgraph g, CUgraphNode node)
-{
-    lock();
-    uint32_t i;
-    struct vr_grec *r = g ? graph_rec(g) : rec_of_node(node, &i);
-    if (r)
-        r->unknown = true;
-    unlock();
+    vr_gr_unlock();
 }
 
 struct vr_grec *vr_grec_take(CUgraph graph)
@@ -580,11 +470,11 @@ struct vr_grec *vr_grec_take(CUgraph graph)
     size_t total = 0;
     CUresult cr = vr_real.cuGraphGetNodes(graph, NULL, &total);
     struct vr_grec *r = NULL;
-    lock();
-    const struct vr_grec *have = graph_rec(graph);
+    vr_gr_lock();
+    const struct vr_grec *have = vr_gr_graph(graph);
     if (have && !have->unknown && cr == CUDA_SUCCESS && total == have->n)
         r = vr_gr_copy(have);
-    unlock();
+    vr_gr_unlock();
     if (!r)
         r = vr_gr_read(graph);
     if (!r)
@@ -613,15 +503,15 @@ const char *vr_grec_diff_graph(const struct vr_grec *cur, CUgraph graph, const s
     const char *why = NULL;
     *known = false;
     *nchanged = 0;
-    lock();
-    struct vr_grec *have = graph_rec(graph);
+    vr_gr_lock();
+    struct vr_grec *have = vr_gr_graph(graph);
     if (have && !have->unknown && cr == CUDA_SUCCESS && total == have->n) {
         *known = true;
         *nodes = have->n;
         vr_gr_sort_edges(have);
         why = vr_grec_diff(cur, have, ns, changed, nchanged);
     }
-    unlock();
+    vr_gr_unlock();
     return why;
 }
 

@@ -63,6 +63,16 @@ void vr_gr_set_plain(struct vr_grec *r, struct gnode *g, const void *params, siz
 struct vr_grec *vr_gr_copy(const struct vr_grec *s);
 uint32_t vr_gr_index_of(const struct vr_grec *r, CUgraphNode h);
 void vr_gr_add_deps(struct vr_grec *r, uint32_t i, const CUgraphNode *deps, size_t ndeps);
+/* graph_rec.c's tables, for graph_rec_explicit.c: its one lock
+ * (VR_RANK_GREC), graph -> record (NULL: none), a record put in place
+ * (NULL: dropped; the old one recycled), a new record from the spares, and
+ * the record holding a node handle (and the node's index). Under the lock. */
+void vr_gr_lock(void);
+void vr_gr_unlock(void);
+struct vr_grec *vr_gr_graph(CUgraph g);
+void vr_gr_put(CUgraph g, struct vr_grec *r);
+struct vr_grec *vr_gr_new_locked(void);
+struct vr_grec *vr_gr_of_node(CUgraphNode h, uint32_t *idx);
 /* The graph as the driver's getters tell it (no lock held): NULL on failure. */
 struct vr_grec *vr_gr_read(CUgraph graph);
 
