@@ -216,6 +216,7 @@ static int reuse(CUdevice dev, size_t size, size_t padded, CUdeviceptr *dptr)
         vr_alloc_tell_freed(k.rec.id, false);
         rec.id = 0;
     }
+    rec.serial = 0; /* a new allocation for the program all the same */
     rec.size = size;
     rec.ctx = vr_alloc_current_context();
     int rc = -ENOSPC;

@@ -93,7 +93,10 @@
 #include "vmm.h" /* granularity, access lists, peer generation */
 
 struct vr_alloc_info {
-    uint64_t id;        /* unique for the life of the process, never 0 */
+    uint64_t id;        /* the memory: its handle at its base with its size (never 0);
+                         * a same-size cache hit takes the freed buffer's back */
+    uint64_t serial;    /* the allocation: new at every cuMemAlloc, never reused, never 0
+                         * (what CU_POINTER_ATTRIBUTE_BUFFER_ID tells the program) */
     CUdeviceptr base;   /* what the program sees */
     size_t size;        /* what the program asked for */
     size_t padded;      /* mapped bytes (granularity multiple) for VMM, else size */
