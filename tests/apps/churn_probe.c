@@ -127,7 +127,33 @@ struct worker {
     char line[256];
     unsigned shared_launches;
     size_t free_at_start; /* after the accumulators */
+    unsigned long long ids[1024]; /* buffer ids seen */
+    size_t nids;
 };
+
+/* What the driver says of a new allocation: its own size, and a buffer id
+ * no allocation of this run had before (the driver's ids are process-wide
+ * unique, whatever address comes back). */
+static bool as_native(struct worker *w, CUdeviceptr p, size_t bytes)
+{
+    CUdeviceptr base;
+    size_t size;
+    unsigned long long id = 0;
+    CK(cuMemGetAddressRange_v2(&base, &size, p));
+    CK(cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, p));
+    bool fresh = true;
+    for (size_t i = 0; i < w->nids; i++)
+        fresh = fresh && w->ids[i] != id;
+    if (w->nids < sizeof w->ids / sizeof w->ids[0])
+        w->ids[w->nids++] = id;
+    if (base != p || size != bytes || !fresh) {
+        fprintf(stderr, "churn_probe: thread %d: an allocation of %zu bytes: range %zu at %+lld, "
+                "buffer id %s\n", w->t, bytes, size, (long long)(base - p),
+                fresh ? "new" : "seen before");
+        return false;
+    }
+    return true;
+}
 
 /* Points every node at acc and b (adds them to g when ex is NULL). */
 static void set_nodes(CUgraph g, CUgraphExec ex, CUgraphNode *nodes, CUfunction add,
@@ -170,6 +196,8 @@ static void *work(void *arg)
         n = bytes / 4;
         for (int j = 0; j < M; j++) {
             CK(cuMemAlloc_v2(&cur[j], bytes));
+            if (!as_native(w, cur[j], bytes))
+                return NULL;
             union { float f; unsigned u; } v = { value_of(s, j) };
             CK(cuMemsetD32Async(cur[j], v.u, n, st));
             expect(&a, n, v.f);

@@ -117,21 +117,29 @@ Test(churn, another_padded_size_is_never_served)
     pair_free(&p);
 }
 
-/* A cache of one buffer: every free evicts, the memory goes back to the
- * driver, which hands the addresses out again; the second exec, still on
- * step 0's addresses, reads the new memory there, not the evicted. */
-Test(churn, evicted_memory_leaves_the_execs)
+/* A cache too small for a generation: frees evict, the memory goes back to
+ * the driver, which hands the addresses out again. The second exec, still
+ * on step 0's addresses, must read the new memory there, not the evicted
+ * (3 buffers kept of 4 freed a step); and no slot may hold evicted memory,
+ * so all of it is free again once the program freed its buffers (2 kept). */
+static void evicts(const char *cache, uint64_t releases)
 {
     const char *args[] = { "--shared", "1", NULL };
-    const char *small[] = { "VAREMAP_VMM_CACHE=2M", NULL };
+    char knob[64], tag[32];
+    snprintf(knob, sizeof knob, "VAREMAP_VMM_CACHE=%s", cache);
+    snprintf(tag, sizeof tag, "evict_%s", cache);
+    const char *small[] = { knob, NULL };
     struct pair p;
-    pair_run(&p, "evict", args, NULL, small);
+    pair_run(&p, tag, args, NULL, small);
     shared_ran(&p);
-    cr_assert_gt(calls(&p, "cuMemRelease"), 20, "the cache evicted: %llu releases",
+    cr_assert_gt(calls(&p, "cuMemRelease"), releases, "the cache evicted: %llu releases",
                  (unsigned long long)calls(&p, "cuMemRelease"));
     cr_assert(strstr(p.shim.proc.out.p, "memory_back=1"), "%s", p.shim.proc.out.p);
     pair_free(&p);
 }
+
+Test(churn, evicted_memory_leaves_the_execs) { evicts("6M", 40); }
+Test(churn, evicted_memory_goes_back) { evicts("4M", 40); }
 
 /* This step's buffers freed right after the launch that reads them, with
  * slow kernels: cuMemFree waits for the device (so must the shim's), a
