@@ -5,7 +5,8 @@
  *
  * The graph: M kernel nodes in a chain, node j: acc += B[j] over the first
  * n floats of this step's buffers (vr_add_f32). Every step allocates M new
- * buffers (size below), fills B[j] with a value of (step, j), re-points
+ * buffers (size below), fills B[j] with a value of (step, j) on a stream of
+ * its own, waits for the fill, re-points
  * every node (cuGraphExecKernelNodeSetParams_v2), launches, and frees:
  *
  *   --keep 1      the previous step's buffers (two generations alive, as
@@ -180,8 +181,9 @@ static void *work(void *arg)
     CK(cuCtxSetCurrent(ctx));
     CUfunction add;
     CK(cuModuleGetFunction(&add, mod, "vr_add_f32"));
-    CUstream st;
+    CUstream st, fill;
     CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&fill, CU_STREAM_NON_BLOCKING));
     struct acc a = { vr_buffer_f32(ACC_FLOATS, 0.0f), { 0 } };
     struct acc a2 = { vr_buffer_f32(ACC_FLOATS, 0.0f), { 0 } };
     CUdeviceptr cur[M], prev[M] = { 0 }, first[M];
@@ -199,9 +201,13 @@ static void *work(void *arg)
             if (!as_native(w, cur[j], bytes))
                 return NULL;
             union { float f; unsigned u; } v = { value_of(s, j) };
-            CK(cuMemsetD32Async(cur[j], v.u, n, st));
+            CK(cuMemsetD32Async(cur[j], v.u, n, fill));
             expect(&a, n, v.f);
         }
+        /* Filled apart from the launch stream, so nothing orders the fill
+         * after work still queued there: only the allocator's rules keep it
+         * off memory a pending launch reads. */
+        CK(cuStreamSynchronize(fill));
         if (s == 0) {
             CK(cuGraphCreate(&g, 0));
             set_nodes(g, NULL, nodes, add, &a.d, cur, &n);
@@ -257,6 +263,7 @@ static void *work(void *arg)
     CK(cuMemFree_v2(a.d));
     CK(cuMemFree_v2(a2.d));
     CK(cuStreamDestroy_v2(st));
+    CK(cuStreamDestroy_v2(fill));
     return NULL;
 }
 

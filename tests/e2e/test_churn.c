@@ -87,9 +87,10 @@ Test(churn, settles_with_no_vmm_call_and_no_update)
 }
 
 /* The same cached memory (one padded size) at the same address, another
- * size: another buffer, never the freed one's identity, so the exec sees
- * its buffers move (updates forwarded every step) and the bytes stay the
- * program's, with a second exec still on step 0's addresses. */
+ * size: another buffer for the program (its own range, a new buffer id:
+ * churn_probe checks both at every allocation) served with no VMM call,
+ * and the bytes stay the program's, with a second exec still on step 0's
+ * addresses. */
 Test(churn, another_size_at_the_same_address_is_another_buffer)
 {
     const char *shortr[] = { "--sizes", "class", "--shared", "1", "--steps", "20", NULL };
@@ -98,9 +99,6 @@ Test(churn, another_size_at_the_same_address_is_another_buffer)
     pair_run(&s, "class_short", shortr, NULL, NULL);
     pair_run(&l, "class_long", longr, NULL, NULL);
     shared_ran(&l);
-    const char *sp = "cuGraphExecKernelNodeSetParams_v2";
-    cr_assert_geq(calls(&l, sp), calls(&s, sp) + 20 * 4, "SetParams: %llu in 40 steps, %llu in 20",
-                  (unsigned long long)calls(&l, sp), (unsigned long long)calls(&s, sp));
     cr_assert_eq(calls(&l, "cuMemCreate"), calls(&s, "cuMemCreate"), "the cache served them");
     pair_free(&s);
     pair_free(&l);
