@@ -53,13 +53,17 @@
  * call: of the freed buffer's size, as that buffer again (its id: slots and
  * variants still bound to it map the same bytes at the same address, so
  * the exec sees the buffer come back); of another size as a new allocation
- * (a new id, the old one told to the observer first). Kept memory is the shim's, not the program's: no lookup finds it
- * (cuMemGetAddressRange: CUDA_ERROR_NOT_FOUND, as for freed memory),
+ * (a new id, the old one told to the observer first); either way a new
+ * buffer id for the program (serial). Kept memory is the shim's, not the
+ * program's: no lookup finds it (cuMemGetAddressRange:
+ * CUDA_ERROR_NOT_FOUND, as for freed memory),
  * cuMemGetInfo and the free-memory estimate count it as free, an allocation
  * that runs out of memory releases the device's kept memory and tries again,
  * the oldest entries go when the budget is full, everything goes at exit,
  * and a forked child forgets the parent's. Counters vmm_cache_hits,
- * vmm_cache_misses, vmm_cache_bytes.
+ * vmm_cache_misses, vmm_cache_bytes. A slot of a busy exec may still map
+ * memory the cache released (it unmaps it at the exec's next launch):
+ * until then that memory is the driver's to count as used.
  *
  * Freeing: cuMemFree needs a current context (else the driver's
  * CUDA_ERROR_INVALID_CONTEXT and nothing is freed), synchronizes it like
