@@ -198,8 +198,9 @@ static void reaccess_if_changed(const struct vr_alloc_info *rec, unsigned gen)
                            vr_alloc_access_for(rec->device, access, VR_MAX_DEVICES));
 }
 
-/* Serves an allocation from the cache with no VMM call (a new id: for the
- * rest of the shim it is a new buffer). 0 with *dptr set, or nonzero. */
+/* Serves an allocation from the cache with no VMM call: of the freed
+ * buffer's size, the freed buffer itself (its id), else a new one (a new
+ * id). 0 with *dptr set, or nonzero. */
 static int reuse(CUdevice dev, size_t size, size_t padded, CUdeviceptr *dptr)
 {
     struct kept k;
@@ -207,7 +208,15 @@ static int reuse(CUdevice dev, size_t size, size_t padded, CUdeviceptr *dptr)
         return -ENOENT;
     VR_ASSERT(!k.done && !k.wait && k.rec.padded == padded); /* idle only (alloc_cache.c) */
     struct vr_alloc_info rec = k.rec;
-    rec.id = 0;
+    /* The same size: the same buffer back (its id, its handle, its bytes at
+     * its address), so slots and variants still bound to it stay valid.
+     * Another size names other words: a new buffer, and the cached one's
+     * id is gone for good. */
+    if (size != k.rec.size) {
+        vr_alloc_tell_freed(k.rec.id, false);
+        rec.id = 0;
+    }
+    rec.serial = 0; /* a new allocation for the program all the same */
     rec.size = size;
     rec.ctx = vr_alloc_current_context();
     int rc = -ENOSPC;

@@ -15,8 +15,10 @@
  *     every 64th candidate, or when the allocation is large next to the
  *     last known free memory.
  * Any VMM failure, out of memory included, falls back to the native call.
- * Ids are never reused, so "the same allocation" survives a freed address
- * being handed out again. Lookups copy a record out: callers never hold a
+ * An id names one physical handle at one base with one size: it
+ * is never reused for other memory, so "the same allocation" survives a
+ * freed address being handed out again, and the cache's memory served to
+ * an allocation of the freed size keeps the freed buffer's id (below). Lookups copy a record out: callers never hold a
  * pointer into the registry.
  *
  * Layout of a VMM-backed allocation (device D = the current context's
@@ -48,19 +50,26 @@
  * a stream-ordered free's event) stays reserved, created, mapped and
  * accessible, keyed by (device, padded size). A cuMemAlloc of that padded
  * size on that device takes one whose event (if any) completed, with no VMM
- * call, as a new allocation (new id: slices saw the old one forgotten at
- * free). Kept memory is the shim's, not the program's: no lookup finds it
- * (cuMemGetAddressRange: CUDA_ERROR_NOT_FOUND, as for freed memory),
+ * call: of the freed buffer's size, as that buffer again (its id: slots and
+ * variants still bound to it map the same bytes at the same address, so
+ * the exec sees the buffer come back); of another size as a new allocation
+ * (a new id, the old one told to the observer first); either way a new
+ * buffer id for the program (serial). Kept memory is the shim's, not the
+ * program's: no lookup finds it (cuMemGetAddressRange:
+ * CUDA_ERROR_NOT_FOUND, as for freed memory),
  * cuMemGetInfo and the free-memory estimate count it as free, an allocation
  * that runs out of memory releases the device's kept memory and tries again,
  * the oldest entries go when the budget is full, everything goes at exit,
  * and a forked child forgets the parent's. Counters vmm_cache_hits,
- * vmm_cache_misses, vmm_cache_bytes.
+ * vmm_cache_misses, vmm_cache_bytes. A slot of a busy exec may still map
+ * memory the cache released (it unmaps it at the exec's next launch):
+ * until then that memory is the driver's to count as used.
  *
  * Freeing: cuMemFree needs a current context (else the driver's
  * CUDA_ERROR_INVALID_CONTEXT and nothing is freed), synchronizes it like
  * the native free, unbinds the allocation from every slice (the observer,
- * vr_alloc_observe_free), then unmaps, releases and frees the VA. When one
+ * vr_alloc_observe_free; for memory the cache keeps, when it lets it go),
+ * then unmaps, releases and frees the VA. When one
  * of the shim's own calls fails the program's free still succeeds: the
  * memory is parked (counted in vmm_leaked_bytes, one `fallback` event per
  * reason) and its release retried at later alloc and free hooks and at
@@ -88,7 +97,10 @@
 #include "vmm.h" /* granularity, access lists, peer generation */
 
 struct vr_alloc_info {
-    uint64_t id;        /* unique for the life of the process, never 0 */
+    uint64_t id;        /* the memory: its handle at its base with its size (never 0);
+                         * a same-size cache hit takes the freed buffer's back */
+    uint64_t serial;    /* the allocation: new at every cuMemAlloc, never reused, never 0
+                         * (what CU_POINTER_ATTRIBUTE_BUFFER_ID tells the program) */
     CUdeviceptr base;   /* what the program sees */
     size_t size;        /* what the program asked for */
     size_t padded;      /* mapped bytes (granularity multiple) for VMM, else size */
@@ -169,11 +181,16 @@ uint64_t vr_alloc_generation(void);
  * or -ENOBUFS when some are no longer kept. */
 int vr_alloc_changed_since(uint64_t since, uint64_t *now, struct vr_alloc_range *out);
 
-/* The exec layer's observer of freed allocations: told of every record
- * that leaves the registry as freed (cuMemFree*, cuMemFreeAsync*, a
- * destroyed context), after it left and before its memory is released or
- * kept; `synced`: the free waited for the device. One observer; NULL stops.
- * It runs with no lock of this layer held. */
+/* The exec layer's observer of freed allocations: told of every id whose
+ * memory goes, once: a record that leaves the registry as freed
+ * (cuMemFree*, cuMemFreeAsync*, a destroyed context) after it left and
+ * before its memory is released; a freed record the cache keeps only when
+ * the cache releases it (eviction, out of memory, exit, a destroyed
+ * context) or serves it at another size. Until then its memory stays
+ * mapped at its address with its handle, so what a slot bound to it maps
+ * stays the bytes the address maps. `synced`: the free waited for the
+ * device. One observer; NULL stops. It runs with no lock of this layer
+ * held. */
 void vr_alloc_observe_free(void (*fn)(uint64_t id, bool synced));
 
 #endif

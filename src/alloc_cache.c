@@ -131,6 +131,9 @@ static bool append_kept_locked(const struct kept *k)
  * whether its memory went back to the driver now. */
 bool vr_cache_release_kept(const struct kept *k, bool may_sync)
 {
+    /* The observer takes EXEC: nothing of this layer may be held. */
+    VR_ASSERT_INTERNAL(VR_CHECK_LEVEL < 2 || !vr_rank_held(VR_RANK_CACHE));
+    vr_alloc_tell_freed(k->rec.id, false); /* the memory goes now: no slot may keep its id */
     struct parked p = { .rec = k->rec, .ctx = k->ctx, .done = k->done,
                         .steps = STEP_UNMAP | STEP_RELEASE | STEP_ADDRESS_FREE };
     if (k->done)

@@ -1,9 +1,9 @@
 /* alloc_free: cuMemFree, cuMemFreeAsync and a destroyed context's memory.
  *
- * The program's memory is gone once the registry lost it: the observer
- * (vr_alloc_observe_free) is told, so no slice maps it any more, and the
- * shim's own release follows (alloc_release.c), or the cache keeps it
- * (alloc_cache.c). alloc.h states what the program sees.
+ * The program's memory is gone once the registry lost it: the cache keeps
+ * it (alloc_cache.c: still mapped, the observer told when it goes), or the
+ * observer (vr_alloc_observe_free) is told, so no slice maps it any more,
+ * and the shim's own release follows (alloc_release.c). alloc.h states what the program sees.
  */
 #include "alloc_int.h"
 
@@ -28,9 +28,12 @@ static void forget_and_release(const struct vr_alloc_info *rec, CUcontext ctx, b
     vr_stat_add(VR_C_vmm_bytes, -(int64_t)rec->padded);
     vr_stat_add(VR_C_padding_bytes, -(int64_t)(rec->padded - rec->size));
     vr_alloc_memory_used(rec->device, -(long long)rec->padded);
-    vr_alloc_tell_freed(rec->id, synced);
+    /* Kept: still mapped at its address with its handle, so a slot bound
+     * to it maps the same bytes; the observer hears of it when the cache
+     * lets it go (alloc_cache.c). */
     if ((synced || done) && vr_cache_put(rec, ctx, done, gen))
         return;
+    vr_alloc_tell_freed(rec->id, synced);
     struct parked p = { .rec = *rec, .ctx = ctx, .done = done,
                         .steps = STEP_UNMAP | STEP_RELEASE | STEP_ADDRESS_FREE };
     if (done)

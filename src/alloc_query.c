@@ -105,7 +105,7 @@ static void native_attribute(const struct vr_alloc_info *rec, CUpointer_attribut
         break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
     case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
-        v = VR_BUFFER_ID_BIT | rec->id;
+        v = VR_BUFFER_ID_BIT | rec->serial;
         break;
     default:
         return;

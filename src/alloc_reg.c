@@ -153,7 +153,9 @@ static int insert_locked(struct vr_alloc_info *rec)
     }
     memmove(&recs[at + 1], &recs[at], (nrecs - at) * sizeof *recs);
     if (rec->id == 0)
-        rec->id = next_id++;
+        rec->serial = rec->id = next_id++;
+    else if (rec->serial == 0)
+        rec->serial = next_id++; /* the cache's memory under its old id */
     recs[at] = *rec;
     nrecs++;
     /* A word at the end of the record before named that one until now. */
@@ -274,17 +276,22 @@ struct vr_reg_span *vr_reg_vmm_of_device(int owner, size_t *n)
     return out;
 }
 
-/* Sorted and disjoint over their spans, ids nonzero, below next_id and
- * unique among neighbours' (ids only grow, so a duplicate is a bug), each
- * record's own bytes within its span, padding within the sum. */
+/* Sorted and disjoint over their spans, ids and serials nonzero, below
+ * next_id and unique (a cached id comes back, so every pair is compared,
+ * up to a bound that keeps the check bounded), each record's own bytes
+ * within its span, padding within the sum. */
 static bool valid_locked(void)
 {
     VR_ASSERT_HELD(VR_RANK_REG);
     uint64_t pad = 0;
     for (size_t i = 0; i < nrecs; i++) {
         const struct vr_alloc_info *r = &recs[i];
-        if (r->id == 0 || r->id >= next_id || r->size > span(r) || r->padded < r->size)
+        if (r->id == 0 || r->id >= next_id || r->serial == 0 || r->serial >= next_id ||
+            r->size > span(r) || r->padded < r->size)
             return false;
+        for (size_t j = 0; j < i && i < 1024; j++)
+            if (recs[j].id == r->id || recs[j].serial == r->serial)
+                return false;
         if (r->vmm && (r->reserved < r->padded || !r->eligible))
             return false;
         if (i > 0 && (recs[i - 1].base + span(&recs[i - 1]) > r->base || recs[i - 1].id == r->id))

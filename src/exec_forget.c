@@ -1,7 +1,10 @@
 /* exec_forget: a freed allocation leaves every exec's slots (and its
  * variants'): the slots bound to it are unbound, now when the exec is idle,
  * else at a later launch; a slot is never left to translate a new
- * allocation at the freed one's address into the old memory.
+ * allocation at the freed one's address into the old memory. The allocator
+ * tells of an id when its memory goes (alloc.h): memory its cache keeps
+ * stays mapped at its address with its handle and may come back under the
+ * same id, so its slots and variants stay until then.
  */
 #include "exec_internal.h"
 
