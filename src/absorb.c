@@ -59,7 +59,8 @@
         if (__builtin_expect(vr_in_shim || !vr_mutex_trylock(&e->lock), 0))         \
             return vr_hook_setparams_##suffix(exec, node, params);                  \
         vr_rank_take(VR_RANK_EXEC);                                                 \
-        struct vr_node *n = e->serial == vr_ex_last_exec[0].serial && e->cmp != CMP_PASS \
+        /* The cached serial current and the exec comparing: one test. */        \
+        struct vr_node *n = e->absorb_key == vr_ex_last_exec[0].serial              \
                                 ? vr_nodes_next(&e->ns, node)                       \
                                 : NULL;                                             \
         if (__builtin_expect(!n, 0)) {                                              \

@@ -175,12 +175,14 @@ static void weigh_absorbed(struct vr_exec *e)
      * absorbed, passing costs less on any of them. */
     bool probing = e->cmp == CMP_PROBE;
     e->cmp = CMP_COMPARE;
+    vr_ex_rekey(e);
     e->losing = vr_policy_absorb_losing(e->losing, seen, kept);
     if (!e->losing)
         e->reprobe_after = 0; /* absorbing: a later pass backs off from the start */
     if (!vr_policy_passes(e->losing, probing))
         return;
     e->cmp = CMP_PASS;
+    vr_ex_rekey(e);
     e->pass_since = e->c.launches;
     e->reprobe_after = vr_policy_backoff(e->reprobe_after);
     if (vr_log_enabled(VR_LEVEL_INFO)) {
@@ -204,6 +206,7 @@ static void reprobe(struct vr_exec *e)
     VR_ASSERT(e->cmp == CMP_PASS && !e->slices);
     vr_nodes_forget(&e->ns);
     e->cmp = CMP_PROBE;
+    vr_ex_rekey(e);
     e->losing = 0;
     e->weighed = e->c;
     vr_ex_log_exec_event("exec_reprobe", e);
