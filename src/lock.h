@@ -66,10 +66,16 @@ static inline void vr_mutex_lock(vr_mutex *m)
 }
 
 /* Drops m; true when a sleeper must be woken (vr_mutex_wake), which a
- * caller may do on a path of its own (a tail call needs no saved register). */
+ * caller may do on a path of its own (a tail call needs no saved register).
+ * Uncontended, one decrement from 1 to 0 (a flag test, no compare); from 2
+ * it leaves 1, which no trylock takes and every waiter's exchange turns
+ * back into 2, until the store of 0 frees it for the woken one. */
 static inline bool vr_mutex_release(vr_mutex *m)
 {
-    return atomic_exchange_explicit(&m->state, 0, memory_order_release) == 2;
+    if (__builtin_expect(atomic_fetch_sub_explicit(&m->state, 1, memory_order_release) == 1, 1))
+        return false;
+    atomic_store_explicit(&m->state, 0, memory_order_release);
+    return true;
 }
 
 static inline void vr_mutex_unlock(vr_mutex *m)
