@@ -350,8 +350,8 @@ void vr_ex_reset(struct vr_exec *e, CUgraph graph)
     e->reset_at = e->c.launches;
     e->brief = vr_policy_brief(e->brief, lived);
     bool churning = vr_policy_churns(e->brief);
-    e->cmp = CMP_COMPARE; /* the shadows are read again, or the exec passes through anyway */
-    vr_ex_rekey(e);
+    /* The shadows are read again, or the exec passes through anyway. */
+    vr_ex_set_cmp(e, CMP_COMPARE);
     e->reprobe_after = 0;
     e->losing = 0;
     e->weighed = e->c;

@@ -1,7 +1,7 @@
 /* lock: the two locks on the SetParams hot path, cheaper than pthread's.
  *
  * vr_mutex is a futex mutex: one compare-exchange to take it uncontended,
- * one exchange to drop it; waiters sleep in the kernel, so a thread holding it
+ * one decrement to drop it; waiters sleep in the kernel, so a thread holding it
  * across a blocking driver call costs the others nothing.
  * vr_rwlock is a reader-biased lock for tables that change rarely (execs are
  * instantiated and destroyed far less often than they are updated): a reader
