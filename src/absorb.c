@@ -2,7 +2,10 @@
  * SetParams wrapper tries (interpose.c), in the hook layer so that it hands
  * what it cannot absorb to the hook's full path by a direct tail call.
  *
- * The exec this thread used last, the node that followed the last one
+ * The exported wrapper's only work (interpose.c): so the first tests are
+ * the exec this thread used last, which mode off never caches (it misses
+ * at once, to the full path's mode test), and vr_in_shim (a call from inside
+ * the driver goes to the driver). Then the node that followed the last one
  * updated, one compare with what the program last asked for. No global
  * atomic, no allocation, no call but: the tail call of the full path when
  * the update is not absorbed (another exec or node order, a busy lock:
@@ -16,6 +19,7 @@
  * registers free. The exec layer's lock and hot tests come from its private
  * header (exec_internal.h), the one place that states them.
  */
+#include "driver.h"
 #include "exec_internal.h"
 #include "hook.h"
 
@@ -49,12 +53,14 @@
     }                                                                               \
     CUresult vr_absorb_##suffix(CUgraphExec exec, CUgraphNode node, ptype *params)  \
     {                                                                               \
+        if (__builtin_expect(vr_ex_last_exec[0].handle != exec, 0))                 \
+            return vr_hook_setparams_##suffix(exec, node, params);                  \
         struct vr_exec *e = vr_ex_last_exec[0].e;                                   \
-        if (__builtin_expect(vr_ex_last_exec[0].handle != exec ||                   \
-                                 !vr_mutex_trylock(&e->lock), 0))                   \
+        if (__builtin_expect(vr_in_shim || !vr_mutex_trylock(&e->lock), 0))         \
             return vr_hook_setparams_##suffix(exec, node, params);                  \
         vr_rank_take(VR_RANK_EXEC);                                                 \
-        struct vr_node *n = e->serial == vr_ex_last_exec[0].serial && e->cmp != CMP_PASS \
+        /* The cached serial current and the exec comparing: one test. */        \
+        struct vr_node *n = e->absorb_key == vr_ex_last_exec[0].serial              \
                                 ? vr_nodes_next(&e->ns, node)                       \
                                 : NULL;                                             \
         if (__builtin_expect(!n, 0)) {                                              \

@@ -195,6 +195,7 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph, unsigned long long flags)
     if (stale) {
         vr_ex_lock(stale);
         stale->serial++;
+        vr_ex_rekey(stale);
         free_contents(stale);
         vr_ex_retire_record(stale);
         vr_ex_unlock(stale);
@@ -349,7 +350,8 @@ void vr_ex_reset(struct vr_exec *e, CUgraph graph)
     e->reset_at = e->c.launches;
     e->brief = vr_policy_brief(e->brief, lived);
     bool churning = vr_policy_churns(e->brief);
-    e->cmp = CMP_COMPARE; /* the shadows are read again, or the exec passes through anyway */
+    /* The shadows are read again, or the exec passes through anyway. */
+    vr_ex_set_cmp(e, CMP_COMPARE);
     e->reprobe_after = 0;
     e->losing = 0;
     e->weighed = e->c;
@@ -380,6 +382,7 @@ int vr_exec_destroy(CUgraphExec exec)
     if (e) {
         vr_ex_lock(e);
         e->serial++;
+        vr_ex_rekey(e);
         VR_ASSERT(e->handle == exec);
         vr_ex_log_exec_event("exec_destroyed", e);
         free_contents(e);
@@ -399,6 +402,7 @@ static void orphan_if_of(struct vr_exec *e, void *graph)
     e->graph = NULL; /* the handle may name a new graph later */
     e->orphan = true;
     e->serial++; /* out of every thread's absorbed path */
+    vr_ex_rekey(e);
     if (e->state == ST_PROFILING) {
         /* Going active needs its nodes re-pointed at the slices. */
         vr_profile_free(e->prof);

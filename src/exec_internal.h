@@ -77,6 +77,10 @@ struct counters {
 struct vr_exec {
     vr_mutex lock;
     uint64_t serial;       /* changes whenever the record stops being this exec */
+    /* What a cached serial must equal for the absorbed path to compare:
+     * serial, or its complement while the exec passes (CMP_PASS), so the
+     * path tests both in one compare. Kept by vr_ex_rekey and vr_ex_set_cmp. */
+    uint64_t absorb_key;
     CUgraphExec handle;
     struct vr_exec *next;  /* table chain, or the free list */
     enum vr_ex_state state;
@@ -142,6 +146,19 @@ struct vr_exec {
     void **kp;
     struct counters c;
 };
+
+/* After any change of e->serial (absorb_key); e->cmp changes only through
+ * vr_ex_set_cmp. */
+static inline void vr_ex_rekey(struct vr_exec *e)
+{
+    e->absorb_key = e->cmp == CMP_PASS ? ~e->serial : e->serial;
+}
+
+static inline void vr_ex_set_cmp(struct vr_exec *e, enum vr_ex_cmp cmp)
+{
+    e->cmp = cmp;
+    vr_ex_rekey(e);
+}
 
 struct cached {
     CUgraphExec handle;

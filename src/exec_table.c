@@ -37,7 +37,7 @@ static struct counters retired;
 
 /* What the first entry points at before any exec: never current (its serial
  * is no cached one's), so the absorbed path needs no NULL test. */
-struct vr_exec vr_ex_nobody = {.serial = UINT64_MAX};
+struct vr_exec vr_ex_nobody = {.serial = UINT64_MAX, .absorb_key = UINT64_MAX};
 _Thread_local struct cached vr_ex_last_exec[VR_EXEC_CACHED] = {{NULL, &vr_ex_nobody, 0}};
 
 static size_t bucket_of(const void *h)
@@ -124,6 +124,7 @@ struct vr_exec *vr_ex_new_record(void)
     uint64_t serial = e->serial + 1;
     memset((char *)e + sizeof e->lock, 0, sizeof *e - sizeof e->lock);
     e->serial = serial;
+    vr_ex_rekey(e);
     VR_ASSERT(e->state == ST_PROFILING && !e->slices && !e->vars && !e->prof);
     return e;
 }

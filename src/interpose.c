@@ -304,25 +304,25 @@ __attribute__((constructor)) static void record_pid(void)
 #define VR_OFF_FULL(name, args)
 #define VR_OFF_ALLOC VR_OFF_FWD
 
-/* What a wrapper tries before its full path (hooks.def's `off` column
- * again): a SetParams first tries the absorbed path, which makes no driver
- * call and needs no guard (absorb.c); it tail-calls the full path
- * (vr_hook_setparams_*, below) when it cannot absorb, so the common case
- * pays no second call and no stack frame. */
+/* What a wrapper tries first (hooks.def's `off` column again): a SetParams
+ * goes straight to the absorbed path, which makes no driver call, needs no
+ * guard and tests vr_in_shim itself (absorb.c); mode off keeps no exec in
+ * its cache, so there it misses at once and tail-calls the complete path
+ * (vr_hook_setparams_*, below), which starts with mode off's test. The
+ * common case pays no second call, no stack frame and no mode test. */
 #define VR_FAST_FWD(name, args)
 #define VR_FAST_LAUNCH(name, args)
 #define VR_FAST_FULL(name, args)
 #define VR_FAST_ALLOC(name, args)
-#define VR_FAST_SEEN(name, args)                                                \
-    if (!vr_in_shim)                                                            \
-        return absorb_##name args;
+#define VR_FAST_SEEN(name, args) return absorb_##name args;
 
 #define absorb_cuGraphExecKernelNodeSetParams vr_absorb_v1
 #define absorb_cuGraphExecKernelNodeSetParams_v2 vr_absorb_v2
 #define absorb_cuGraphExecNodeSetParams vr_absorb_node
 
-/* The exported wrapper holds only mode off's path, so it needs no stack
- * frame; everything else is in wrap_<name>, called as a tail call. */
+/* The exported wrapper holds only mode off's path (front_<name>), so it
+ * needs no stack frame; everything else is in wrap_<name>, called as a tail
+ * call. */
 #define VR_HOOK(name, base, off, params, args)                                  \
     __attribute__((noinline)) static CUresult wrap_##name params                \
     {                                                                           \
@@ -337,14 +337,18 @@ __attribute__((constructor)) static void record_pid(void)
         vr_in_shim = 0;                                                         \
         return r_;                                                              \
     }                                                                           \
-    VR_EXPORT CUresult CUDAAPI name params                                      \
+    static inline __attribute__((always_inline, unused)) CUresult front_##name params \
     {                                                                           \
         if (atomic_load_explicit(&passthrough, memory_order_acquire) &&         \
             !vr_in_shim && vr_real.name) {                                      \
             VR_OFF_##off(name, args)                                            \
         }                                                                       \
-        VR_FAST_##off(name, args)                                               \
         return wrap_##name args;                                                \
+    }                                                                           \
+    VR_EXPORT CUresult CUDAAPI name params                                      \
+    {                                                                           \
+        VR_FAST_##off(name, args)                                               \
+        return front_##name args;                                               \
     }
 #include "hooks.def"
 
@@ -352,18 +356,18 @@ __attribute__((constructor)) static void record_pid(void)
 CUresult vr_hook_setparams_v1(CUgraphExec exec, CUgraphNode node,
                               const CUDA_KERNEL_NODE_PARAMS_v1 *params)
 {
-    return wrap_cuGraphExecKernelNodeSetParams(exec, node, params);
+    return front_cuGraphExecKernelNodeSetParams(exec, node, params);
 }
 
 CUresult vr_hook_setparams_v2(CUgraphExec exec, CUgraphNode node,
                               const CUDA_KERNEL_NODE_PARAMS_v2 *params)
 {
-    return wrap_cuGraphExecKernelNodeSetParams_v2(exec, node, params);
+    return front_cuGraphExecKernelNodeSetParams_v2(exec, node, params);
 }
 
 CUresult vr_hook_setparams_node(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams *params)
 {
-    return wrap_cuGraphExecNodeSetParams(exec, node, params);
+    return front_cuGraphExecNodeSetParams(exec, node, params);
 }
 
 /* ---- the hot graph hooks, beside their wrappers --------------------- */

@@ -174,13 +174,13 @@ static void weigh_absorbed(struct vr_exec *e)
      * passing it (scripts/bench-instr: 294 against 72): under one in eight
      * absorbed, passing costs less on any of them. */
     bool probing = e->cmp == CMP_PROBE;
-    e->cmp = CMP_COMPARE;
+    vr_ex_set_cmp(e, CMP_COMPARE);
     e->losing = vr_policy_absorb_losing(e->losing, seen, kept);
     if (!e->losing)
         e->reprobe_after = 0; /* absorbing: a later pass backs off from the start */
     if (!vr_policy_passes(e->losing, probing))
         return;
-    e->cmp = CMP_PASS;
+    vr_ex_set_cmp(e, CMP_PASS);
     e->pass_since = e->c.launches;
     e->reprobe_after = vr_policy_backoff(e->reprobe_after);
     if (vr_log_enabled(VR_LEVEL_INFO)) {
@@ -203,7 +203,7 @@ static void reprobe(struct vr_exec *e)
     VR_ASSERT_HELD(VR_RANK_EXEC);
     VR_ASSERT(e->cmp == CMP_PASS && !e->slices);
     vr_nodes_forget(&e->ns);
-    e->cmp = CMP_PROBE;
+    vr_ex_set_cmp(e, CMP_PROBE);
     e->losing = 0;
     e->weighed = e->c;
     vr_ex_log_exec_event("exec_reprobe", e);

@@ -1,7 +1,7 @@
 /* lock: the two locks on the SetParams hot path, cheaper than pthread's.
  *
  * vr_mutex is a futex mutex: one compare-exchange to take it uncontended,
- * one exchange to drop it; waiters sleep in the kernel, so a thread holding it
+ * one decrement to drop it; waiters sleep in the kernel, so a thread holding it
  * across a blocking driver call costs the others nothing.
  * vr_rwlock is a reader-biased lock for tables that change rarely (execs are
  * instantiated and destroyed far less often than they are updated): a reader
@@ -66,10 +66,16 @@ static inline void vr_mutex_lock(vr_mutex *m)
 }
 
 /* Drops m; true when a sleeper must be woken (vr_mutex_wake), which a
- * caller may do on a path of its own (a tail call needs no saved register). */
+ * caller may do on a path of its own (a tail call needs no saved register).
+ * Uncontended, one decrement from 1 to 0 (a flag test, no compare); from 2
+ * it leaves 1, which no trylock takes and every waiter's exchange turns
+ * back into 2, until the store of 0 frees it for the woken one. */
 static inline bool vr_mutex_release(vr_mutex *m)
 {
-    return atomic_exchange_explicit(&m->state, 0, memory_order_release) == 2;
+    if (__builtin_expect(atomic_fetch_sub_explicit(&m->state, 1, memory_order_release) == 1, 1))
+        return false;
+    atomic_store_explicit(&m->state, 0, memory_order_release);
+    return true;
 }
 
 static inline void vr_mutex_unlock(vr_mutex *m)

@@ -35,10 +35,10 @@
  * and marked rather than split over two writes. */
 #define MSG_MAX 2048
 
-static atomic_int log_fd = -1;
-/* The file log_fd was opened on; stored before log_fd (release). */
+atomic_int vr_log_fd_ = -1;
+/* The file vr_log_fd_ was opened on; stored before vr_log_fd_ (release). */
 static atomic_uint_fast64_t log_dev, log_ino;
-static atomic_int log_level = VR_LEVEL_INFO;
+atomic_int vr_log_level_ = VR_LEVEL_INFO;
 static atomic_int msg_level = VR_LEVEL_WARN;
 static atomic_uint_fast64_t dropped;
 static atomic_uint msgs_printed;
@@ -57,7 +57,7 @@ static void reopen_drop(void)
     vr_rank_drop(VR_RANK_LOG);
 }
 
-static char open_path[VR_PATH_MAX]; /* what log_fd was opened from */
+static char open_path[VR_PATH_MAX]; /* what vr_log_fd_ was opened from */
 static char pattern[VR_PATH_MAX];   /* VAREMAP_LOG before %p expansion, for a forked child */
 
 /* Writes everything or fails; a signal or a short write must not leave
@@ -214,7 +214,7 @@ static int switch_to(const char *path)
         if (fd < 0)
             warn_open(path, fd);
     }
-    old = atomic_exchange(&log_fd, -1);
+    old = atomic_exchange(&vr_log_fd_, -1);
     if (is_ours(old))
         close(old);
     if (fd < 0) {
@@ -224,7 +224,7 @@ static int switch_to(const char *path)
     memmove(open_path, path, strlen(path) + 1);
     atomic_store_explicit(&log_dev, (uint64_t)st.st_dev, memory_order_relaxed);
     atomic_store_explicit(&log_ino, (uint64_t)st.st_ino, memory_order_relaxed);
-    atomic_store_explicit(&log_fd, fd, memory_order_release);
+    atomic_store_explicit(&vr_log_fd_, fd, memory_order_release);
     return 0;
 }
 
@@ -234,7 +234,7 @@ static int open_locked(const char *path, enum vr_level level)
     int saved = errno, rc;
 
     /* The level goes first so an emitter that sees the new fd also sees it. */
-    atomic_store_explicit(&log_level, (int)level, memory_order_relaxed);
+    atomic_store_explicit(&vr_log_level_, (int)level, memory_order_relaxed);
     if (path && strlen(path) >= sizeof(open_path)) {
         vr_warn("log path too long; running without a log");
         (void)switch_to("");
@@ -279,11 +279,11 @@ static int reopen(void)
     int fd;
 
     reopen_take();
-    fd = atomic_load_explicit(&log_fd, memory_order_acquire);
+    fd = atomic_load_explicit(&vr_log_fd_, memory_order_acquire);
     if (fd < 0 || is_ours(fd))
         goto out; /* closed meanwhile, or another thread re-opened it */
     /* Not ours any more: forget it without closing (the program's now). */
-    atomic_store_explicit(&log_fd, -1, memory_order_relaxed);
+    atomic_store_explicit(&vr_log_fd_, -1, memory_order_relaxed);
     {
         struct stat st;
         int nfd = open_regular(open_path, &st);
@@ -299,7 +299,7 @@ static int reopen(void)
         }
         atomic_store_explicit(&log_dev, (uint64_t)st.st_dev, memory_order_relaxed);
         atomic_store_explicit(&log_ino, (uint64_t)st.st_ino, memory_order_relaxed);
-        atomic_store_explicit(&log_fd, nfd, memory_order_release);
+        atomic_store_explicit(&vr_log_fd_, nfd, memory_order_release);
         fd = nfd;
     }
 out:
@@ -335,7 +335,7 @@ void vr_log_after_fork(void)
     pthread_mutex_init(&reopen_lock, NULL);
     if (pattern[0] == '\0')
         goto out; /* one file for all: O_APPEND lines carry their own pid */
-    old = atomic_exchange(&log_fd, -1);
+    old = atomic_exchange(&vr_log_fd_, -1);
     if (is_ours(old))
         close(old); /* the child's copy; the parent's stays open */
     if (vr_expand_path(pattern, getpid(), path, sizeof(path)) < 0) {
@@ -347,12 +347,6 @@ out:
     errno = saved;
 }
 
-bool vr_log_enabled(enum vr_level level)
-{
-    return atomic_load_explicit(&log_fd, memory_order_acquire) >= 0 &&
-           (int)level <= atomic_load_explicit(&log_level, memory_order_relaxed);
-}
-
 uint64_t vr_log_dropped(void)
 {
     return (uint64_t)atomic_load_explicit(&dropped, memory_order_relaxed);
@@ -361,11 +355,11 @@ uint64_t vr_log_dropped(void)
 int vr_log_emit(struct vr_jw *w, enum vr_level level)
 {
     int saved = errno;
-    int fd = atomic_load_explicit(&log_fd, memory_order_acquire);
+    int fd = atomic_load_explicit(&vr_log_fd_, memory_order_acquire);
     long len;
     int rc = 0;
 
-    if (fd < 0 || (int)level > atomic_load_explicit(&log_level, memory_order_relaxed))
+    if (fd < 0 || (int)level > atomic_load_explicit(&vr_log_level_, memory_order_relaxed))
         goto out;
     len = vr_jw_finish(w);
     if (len < 0) {

@@ -23,6 +23,7 @@
 #define VR_LOG_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -51,8 +52,16 @@ void vr_log_close(void);
  * closed). */
 void vr_log_after_fork(void);
 
-/* True when a log is open and `level` passes the configured level. */
-bool vr_log_enabled(enum vr_level level);
+/* The log's descriptor (-1: none) and level, for vr_log_enabled only. */
+extern atomic_int vr_log_fd_, vr_log_level_;
+
+/* True when a log is open and `level` passes the configured level. Inline:
+ * the forwarding and passing paths ask it on every update. */
+static inline bool vr_log_enabled(enum vr_level level)
+{
+    return atomic_load_explicit(&vr_log_fd_, memory_order_acquire) >= 0 &&
+           (int)level <= atomic_load_explicit(&vr_log_level_, memory_order_relaxed);
+}
 
 /* Sets the level for stderr messages (default warn). */
 void vr_msg_level(enum vr_level level);

@@ -240,7 +240,7 @@ int vr_nodes_read(struct vr_nodes *ns, CUgraph graph)
     int rc = kernel_nodes(graph, &all, &count);
     if (rc != 0)
         return rc;
-    if (count >= UINT32_MAX / sizeof *ns->v) { /* vr_node.next is a byte offset */
+    if (count >= UINT32_MAX) { /* hidx holds 32-bit indices */
         free(all);
         return -ENOMEM;
     }
@@ -262,13 +262,16 @@ int vr_nodes_read(struct vr_nodes *ns, CUgraph graph)
     for (size_t i = 0; i < count; i++) {
         struct vr_node *n = &ns->v[i];
         n->handle = all[i];
+        n->next = &ns->v[0];
         size_t h = vr_node_hash(n->handle, ns->hmask);
         while (ns->hidx[h] != UINT32_MAX)
             h = (h + 1) & ns->hmask;
         ns->hidx[h] = (uint32_t)i;
     }
-    if (count == 0)
+    if (count == 0) {
         ns->v[0].handle = (CUgraphNode)(void *)ns; /* never a node of the program's */
+        ns->v[0].next = &ns->v[0];
+    }
     ns->cur = &ns->v[0];
     rc = load_all(ns, all);
     free(all);

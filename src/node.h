@@ -34,8 +34,8 @@ struct vr_node {
     struct vr_fields f;             /* what the driver holds */
     uint8_t *intended;              /* installed: vr_installed() */
     uint32_t word0;                 /* index of the node's first scanned word */
-    uint32_t next;                  /* the node the program updated after this one, last time:
-                                     * its byte offset in the array (no multiply to find it) */
+    struct vr_node *next;           /* the node the program updated after this one, last time
+                                     * (v[0] before any): one load finds it */
 };
 
 struct vr_nodes {
@@ -95,7 +95,7 @@ static inline struct vr_node *vr_nodes_find(struct vr_nodes *ns, CUgraphNode h)
             return NULL;
         if (ns->v[x].handle == h) {
             if (ns->cur != &ns->v[x]) /* x may have been guessed (vr_nodes_next) already */
-                ns->cur->next = x * (uint32_t)sizeof *ns->v;
+                ns->cur->next = &ns->v[x];
             ns->cur = &ns->v[x];
             return ns->cur;
         }
@@ -109,7 +109,7 @@ static inline struct vr_node *vr_nodes_find(struct vr_nodes *ns, CUgraphNode h)
  * passes). */
 static inline struct vr_node *vr_nodes_next(struct vr_nodes *ns, CUgraphNode h)
 {
-    struct vr_node *n = (struct vr_node *)(void *)((char *)ns->v + ns->cur->next);
+    struct vr_node *n = ns->cur->next;
     if (n->handle != h)
         return NULL;
     ns->cur = n;

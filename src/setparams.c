@@ -21,11 +21,9 @@
 
 /* Counts an update sent to the driver; at log level debug, says why, so a
  * low skip rate can be traced to its nodes. */
-static void note_forward(struct vr_exec *e, const struct vr_node *n, const char *why)
+static __attribute__((noinline, cold)) void log_forward(const struct vr_exec *e,
+                                                        const struct vr_node *n, const char *why)
 {
-    e->c.forwarded++;
-    if (!vr_log_enabled(VR_LEVEL_DEBUG))
-        return;
     char buf[256];
     struct vr_jw w;
     vr_ex_begin_exec_event(&w, buf, sizeof buf, "setparams_forwarded", e->handle);
@@ -33,6 +31,15 @@ static void note_forward(struct vr_exec *e, const struct vr_node *n, const char 
         vr_jw_u64(&w, "node", (uint64_t)(n - e->ns.v));
     vr_jw_str(&w, "reason", why);
     vr_log_emit(&w, VR_LEVEL_DEBUG);
+}
+
+/* Inline: the count and the level test are all a forwarded update pays
+ * without a debug log. */
+static inline void note_forward(struct vr_exec *e, const struct vr_node *n, const char *why)
+{
+    e->c.forwarded++;
+    if (vr_log_enabled(VR_LEVEL_DEBUG))
+        log_forward(e, n, why);
 }
 
 /* ---- SetParams --------------------------------------------------------- */
