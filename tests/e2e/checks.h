@@ -92,4 +92,43 @@ static inline uint64_t summary(const struct vr_run *r, const char *key)
     return v;
 }
 
+/* One program run without and with the shim. */
+struct pair {
+    struct vr_run plain, shim;
+};
+
+/* Runs `app args` without and with the shim; `env` goes to both (at most 8),
+ * `shim_env` to the shim run only (after `shim_mode`, when not NULL, e.g.
+ * "VAREMAP_MODE=profiled"). Both must exit with `status`. */
+static inline void pair_run_app(struct pair *p, const char *tag, const char *app,
+                                const char *const *args, const char *const *env,
+                                const char *shim_mode, const char *const *shim_env, int status)
+{
+    const char *e[16];
+    size_t n = 0;
+    for (size_t i = 0; env && env[i] && n < 8; i++)
+        e[n++] = env[i];
+    e[n] = NULL;
+    char t1[96], t2[96];
+    snprintf(t1, sizeof t1, "%s_plain", tag);
+    snprintf(t2, sizeof t2, "%s_shim", tag);
+    cr_assert_eq(vr_run_app(t1, app, args, 0, e, &p->plain), 0);
+    if (shim_mode)
+        e[n++] = shim_mode;
+    for (size_t i = 0; shim_env && shim_env[i] && n < 15; i++)
+        e[n++] = shim_env[i];
+    e[n] = NULL;
+    cr_assert_eq(vr_run_app(t2, app, args, VR_RUN_SHIM, e, &p->shim), 0);
+    cr_assert_eq(p->plain.proc.status, status, "%s: without the shim: status %d; stderr:\n%s",
+                 tag, p->plain.proc.status, p->plain.proc.err.p);
+    cr_assert_eq(p->shim.proc.status, status, "%s: with the shim: status %d; stderr:\n%s", tag,
+                 p->shim.proc.status, p->shim.proc.err.p);
+}
+
+static inline void pair_free(struct pair *p)
+{
+    vr_run_free(&p->plain);
+    vr_run_free(&p->shim);
+}
+
 #endif

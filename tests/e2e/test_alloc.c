@@ -8,38 +8,12 @@
 
 TestSuite(alloc, .init = vr_tmp_setup, .fini = vr_tmp_teardown);
 
-struct pair {
-    struct vr_run plain, shim;
-};
-
-/* Runs alloc_faults `args` without and with the shim; `env` goes to both,
+/* alloc_faults `args` without and with the shim; `env` goes to both,
  * `shim_env` to the shim run only. Both must exit with `status`. */
 static void pair_run(struct pair *p, const char *tag, const char *const *args,
                      const char *const *env, const char *const *shim_env, int status)
 {
-    const char *e[16];
-    size_t n = 0;
-    for (size_t i = 0; env && env[i] && n < 8; i++)
-        e[n++] = env[i];
-    e[n] = NULL;
-    char t1[96], t2[96];
-    snprintf(t1, sizeof t1, "%s_plain", tag);
-    snprintf(t2, sizeof t2, "%s_shim", tag);
-    cr_assert_eq(vr_run_app(t1, "alloc_faults", args, 0, e, &p->plain), 0);
-    for (size_t i = 0; shim_env && shim_env[i] && n < 15; i++)
-        e[n++] = shim_env[i];
-    e[n] = NULL;
-    cr_assert_eq(vr_run_app(t2, "alloc_faults", args, VR_RUN_SHIM, e, &p->shim), 0);
-    cr_assert_eq(p->plain.proc.status, status, "%s: without the shim: status %d; stderr:\n%s",
-                 tag, p->plain.proc.status, p->plain.proc.err.p);
-    cr_assert_eq(p->shim.proc.status, status, "%s: with the shim: status %d; stderr:\n%s", tag,
-                 p->shim.proc.status, p->shim.proc.err.p);
-}
-
-static void pair_free(struct pair *p)
-{
-    vr_run_free(&p->plain);
-    vr_run_free(&p->shim);
+    pair_run_app(p, tag, "alloc_faults", args, env, NULL, shim_env, status);
 }
 
 static void has_line(const struct vr_run *r, const char *line)

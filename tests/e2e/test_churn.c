@@ -13,42 +13,15 @@
 
 TestSuite(churn, .init = vr_tmp_setup, .fini = vr_tmp_teardown);
 
-struct pair {
-    struct vr_run plain, shim;
-};
-
 /* churn_probe `args` without and with the shim (mode profiled); `env` goes
  * to both, `shim_env` to the shim run only. Both must succeed and print the
  * same. */
 static void pair_run(struct pair *p, const char *tag, const char *const *args,
                      const char *const *env, const char *const *shim_env)
 {
-    const char *e[16];
-    size_t n = 0;
-    for (size_t i = 0; env && env[i] && n < 8; i++)
-        e[n++] = env[i];
-    e[n] = NULL;
-    char t1[96], t2[96];
-    snprintf(t1, sizeof t1, "%s_plain", tag);
-    snprintf(t2, sizeof t2, "%s_shim", tag);
-    cr_assert_eq(vr_run_app(t1, "churn_probe", args, 0, e, &p->plain), 0);
-    e[n++] = "VAREMAP_MODE=profiled";
-    for (size_t i = 0; shim_env && shim_env[i] && n < 15; i++)
-        e[n++] = shim_env[i];
-    e[n] = NULL;
-    cr_assert_eq(vr_run_app(t2, "churn_probe", args, VR_RUN_SHIM, e, &p->shim), 0);
-    cr_assert_eq(p->plain.proc.status, 0, "%s: without the shim: status %d; stderr:\n%s", tag,
-                 p->plain.proc.status, p->plain.proc.err.p);
-    cr_assert_eq(p->shim.proc.status, 0, "%s: with the shim: status %d; stderr:\n%s", tag,
-                 p->shim.proc.status, p->shim.proc.err.p);
+    pair_run_app(p, tag, "churn_probe", args, env, "VAREMAP_MODE=profiled", shim_env, 0);
     cr_assert(strstr(p->plain.proc.out.p, "ok thread 0"), "%s", p->plain.proc.out.p);
     cr_assert_str_eq(p->plain.proc.out.p, p->shim.proc.out.p, "%s: the output differs", tag);
-}
-
-static void pair_free(struct pair *p)
-{
-    vr_run_free(&p->plain);
-    vr_run_free(&p->shim);
 }
 
 static uint64_t calls(const struct pair *p, const char *name)

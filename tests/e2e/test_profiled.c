@@ -13,10 +13,6 @@ TestSuite(profiled, .init = vr_tmp_setup, .fini = vr_tmp_teardown);
 #define BIG "1048576"
 #define MAXCAND 256
 
-struct pair {
-    struct vr_run plain, shim;
-};
-
 /* The same run without and with the shim; `mode` is VAREMAP_MODE, `env` goes
  * to both (SIMCUDA_* knobs must apply to the reference run too). */
 static void compare(struct pair *p, const char *tag, const char *app, const char *const *args,
@@ -36,12 +32,6 @@ static void compare(struct pair *p, const char *tag, const char *app, const char
     e[n + 1] = NULL;
     run_ok(&p->shim, t2, app, args, VR_RUN_SHIM, e);
     same_output(&p->plain, &p->shim, tag);
-}
-
-static void pair_free(struct pair *p)
-{
-    vr_run_free(&p->plain);
-    vr_run_free(&p->shim);
 }
 
 /* The exec's one profile_decision line. */
