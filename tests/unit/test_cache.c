@@ -11,12 +11,13 @@
 #include "alloc.h"
 #include "alloc_int.h"
 #include "driver.h"
+#include "fake_driver.h"
 #include "waitq.h"
 
 #define EVENTS 4
 static CUresult ev_state[EVENTS]; /* what a query of event i says */
 static int queries[EVENTS], destroys[EVENTS];
-static int unmaps, releases, va_frees, syncs, ev_waits;
+static int ev_waits;
 
 static int index_of(CUevent e)
 {
@@ -46,23 +47,15 @@ static CUresult CUDAAPI f_destroy(CUevent e)
     destroys[i]++;
     return CUDA_SUCCESS;
 }
-static CUresult CUDAAPI f_unmap(CUdeviceptr p, size_t s) { (void)p; (void)s; unmaps++; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_release(CUmemGenericAllocationHandle h) { (void)h; releases++; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_va_free(CUdeviceptr p, size_t s) { (void)p; (void)s; va_frees++; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_sync(void) { syncs++; return CUDA_SUCCESS; }
-
 #define MB ((size_t)1 << 20)
 #define CACHE VR_WAIT_MASK(VR_WAIT_CACHE)
 
 static void setup(void)
 {
+    fake_vmm_install();
     vr_real.cuEventQuery = f_query;
     vr_real.cuEventSynchronize = f_ev_sync;
     vr_real.cuEventDestroy_v2 = f_destroy;
-    vr_real.cuMemUnmap = f_unmap;
-    vr_real.cuMemRelease = f_release;
-    vr_real.cuMemAddressFree = f_va_free;
-    vr_real.cuCtxSynchronize = f_sync;
     for (int i = 0; i < EVENTS; i++)
         ev_state[i] = CUDA_ERROR_NOT_READY;
     struct vr_config cfg = { .mode = VR_MODE_PROFILED, .vmm_cache = 4 * MB };
@@ -87,14 +80,14 @@ Test(cache, a_stream_ordered_free_is_served_only_once_its_event_completed)
     struct kept k;
     cr_assert_eq(vr_cache_take(0, 2 * MB, &k), -ENOENT, "its free's work may still run");
     cr_assert_geq(queries[0], 1, "asked");
-    cr_assert_eq(ev_waits + syncs, 0, "never waited on");
+    cr_assert_eq(ev_waits + fk.syncs, 0, "never waited on");
     ev_state[0] = CUDA_SUCCESS;
     cr_assert_eq(vr_cache_take(0, 2 * MB, &k), 0);
     cr_assert_eq(k.rec.base, a.base);
     cr_assert_null(k.done);
     cr_assert_eq(destroys[0], 1, "the event went once it said done");
     cr_assert_eq(vr_waitq_count(CACHE), 0, "and its reminder with it");
-    cr_assert_eq(unmaps, 0, "served still mapped");
+    cr_assert_eq(fk.unmaps, 0, "served still mapped");
     cr_assert(vr_cache_valid());
 }
 
@@ -103,7 +96,7 @@ Test(cache, eviction_takes_the_event_with_it_and_the_reminder_only_goes)
     struct vr_alloc_info a = freed(0x10000000, 2 * MB), b = freed(0x20000000, 3 * MB);
     cr_assert(vr_cache_put(&a, NULL, EV(0), 0));
     cr_assert(vr_cache_put(&b, NULL, NULL, 0), "evicts a: 5 MB would not fit in 4");
-    cr_assert_eq(unmaps, 0, "a's free's work may still run: its release waits");
+    cr_assert_eq(fk.unmaps, 0, "a's free's work may still run: its release waits");
     cr_assert_eq(vr_waitq_count(VR_WAIT_MASK(VR_WAIT_RELEASE)), 1);
     int asked = queries[0];
     vr_cache_settle(-1, 0);
@@ -111,7 +104,7 @@ Test(cache, eviction_takes_the_event_with_it_and_the_reminder_only_goes)
     cr_assert_eq(vr_waitq_count(CACHE), 0);
     ev_state[0] = CUDA_SUCCESS;
     vr_park_drain(false);
-    cr_assert_eq(unmaps, 1, "released once its event completed");
+    cr_assert_eq(fk.unmaps, 1, "released once its event completed");
     cr_assert_eq(destroys[0], 1, "by the release, once");
     cr_assert(vr_cache_valid());
 }
@@ -141,10 +134,10 @@ Test(cache, a_failed_query_releases_the_entry)
     cr_assert_not(vr_cache_any());
     cr_assert_eq(vr_waitq_count(CACHE), 0);
     cr_assert_eq(destroys[0], 1, "the release destroyed it");
-    cr_assert_eq(unmaps, 0, "after a synchronize only, which a query-only drain cannot make");
+    cr_assert_eq(fk.unmaps, 0, "after a synchronize only, which a query-only drain cannot make");
     vr_park_drain(true);
-    cr_assert_eq(syncs, 1);
-    cr_assert_eq(unmaps, 1);
+    cr_assert_eq(fk.syncs, 1);
+    cr_assert_eq(fk.unmaps, 1);
 }
 
 Test(cache, exit_releases_every_entry_and_reminder)
@@ -156,7 +149,7 @@ Test(cache, exit_releases_every_entry_and_reminder)
     vr_alloc_drain();
     cr_assert_not(vr_cache_any());
     cr_assert_eq(vr_waitq_count(~0u), 0);
-    cr_assert_eq(unmaps, 2);
+    cr_assert_eq(fk.unmaps, 2);
     cr_assert_eq(destroys[0], 1);
 }
 
@@ -171,5 +164,5 @@ Test(cache, abandon_and_after_fork_forget_without_a_driver_call)
     vr_alloc_abandon();
     cr_assert_not(vr_cache_any());
     cr_assert_eq(vr_waitq_count(~0u), 0);
-    cr_assert_eq(queries[0] + queries[1] + destroys[0] + destroys[1] + unmaps, 0);
+    cr_assert_eq(queries[0] + queries[1] + destroys[0] + destroys[1] + fk.unmaps, 0);
 }

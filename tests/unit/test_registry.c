@@ -8,30 +8,15 @@
 #include "alloc.h"
 #include "alloc_int.h"
 #include "driver.h"
+#include "fake_driver.h"
 
-static CUdeviceptr next_va;
 static bool reuse_va; /* the driver hands the last address out again */
-static int vmm_ok, unmaps, releases, va_frees, syncs;
 
-static CUresult CUDAAPI f_get_device(CUdevice *d) { *d = 0; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_current(CUcontext *c) { *c = (CUcontext)0x1; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_attr(int *v, CUdevice_attribute a, CUdevice d)
-{
-    (void)a; (void)d;
-    *v = vmm_ok;
-    return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_gran(size_t *g, const CUmemAllocationProp *p, CUmemAllocationGranularity_flags o)
-{
-    (void)p; (void)o;
-    *g = 0x10000;
-    return CUDA_SUCCESS;
-}
 static CUresult CUDAAPI f_alloc(CUdeviceptr *p, size_t size)
 {
     if (!reuse_va)
-        next_va += (size + 0xffff) & ~(CUdeviceptr)0xffff;
-    *p = next_va;
+        fk.next_va += (size + 0xffff) & ~(CUdeviceptr)0xffff;
+    *p = fk.next_va;
     return CUDA_SUCCESS;
 }
 static CUresult CUDAAPI f_mfree(CUdeviceptr p) { (void)p; return CUDA_SUCCESS; }
@@ -41,36 +26,6 @@ static CUresult CUDAAPI f_info(size_t *fr, size_t *total)
     *total = (size_t)80 << 30;
     return CUDA_SUCCESS;
 }
-static CUresult CUDAAPI f_reserve(CUdeviceptr *p, size_t s, size_t a, CUdeviceptr h, unsigned long long f)
-{
-    (void)a; (void)h; (void)f;
-    next_va += s + 0x10000;
-    *p = next_va;
-    return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_create(CUmemGenericAllocationHandle *h, size_t s, const CUmemAllocationProp *p,
-                                 unsigned long long f)
-{
-    (void)s; (void)p; (void)f;
-    *h = 0x77;
-    return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_map(CUdeviceptr p, size_t s, size_t o, CUmemGenericAllocationHandle h,
-                              unsigned long long f)
-{
-    (void)p; (void)s; (void)o; (void)h; (void)f;
-    return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_access(CUdeviceptr p, size_t s, const CUmemAccessDesc *d, size_t n)
-{
-    (void)p; (void)s; (void)d;
-    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-static CUresult CUDAAPI f_sync(void) { syncs++; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_unmap(CUdeviceptr p, size_t s) { (void)p; (void)s; unmaps++; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_release(CUmemGenericAllocationHandle h) { (void)h; releases++; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_vafree(CUdeviceptr p, size_t s) { (void)p; (void)s; va_frees++; return CUDA_SUCCESS; }
-
 static uint64_t freed_id;
 static bool freed_synced;
 static int freed_calls;
@@ -83,30 +38,21 @@ static void observer(uint64_t id, bool synced)
 
 static void setup(enum vr_mode mode)
 {
-    vr_real.cuCtxGetDevice = f_get_device;
-    vr_real.cuCtxGetCurrent = f_current;
-    vr_real.cuDeviceGetAttribute = f_attr;
-    vr_real.cuMemGetAllocationGranularity = f_gran;
+    fk.gran = 0x10000;
+    fk.next_va = 0x7f0000000000;
+    fk.reserve_gap = 0x10000;
+    fake_vmm_install();
     vr_real.cuMemAlloc_v2 = f_alloc;
     vr_real.cuMemFree_v2 = f_mfree;
     vr_real.cuMemGetInfo_v2 = f_info;
-    vr_real.cuMemAddressReserve = f_reserve;
-    vr_real.cuMemCreate = f_create;
-    vr_real.cuMemMap = f_map;
-    vr_real.cuMemSetAccess = f_access;
-    vr_real.cuCtxSynchronize = f_sync;
-    vr_real.cuMemUnmap = f_unmap;
-    vr_real.cuMemRelease = f_release;
-    vr_real.cuMemAddressFree = f_vafree;
-    next_va = 0x7f0000000000;
     struct vr_config cfg = { .mode = mode, .vmm_min_bytes = 4096, .max_padding = (uint64_t)1 << 30,
                              .max_padding_ratio = 0.5, .vmm_cache = 0 };
     vr_alloc_configure(&cfg);
     vr_alloc_observe_free(observer);
 }
 
-static void observe(void) { vmm_ok = 0; setup(VR_MODE_OBSERVE); }
-static void profiled(void) { vmm_ok = 1; setup(VR_MODE_PROFILED); }
+static void observe(void) { fk.vmm = 0; setup(VR_MODE_OBSERVE); }
+static void profiled(void) { fk.vmm = 1; setup(VR_MODE_PROFILED); }
 
 Test(registry, finds_the_allocation_holding_an_address, .init = observe)
 {
@@ -170,10 +116,10 @@ Test(registry, the_observer_hears_of_a_freed_vmm_allocation, .init = profiled)
     cr_assert_eq(freed_calls, 1);
     cr_assert_eq(freed_id, r.id);
     cr_assert(freed_synced, "cuMemFree synchronized first");
-    cr_assert_eq(syncs, 1);
-    cr_assert_eq(unmaps, 1);
-    cr_assert_eq(releases, 1);
-    cr_assert_eq(va_frees, 1);
+    cr_assert_eq(fk.syncs, 1);
+    cr_assert_eq(fk.unmaps, 1);
+    cr_assert_eq(fk.releases, 1);
+    cr_assert_eq(fk.va_frees, 1);
     cr_assert_eq(vr_alloc_find(a, &r), -ENOENT);
     cr_assert(vr_reg_valid());
 }
@@ -185,5 +131,5 @@ Test(registry, without_an_observer_a_free_still_releases, .init = profiled)
     cr_assert_eq(vr_alloc_create(&a, 0x10000), 0);
     cr_assert_eq(vr_alloc_free(a), 0);
     cr_assert_eq(freed_calls, 0);
-    cr_assert_eq(unmaps, 1);
+    cr_assert_eq(fk.unmaps, 1);
 }

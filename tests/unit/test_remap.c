@@ -13,50 +13,13 @@
 #include "alloc_int.h"
 #include "driver.h"
 #include "exec_internal.h"
+#include "fake_driver.h"
 
 /* ---- the fake driver ---- */
 
-static CUdeviceptr next_va = 0x100000;
-static int maps, unmaps, va_frees, setparams, fail_setparams;
-static CUmemGenericAllocationHandle last_map_handle;
+static int setparams, fail_setparams;
 static bool event_ready = true;
 
-static CUresult CUDAAPI f_get_device(CUdevice *d) { *d = 0; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_current(CUcontext *c) { *c = (CUcontext)0x1; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_attr(int *v, CUdevice_attribute a, CUdevice d)
-{
-    (void)a; (void)d;
-    *v = 1;
-    return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_gran(size_t *g, const CUmemAllocationProp *p, CUmemAllocationGranularity_flags o)
-{
-    (void)p; (void)o;
-    *g = 0x1000;
-    return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_reserve(CUdeviceptr *p, size_t s, size_t a, CUdeviceptr h, unsigned long long f)
-{
-    (void)a; (void)h; (void)f;
-    *p = next_va;
-    next_va += (s + 0xfffff) & ~(size_t)0xfffff;
-    return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_va_free(CUdeviceptr p, size_t s) { (void)p; (void)s; va_frees++; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_map(CUdeviceptr p, size_t s, size_t o, CUmemGenericAllocationHandle h,
-                              unsigned long long f)
-{
-    (void)p; (void)s; (void)o; (void)f;
-    maps++;
-    last_map_handle = h;
-    return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_unmap(CUdeviceptr p, size_t s) { (void)p; (void)s; unmaps++; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_access(CUdeviceptr p, size_t s, const CUmemAccessDesc *d, size_t n)
-{
-    (void)p; (void)s; (void)d;
-    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
 static uintptr_t next_event = 0x9000;
 static CUresult CUDAAPI f_ev_create(CUevent *e, unsigned f) { (void)f; *e = (CUevent)next_event++; return CUDA_SUCCESS; }
 static CUresult CUDAAPI f_ev_record(CUevent e, CUstream s) { (void)e; (void)s; return CUDA_SUCCESS; }
@@ -128,15 +91,8 @@ static void registered(const struct vr_slice_bind *b)
 
 static void setup(void)
 {
-    vr_real.cuCtxGetDevice = f_get_device;
-    vr_real.cuCtxGetCurrent = f_current;
-    vr_real.cuDeviceGetAttribute = f_attr;
-    vr_real.cuMemGetAllocationGranularity = f_gran;
-    vr_real.cuMemAddressReserve = f_reserve;
-    vr_real.cuMemAddressFree = f_va_free;
-    vr_real.cuMemMap = f_map;
-    vr_real.cuMemUnmap = f_unmap;
-    vr_real.cuMemSetAccess = f_access;
+    fk.reserve_align = 0x100000;
+    fake_vmm_install();
     vr_real.cuEventCreate = f_ev_create;
     vr_real.cuEventRecord = f_ev_record;
     vr_real.cuEventQuery = f_ev_query;
@@ -191,7 +147,7 @@ static void setup(void)
     cr_assert_eq(vr_slices_bind(e->slices, 1, &B), 0);
     e->state = ST_ACTIVE;
     vr_ex_insert_exec(e, e->handle);
-    maps = unmaps = setparams = 0;
+    fk.maps = fk.unmaps = setparams = 0;
 }
 
 TestSuite(remap, .init = setup);
@@ -247,7 +203,7 @@ Test(remap, the_transition_points_every_anchored_node_at_its_slot)
     cr_assert_eq(held[2][1], B.base + 8);
     cr_assert_eq(installed(0, 0), held[0][0], "the shadow follows what the driver took");
     cr_assert(vr_ex_check(e));
-    /* The checker can fail: an installed word that maps another byte. */
+    /* The checker can fail: an installed word that fk.maps another byte. */
     set_word(vr_installed(&e->ns, &e->ns.v[0]), 0, va(0) + 0x18);
     cr_assert_not(vr_ex_check(e));
     vr_ex_unlock(e);
@@ -262,8 +218,8 @@ Test(remap, a_moved_buffer_is_remapped_at_an_idle_launch_without_setparams)
     cr_assert(vr_slices_slot_pending(e->slices, 0));
     cr_assert_eq(vr_ex_apply_pending(e), 0);
     cr_assert_eq(setparams, 0, "the nodes already read slot 0");
-    cr_assert_eq(maps, 1);
-    cr_assert_eq(last_map_handle, C.handle);
+    cr_assert_eq(fk.maps, 1);
+    cr_assert_eq(fk.last_map_handle, C.handle);
     cr_assert_eq(vr_slices_current(e->slices, 0)->id, C.id);
     cr_assert_not(vr_slices_pending(e->slices));
     cr_assert_eq(e->c.rebinds, 1);
@@ -295,7 +251,7 @@ Test(remap, a_refused_fix_cancels_the_remap)
     cr_assert_eq(vr_ex_retarget(e, 0, &C), 0);
     fail_setparams = 1; /* node 0's fix */
     cr_assert_eq(vr_ex_apply_pending(e), 0, "the graph still means what the program asked");
-    cr_assert_eq(maps, 0, "nothing remapped under node 0");
+    cr_assert_eq(fk.maps, 0, "nothing remapped under node 0");
     cr_assert_eq(vr_slices_current(e->slices, 0)->id, A.id);
     cr_assert_not(vr_slices_slot_pending(e->slices, 0), "A is still allocated: given up");
     cr_assert_eq(held[0][0], va(0) + 0x10, "node 0 still reads A through the slot");
@@ -315,7 +271,7 @@ Test(remap, a_busy_exec_remaps_nothing)
     program_moves_a_to_c();
     cr_assert_eq(vr_ex_retarget(e, 0, &C), 0);
     cr_assert_eq(vr_ex_apply_pending(e), 0);
-    cr_assert_eq(maps, 0, "a kernel may still read slot 0");
+    cr_assert_eq(fk.maps, 0, "a kernel may still read slot 0");
     cr_assert_eq(vr_slices_current(e->slices, 0)->id, A.id);
     /* Nodes 0 and 2 now mean C: re-issued at C's own addresses. */
     cr_assert_eq(setparams, 2);
@@ -330,7 +286,7 @@ Test(remap, a_freed_buffer_leaves_an_idle_exec_at_once)
     activate();
     vr_ex_unlock(e);
     vr_exec_forget_alloc(A.id, false);
-    cr_assert_eq(unmaps, 1, "unmapped now: nothing can read it");
+    cr_assert_eq(fk.unmaps, 1, "unmapped now: nothing can read it");
     cr_assert_eq(vr_slices_current(e->slices, 0)->id, 0);
     cr_assert_eq(vr_slices_target(e->slices, 0)->id, 0);
     cr_assert_eq(vr_slices_current(e->slices, 1)->id, B.id, "B stays");
@@ -344,7 +300,7 @@ Test(remap, a_freed_buffer_never_stays_bound_in_a_busy_exec)
     event_ready = false;
     vr_ex_unlock(e);
     vr_exec_forget_alloc(A.id, false);
-    cr_assert_eq(unmaps, 0, "a kernel may still read it");
+    cr_assert_eq(fk.unmaps, 0, "a kernel may still read it");
     cr_assert_eq(vr_slices_target(e->slices, 0)->id, 0, "the unbinding is pending");
     vr_ex_lock(e);
     vr_ex_cancel_all(e);
@@ -353,7 +309,7 @@ Test(remap, a_freed_buffer_never_stays_bound_in_a_busy_exec)
     vr_track_launched(&e->t, 0, (CUstream)0x500, false, VR_TRACK_NORMAL);
     e->v0_last = e->t.seq;
     cr_assert_eq(vr_ex_apply_pending(e), 0);
-    cr_assert_eq(unmaps, 1, "unmapped once idle");
+    cr_assert_eq(fk.unmaps, 1, "unmapped once idle");
     cr_assert_eq(vr_slices_current(e->slices, 0)->id, 0);
     vr_ex_unlock(e);
 }
@@ -369,7 +325,7 @@ Test(remap, settle_points_the_nodes_back_and_drops_the_slices)
     cr_assert_eq(held[2][0], A.base);
     cr_assert_null(e->slices);
     cr_assert_eq(e->state, ST_DISABLED);
-    cr_assert_eq(unmaps, 2, "idle: both slots unmapped at once");
-    cr_assert_eq(va_frees, 1);
+    cr_assert_eq(fk.unmaps, 2, "idle: both slots unmapped at once");
+    cr_assert_eq(fk.va_frees, 1);
     vr_ex_unlock(e);
 }

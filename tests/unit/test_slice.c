@@ -5,73 +5,16 @@
 #include <string.h>
 
 #include "driver.h"
+#include "fake_driver.h"
 #include "slice.h"
-
-static int maps, unmaps;
-static CUdeviceptr last_map_va;
-static CUmemGenericAllocationHandle last_map_handle;
-
-static CUresult CUDAAPI f_get_device(CUdevice *d) { *d = 0; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_attr(int *v, CUdevice_attribute a, CUdevice d)
-{
-    (void)a; (void)d;
-    *v = 1;
-    return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_gran(size_t *g, const CUmemAllocationProp *p, CUmemAllocationGranularity_flags o)
-{
-    (void)p; (void)o;
-    *g = 0x1000;
-    return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_reserve(CUdeviceptr *p, size_t s, size_t a, CUdeviceptr h, unsigned long long f)
-{
-    (void)s; (void)a; (void)h; (void)f;
-    *p = 0x100000;
-    return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_free(CUdeviceptr p, size_t s) { (void)p; (void)s; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_map(CUdeviceptr p, size_t s, size_t o, CUmemGenericAllocationHandle h,
-                              unsigned long long f)
-{
-    (void)s; (void)o; (void)f;
-    if (h == 0xbad)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    maps++;
-    last_map_va = p;
-    last_map_handle = h;
-    return CUDA_SUCCESS;
-}
-static int fail_unmaps;
-static CUresult CUDAAPI f_unmap(CUdeviceptr p, size_t s)
-{
-    (void)p; (void)s;
-    if (fail_unmaps) {
-        fail_unmaps--;
-        return CUDA_ERROR_UNKNOWN;
-    }
-    unmaps++;
-    return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_access(CUdeviceptr p, size_t s, const CUmemAccessDesc *d, size_t n)
-{
-    (void)p; (void)s; (void)d;
-    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
 
 static struct vr_slices *s;
 
 static void setup(void)
 {
-    vr_real.cuCtxGetDevice = f_get_device;
-    vr_real.cuDeviceGetAttribute = f_attr;
-    vr_real.cuMemGetAllocationGranularity = f_gran;
-    vr_real.cuMemAddressReserve = f_reserve;
-    vr_real.cuMemAddressFree = f_free;
-    vr_real.cuMemMap = f_map;
-    vr_real.cuMemUnmap = f_unmap;
-    vr_real.cuMemSetAccess = f_access;
-    maps = unmaps = fail_unmaps = 0;
+    fk.reserve_fixed = 0x100000;
+    fk.bad_handle = 0xbad;
+    fake_vmm_install();
     const size_t sizes[] = {0x2000, 0x1000};
     cr_assert_eq(vr_slices_create(&s, sizes, 2), 0);
 }
@@ -93,8 +36,8 @@ Test(slice, packed_slots_and_translation)
     cr_assert_eq(vr_slices_va(s, 1), 0x102000);
     cr_assert_eq(vr_slices_reserved(s), 0x3000);
     cr_assert_eq(vr_slices_bind(s, 0, &A), 0);
-    cr_assert_eq(maps, 1);
-    cr_assert_eq(last_map_va, 0x100000);
+    cr_assert_eq(fk.maps, 1);
+    cr_assert_eq(fk.last_map_va, 0x100000);
     cr_assert_eq(vr_slices_translate(s, 0x7000010, VR_VIEW_MAPPED), 0x100010);
     cr_assert_eq(vr_slices_translate(s, 0x7000000 + 0x1800, VR_VIEW_MAPPED), 0x100000 + 0x1800,
                  "one past the logical end is the end of the slice's copy: [begin, end) pairs");
@@ -126,11 +69,11 @@ Test(slice, views_and_remap)
     cr_assert_eq(vr_slices_translate(s, 0x7000008, VR_VIEW_MAPPED), 0x100008);
     cr_assert_eq(vr_slices_translate(s, 0x7000008, VR_VIEW_STABLE), 0x7000008,
                  "a slot about to change is not stable");
-    cr_assert_eq(maps, 1, "nothing remapped before remap");
+    cr_assert_eq(fk.maps, 1, "nothing remapped before remap");
     cr_assert_eq(vr_slices_remap(s, 0), 0);
-    cr_assert_eq(unmaps, 1);
-    cr_assert_eq(maps, 2);
-    cr_assert_eq(last_map_handle, 22);
+    cr_assert_eq(fk.unmaps, 1);
+    cr_assert_eq(fk.maps, 2);
+    cr_assert_eq(fk.last_map_handle, 22);
     cr_assert_not(vr_slices_pending(s));
     cr_assert_eq(vr_slices_translate(s, 0x9000008, VR_VIEW_STABLE), 0x100008);
 }
@@ -157,7 +100,7 @@ Test(slice, failed_unmap_keeps_the_slot_mapped)
     cr_assert_eq(vr_slices_bind(s, 0, &A), 0);
     struct vr_slice_bind none = {0};
     cr_assert_eq(vr_slices_retarget(s, 0, &none), 0);
-    fail_unmaps = 1;
+    fk.fail_unmaps = 1;
     cr_assert_neq(vr_slices_remap(s, 0), 0);
     cr_assert_eq(vr_slices_current(s, 0)->id, A.id, "the mapping is still there");
     /* An unbind means A was freed: its address may come back as another
@@ -165,7 +108,7 @@ Test(slice, failed_unmap_keeps_the_slot_mapped)
     cr_assert(vr_slices_pending(s), "the unbind stays pending");
     cr_assert_eq(vr_slices_translate(s, 0x7000000, VR_VIEW_STABLE), 0x7000000);
     cr_assert_eq(vr_slices_translate(s, 0x7000000, VR_VIEW_TARGET), 0x7000000);
-    fail_unmaps = 1;
+    fk.fail_unmaps = 1;
     cr_assert_neq(vr_slices_destroy(s), 0, "destroy reports what it could not return");
     cr_assert_eq(vr_slices_current(s, 0)->id, A.id);
     cr_assert_eq(vr_slices_remap(s, 0), 0, "a later remap unmaps it");
@@ -178,7 +121,7 @@ Test(slice, failed_unmap_of_a_rebind_gives_it_up)
     cr_assert_eq(vr_slices_bind(s, 0, &A), 0);
     struct vr_slice_bind other = {7, 0x9000000, 0x100, 0x1000, 0x77, 0};
     cr_assert_eq(vr_slices_retarget(s, 0, &other), 0);
-    fail_unmaps = 1;
+    fk.fail_unmaps = 1;
     cr_assert_neq(vr_slices_remap(s, 0), 0);
     cr_assert_eq(vr_slices_current(s, 0)->id, A.id, "the mapping is still there");
     cr_assert_not(vr_slices_pending(s), "the change is given up, not half done");
