@@ -20,6 +20,24 @@
  *                                       (>= --bytes), in that order per round
  *   cuMemAlloc_v2, cuMemFree_v2         --bytes, native
  *   cuMemsetD32Async                    --elems words
+ *   cuMemGetAllocationGranularity       the chunk's properties
+ *   cuStreamBeginCapture_v2, cuLaunchKernel, cuStreamEndCapture
+ *                                       the same N-kernel chain captured
+ *                                       (a launch: the mean of a capture's N,
+ *                                       median over rounds: what a launch
+ *                                       costs while the stream captures)
+ *   cuGraphExecUpdate_v2                the captured graph onto an exec of
+ *                                       it: nothing changed (the figure);
+ *                                       1% and all nodes' pointer changed,
+ *                                       alternately, as comments
+ *   cuGraphInstantiateWithFlags, cuGraphClone, cuGraphExecDestroy,
+ *   cuGraphDestroy                      the captured N-node graph
+ *   cuEventCreate (timing disabled, as the shim makes them), cuEventRecord,
+ *   cuEventQuery (complete), cuEventSynchronize (complete),
+ *   cuEventDestroy_v2, cuStreamQuery, cuStreamSynchronize, cuCtxSynchronize
+ *                                       on an idle stream and context
+ * The N-node graph calls take --heavy-rounds rounds (default 50): each is
+ * milliseconds on a GPU.
  */
 #include <cuda.h>
 
@@ -100,14 +118,54 @@ static unsigned long parse_num(const char *s)
     return v;
 }
 
+/* One capture of the N-kernel chain into `st`, each node reading `in`
+ * except the nodes `moved` picks, which read `other`: Begin, the mean launch
+ * and End timed into the round's slot of each array. */
+struct capture_times {
+    uint64_t *begin, *launch, *end;
+};
+
+static CUgraph capture_chain(CUstream st, CUfunction fn, const CUDA_KERNEL_NODE_PARAMS *p,
+                             unsigned long nodes, CUdeviceptr out, CUdeviceptr in,
+                             CUdeviceptr other, unsigned long moved_every,
+                             const struct capture_times *ct, unsigned long r)
+{
+    float s = 0.5f;
+    unsigned long long n = 0;
+    memcpy(&n, p->kernelParams[3], sizeof n);
+    CUgraph g;
+    TIME(ct->begin, r, cuStreamBeginCapture_v2(st, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    uint64_t t0 = now_ns();
+    for (unsigned long i = 0; i < nodes; i++) {
+        CUdeviceptr src = moved_every && i % moved_every == 0 ? other : in;
+        void *kp[4] = { &out, &src, &s, &n };
+        check("cuLaunchKernel (capturing)",
+              cuLaunchKernel(fn, p->gridDimX, 1, 1, p->blockDimX, 1, 1, 0, st, kp, NULL));
+    }
+    ct->launch[r] = (now_ns() - t0) / nodes;
+    TIME(ct->end, r, cuStreamEndCapture(st, &g));
+    return g;
+}
+
+static void update_ok(CUgraphExec ex, CUgraph g, uint64_t *t, unsigned long r)
+{
+    CUgraphExecUpdateResultInfo info;
+    memset(&info, 0, sizeof info);
+    TIME(t, r, cuGraphExecUpdate_v2(ex, g, &info));
+    if (info.result != CU_GRAPH_EXEC_UPDATE_SUCCESS)
+        die("cuGraphExecUpdate_v2: update result %d", (int)info.result);
+}
+
 int main(int argc, char **argv)
 {
-    unsigned long rounds = 200, nodes = 1000, bytes = 1ul << 20, elems = 256;
+    unsigned long rounds = 200, heavy = 50, nodes = 1000, bytes = 1ul << 20, elems = 256;
     const char *env = getenv("VR_PTX");
     const char *ptx = env && *env ? env : VR_PTX_DEFAULT;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--rounds"))
             rounds = parse_num(argv[i + 1]);
+        else if (!strcmp(argv[i], "--heavy-rounds"))
+            heavy = parse_num(argv[i + 1]);
         else if (!strcmp(argv[i], "--nodes"))
             nodes = parse_num(argv[i + 1]);
         else if (!strcmp(argv[i], "--bytes"))
@@ -117,10 +175,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--ptx"))
             ptx = argv[i + 1];
         else
-            die("usage: %s [--rounds R] [--nodes N] [--bytes B] [--elems E] [--ptx PATH]", prog);
+            die("usage: %s [--rounds R] [--heavy-rounds H] [--nodes N] [--bytes B] [--elems E] [--ptx PATH]", prog);
     }
     if (argc % 2 == 0)
-        die("usage: %s [--rounds R] [--nodes N] [--bytes B] [--elems E] [--ptx PATH]", prog);
+        die("usage: %s [--rounds R] [--heavy-rounds H] [--nodes N] [--bytes B] [--elems E] [--ptx PATH]", prog);
     if (elems * 4 > bytes)
         die("--elems must be <= --bytes / 4");
 
@@ -145,7 +203,8 @@ int main(int argc, char **argv)
     CK(cuModuleGetFunction(&fn, mod, "vr_scale_f32"));
     CK(cuStreamCreate(&st, 0));
 
-    uint64_t *t = malloc(rounds * sizeof *t);
+    size_t most = rounds > heavy ? rounds : heavy;
+    uint64_t *t = malloc(most * sizeof *t);
     CUgraphNode *nd = malloc(nodes * sizeof *nd);
     if (!t || !nd)
         die("out of memory");
@@ -261,6 +320,84 @@ int main(int argc, char **argv)
     }
     uint64_t alloc_ns = median(at, rounds), free_ns = median(t, rounds);
 
+    uint64_t gran_ns;
+    for (unsigned long r = 0; r < rounds; r++) {
+        size_t gr;
+        TIME(t, r, cuMemGetAllocationGranularity(&gr, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    }
+    gran_ns = median(t, rounds);
+
+    /* Capture, update, instantiate, clone, destroy: the N-node graph. */
+    enum { G_BEGIN, G_LAUNCH, G_END, G_SAME, G_SOME, G_ALL, G_INST, G_XDESTROY, G_CLONE,
+           G_DESTROY, NG };
+    uint64_t *gt[NG];
+    for (int k = 0; k < NG; k++)
+        if (!(gt[k] = malloc(heavy * sizeof *gt[k])))
+            die("out of memory");
+    const struct capture_times ct = { gt[G_BEGIN], gt[G_LAUNCH], gt[G_END] };
+    CUgraph cg = capture_chain(st, fn, &p, nodes, a, b, c, 0, &ct, 0);
+    CUgraphExec cx;
+    CK(cuGraphInstantiateWithFlags(&cx, cg, 0));
+    CK(cuGraphDestroy(cg));
+    /* The 1% and all-changed updates alternate between the moved graph and
+     * the original, so that each one changes what the exec holds. */
+    for (unsigned long r = 0; r < heavy; r++) {
+        CUgraph g = capture_chain(st, fn, &p, nodes, a, b, c, 0, &ct, r);
+        update_ok(cx, g, gt[G_SAME], r);
+        CUgraph k;
+        TIME(gt[G_CLONE], r, cuGraphClone(&k, g));
+        CUgraphExec x;
+        TIME(gt[G_INST], r, cuGraphInstantiateWithFlags(&x, k, 0));
+        TIME(gt[G_XDESTROY], r, cuGraphExecDestroy(x));
+        CK(cuGraphDestroy(k));
+        TIME(gt[G_DESTROY], r, cuGraphDestroy(g));
+    }
+    const struct capture_times scratch = { t, t, t };
+    unsigned long every_some = nodes >= 100 ? 100 : 1;
+    for (int pass = 0; pass < 2; pass++)
+        for (unsigned long r = 0; r < 2 * heavy; r++) {
+            CUgraph g = capture_chain(st, fn, &p, nodes, a, b, c,
+                                      r % 2 ? 0 : (pass ? 1 : every_some), &scratch, 0);
+            if (r % 2 == 0)
+                update_ok(cx, g, gt[pass ? G_ALL : G_SOME], r / 2);
+            else
+                update_ok(cx, g, t, 0);
+            CK(cuGraphDestroy(g));
+        }
+    CK(cuGraphLaunch(cx, st));
+    CK(cuStreamSynchronize(st));
+    CK(cuGraphExecDestroy(cx));
+    uint64_t gm[NG];
+    for (int k = 0; k < NG; k++)
+        gm[k] = median(gt[k], heavy);
+
+    /* Events and waits, on an idle stream: the call itself. */
+    enum { E_CREATE, E_RECORD, E_QUERY, E_SYNC, E_DESTROY, S_QUERY, S_SYNC, C_SYNC, NE };
+    uint64_t *et[NE];
+    for (int k = 0; k < NE; k++)
+        if (!(et[k] = malloc(rounds * sizeof *et[k])))
+            die("out of memory");
+    for (unsigned long r = 0; r < rounds; r++) {
+        CUevent ev;
+        TIME(et[E_CREATE], r, cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+        TIME(et[E_RECORD], r, cuEventRecord(ev, st));
+        CK(cuStreamSynchronize(st));
+        TIME(et[E_QUERY], r, cuEventQuery(ev));
+        TIME(et[E_SYNC], r, cuEventSynchronize(ev));
+        TIME(et[E_DESTROY], r, cuEventDestroy_v2(ev));
+        TIME(et[S_QUERY], r, cuStreamQuery(st));
+        TIME(et[S_SYNC], r, cuStreamSynchronize(st));
+        TIME(et[C_SYNC], r, cuCtxSynchronize());
+    }
+    static const char *const ename[NE] = { "cuEventCreate", "cuEventRecord", "cuEventQuery",
+                                           "cuEventSynchronize", "cuEventDestroy_v2",
+                                           "cuStreamQuery", "cuStreamSynchronize",
+                                           "cuCtxSynchronize" };
+    static const char *const ewhat[NE] = { "CU_EVENT_DISABLE_TIMING", "idle stream",
+                                           "event complete", "event complete",
+                                           "event complete", "idle stream", "idle stream",
+                                           "idle context" };
+
     const char *src = "measured by cost_probe (scripts/gpu-check)";
     printf("cuGraphExecKernelNodeSetParams_v2 %llu  # %s: median, installed parameters; "
            "changed pointer: %llu ns\n",
@@ -281,6 +418,30 @@ int main(int argc, char **argv)
            bytes);
     printf("cuMemsetD32Async %llu  # %s: median, %lu words\n", (unsigned long long)memset_ns,
            src, elems);
+    printf("cuMemGetAllocationGranularity %llu  # %s: median\n", (unsigned long long)gran_ns,
+           src);
+    printf("cuStreamBeginCapture_v2 %llu  # %s: median of %lu, global mode\n",
+           (unsigned long long)gm[G_BEGIN], src, heavy);
+    printf("cuLaunchKernel %llu  # %s: while the stream captures, mean of %lu launches, "
+           "median of %lu captures\n",
+           (unsigned long long)gm[G_LAUNCH], src, nodes, heavy);
+    printf("cuStreamEndCapture %llu  # %s: median of %lu, %lu-node capture\n",
+           (unsigned long long)gm[G_END], src, heavy, nodes);
+    printf("cuGraphExecUpdate_v2 %llu  # %s: median of %lu, %lu-node captured graph, nothing "
+           "changed; %lu of %lu pointers changed: %llu ns; all changed: %llu ns\n",
+           (unsigned long long)gm[G_SAME], src, heavy, nodes, (nodes + every_some - 1) / every_some,
+           nodes, (unsigned long long)gm[G_SOME], (unsigned long long)gm[G_ALL]);
+    printf("cuGraphInstantiateWithFlags %llu  # %s: median of %lu, %lu-node graph\n",
+           (unsigned long long)gm[G_INST], src, heavy, nodes);
+    printf("cuGraphClone %llu  # %s: median of %lu, %lu-node graph\n",
+           (unsigned long long)gm[G_CLONE], src, heavy, nodes);
+    printf("cuGraphExecDestroy %llu  # %s: median of %lu, %lu-node exec\n",
+           (unsigned long long)gm[G_XDESTROY], src, heavy, nodes);
+    printf("cuGraphDestroy %llu  # %s: median of %lu, %lu-node graph\n",
+           (unsigned long long)gm[G_DESTROY], src, heavy, nodes);
+    for (int k = 0; k < NE; k++)
+        printf("%s %llu  # %s: median, %s\n", ename[k], (unsigned long long)median(et[k], rounds),
+               src, ewhat[k]);
 
     CK(cuGraphExecDestroy(ex));
     CK(cuGraphDestroy(g));
@@ -292,6 +453,10 @@ int main(int argc, char **argv)
     CK(cuDevicePrimaryCtxRelease_v2(dev));
     for (int k = 0; k < NV; k++)
         free(vt[k]);
+    for (int k = 0; k < NG; k++)
+        free(gt[k]);
+    for (int k = 0; k < NE; k++)
+        free(et[k]);
     free(at);
     free(t);
     free(nd);
