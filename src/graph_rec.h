@@ -63,9 +63,15 @@ bool vr_grec_capturing(void);
 /* A kernel launch into s returned r; attrs: the launch had attributes. */
 void vr_grec_launch(CUstream s, bool ptsz, CUresult r, CUfunction f, const unsigned dims[7],
                     void **kernelParams, void **extra, bool attrs);
-/* An async memset or memcpy into s returned res: params (bytes long) as
- * the driver's getter returns them for the node it adds, ctx the context
- * it runs in (NULL: unknown, the capture's record becomes UNKNOWN). */
+/* cuLaunchKernelEx with n > 0 attributes into s returned res: a kernel
+ * node with the attributes' bytes beside it (graph_rec_attrs.c). */
+void vr_grec_launch_attrs(CUstream s, bool ptsz, CUresult res, CUfunction f,
+                          const unsigned dims[7], void **kernelParams, void **extra,
+                          const CUlaunchAttribute *attrs, unsigned n);
+/* An async memset or memcpy, or a host function, into s returned res:
+ * params (bytes long) in a fixed form per kind of call (equal calls, equal
+ * bytes), ctx the context a memset or copy runs in (NULL for one: unknown,
+ * the capture's record becomes UNKNOWN; host nodes have none). */
 void vr_grec_capture_plain(CUstream s, bool ptsz, CUresult res, CUgraphNodeType type,
                            const void *params, size_t bytes, CUcontext ctx);
 void vr_grec_event_record(CUevent ev, CUstream s, bool ptsz);
