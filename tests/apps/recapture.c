@@ -3,7 +3,7 @@
  * do: capture (or build) N scale kernels with this step's buffers, update,
  * launch, destroy the step's graph.
  *
- *   recapture [--pattern stable|pingpong|move|topology|memset_value|node_change]
+ *   recapture [--pattern stable|pingpong|move|topology|memset_value|node_change|set_captured]
  *             [--mode global|thread|relaxed] [--explicit] [--join] [--thread] [--v1]
  *             [--memset] [--node KIND] [--steps S] [--nodes N]
  *
@@ -21,7 +21,9 @@
  * cuGraphAddHostNode) or attrs (the first kernel launched by
  * cuLaunchKernelEx with a priority attribute); pattern node_change changes
  * that node from the middle step on: the copy's source, the memset's
- * value, the host function's userData, the priority. --explicit builds
+ * value, the host function's userData, the priority. set_captured: from
+ * the middle step on, the captured graph's first kernel gets factor 7
+ * through cuGraphKernelNodeSetParams before the update. --explicit builds
  * the graph with cuGraphAddKernelNode instead of capturing; --join sends the
  * middle node through a second stream joined by an event; --thread has
  * another thread capture and update its own exec meanwhile; --v1 updates
@@ -190,6 +192,30 @@ static CUgraph build(struct work *w)
     return g;
 }
 
+/* The graph's first kernel node gets another factor through
+ * cuGraphKernelNodeSetParams (a node of a captured graph: the program
+ * found it with cuGraphGetNodes). */
+static void set_first_kernel(struct work *w, CUgraph g)
+{
+    CUgraphNode nodes[80];
+    size_t n = 80;
+    CK(cuGraphGetNodes(g, nodes, &n));
+    for (size_t i = 0; i < n; i++) {
+        CUgraphNodeType t;
+        CK(cuGraphNodeGetType(nodes[i], &t));
+        if (t != CU_GRAPH_NODE_TYPE_KERNEL)
+            continue;
+        static float seven = 7.0f;
+        void *kp[4] = {&w->a_out[0], &w->a_in[0], &seven, &w->elems};
+        CUDA_KERNEL_NODE_PARAMS p;
+        CK(cuGraphKernelNodeGetParams_v2(nodes[i], &p));
+        p.kernelParams = kp;
+        p.extra = NULL;
+        CK(cuGraphKernelNodeSetParams_v2(nodes[i], &p));
+        return;
+    }
+}
+
 struct opts {
     const char *pattern;
     const char *node;
@@ -280,6 +306,8 @@ static double run(const struct opts *o, const char *tag)
         if (o->unjoined && s == 1 && tag)
             printf("%s unjoined capture r=%d\n", tag, (int)capture_unjoined(&w));
         CUgraph g = o->explicit_api ? build(&w) : capture(&w, o->join);
+        if (!strcmp(o->pattern, "set_captured") && s >= o->steps / 2)
+            set_first_kernel(&w, g);
         if (o->clone) {
             /* A graph the shim never saw made (cuGraphClone is not
              * recorded): the update reads it through the getters. */
@@ -409,7 +437,7 @@ int main(int argc, char **argv)
             o.node = v;
             i++;
         } else {
-            fprintf(stderr, "usage: recapture [--pattern stable|pingpong|move|topology|memset_value|node_change] "
+            fprintf(stderr, "usage: recapture [--pattern stable|pingpong|move|topology|memset_value|node_change|set_captured] "
                             "[--mode global|thread|relaxed] [--explicit] [--join] [--thread] "
                             "[--v1] [--clone] [--async] [--orphan] [--unjoined] [--memset] [--node KIND] "
                             "[--steps S] [--nodes N]\n");

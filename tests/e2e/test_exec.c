@@ -408,3 +408,20 @@ Test(exec, rebuild_host_node_data_changes)
 }
 Test(exec, recapture_launch_attrs_stable) { recapture_node("attrs", "stable", NULL, 0); }
 Test(exec, recapture_launch_attr_changes) { recapture_node("attrs", "node_change", NULL, 1); }
+
+/* The program changes a node of a captured graph (found with
+ * cuGraphGetNodes) before the update: the recorder keeps no handles of
+ * captured nodes, so the graph's record must not be trusted any more. The
+ * update reads the graph through the getters and applies the changed
+ * argument; the bytes are the run's without the shim. */
+Test(exec, recapture_node_set_after_capture)
+{
+    const char *args[] = {"--pattern", "set_captured", "--steps", "10", "--nodes", "8", NULL};
+    struct vr_run plain, shim;
+    recapture("recap_set_captured", args, &plain, &shim);
+    cr_assert_eq(sim_sum(&plain, update_syms), 10);
+    cr_assert_gt(vr_sim_calls(&shim.stats, "cuGraphNodeGetDependencies"), 0,
+                 "the changed graph's record was trusted");
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
