@@ -221,6 +221,15 @@ struct vr_grec *vr_gr_of_node(CUgraphNode h, uint32_t *idx)
     return NULL;
 }
 
+void vr_gr_unknown_handleless(void)
+{
+    for (unsigned b = 0; b < NBUCKETS; b++)
+        for (struct graph_ent *e = graphs[b]; e; e = e->next)
+            for (uint32_t i = 0; i < e->r->n && !e->r->unknown; i++)
+                if (!e->r->v[i].handle)
+                    e->r->unknown = true;
+}
+
 /* ---- capture ------------------------------------------------------------- */
 
 bool vr_grec_capturing(void)
@@ -322,6 +331,17 @@ static void chain(struct dep_ent *se, struct vr_grec *r, uint32_t i)
     }
 }
 
+struct vr_grec *vr_gr_capture_rec(CUstream s, bool ptsz, struct dep_ent **se)
+{
+    *se = stream_find(stream_key(s, ptsz), false);
+    return *se && (*se)->cap ? (*se)->cap->r : NULL;
+}
+
+void vr_gr_chain(struct dep_ent *se, struct vr_grec *r, uint32_t i)
+{
+    chain(se, r, i);
+}
+
 void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const unsigned dims[7],
                     void **kernelParams, void **extra, bool attrs)
 {
@@ -393,7 +413,7 @@ void vr_grec_capture_plain(CUstream s, bool ptsz, CUresult res, CUgraphNodeType 
     vr_gr_lock();
     struct dep_ent *se = stream_find(stream_key(s, ptsz), false);
     struct capture *c = se ? se->cap : NULL;
-    if (c && (res != CUDA_SUCCESS || !ctx)) {
+    if (c && (res != CUDA_SUCCESS || (!ctx && type != CU_GRAPH_NODE_TYPE_HOST))) {
         c->r->unknown = true;
     } else if (c) {
         uint32_t i = vr_gr_add_node(c->r, type, NULL);

@@ -5,25 +5,31 @@
  * A record lists the graph's nodes in creation order (the order the driver
  * pairs nodes by in cuGraphExecUpdate): type; for a kernel its function,
  * launch shape and packed argument bytes (layout.h; NULL layout: opaque);
- * for memset and memcpy nodes their parameter bytes; and the edges as
- * (to, from) index pairs. It is fed by
- *   - stream capture: begin, end, kernel launches into a capturing stream,
- *     async memsets (D8, D32) and async 1-D copies into one,
+ * and the bytes of its launch attributes (cuLaunchKernelEx); for memset,
+ * memcpy and host nodes their parameter bytes, in one fixed form per kind
+ * of call (equal calls, equal bytes); and the edges as (to, from) index
+ * pairs. It is fed by
+ *   - stream capture: begin, end, kernel launches into a capturing stream
+ *     (with attributes too), async memsets (D8, D16, D32, 2-D), async 1-D
+ *     copies (unified addressing too) and host functions into one,
  *     event records in one and waits on such an event from another stream
  *     (the waiting stream joins the capture with the event's dependency
  *     set). Per stream the current dependency set is kept as the driver
  *     keeps it; each captured node depends on it and becomes it;
  *   - the explicit API: cuGraphCreate, cuGraphAdd{Kernel,Empty,Memset,
- *     Memcpy}Node, cuGraphAdd/RemoveDependencies, cuGraphKernelNodeSetParams,
- *     cuGraphNodeSetParams; cuGraphDestroy drops the record.
+ *     Memcpy,Host}Node, cuGraphAdd/RemoveDependencies,
+ *     cuGraphKernelNodeSetParams, cuGraphNodeSetParams; cuGraphDestroy
+ *     drops the record.
  * Invariants:
  *   - a record that is not UNKNOWN lists exactly the nodes and edges of its
  *     graph, as far as the hooked calls made them. Anything the recorder
- *     cannot describe (a launch with attributes or `extra`, a failed call
- *     into a capture, cuStreamUpdateCaptureDependencies, a node setter it
- *     does not model, an edge with data, a capture it saw only partly)
- *     makes it UNKNOWN. Calls it does not hook (D16 and 2-D memsets,
- *     2-D/3-D copies into a capture, host nodes, child graphs, cuGraphAddNode) add nodes it never
+ *     cannot describe (a launch with `extra`, a failed call into a
+ *     capture, cuStreamUpdateCaptureDependencies, a node setter it does
+ *     not model, a setter naming a node no record holds (a captured
+ *     graph's: every record holding captured nodes), an edge with data, a
+ *     capture it saw only partly) makes it UNKNOWN. Calls it does not hook
+ *     (2-D/3-D copies into a capture, child graphs, cuGraphAddNode, graph
+ *     launches into a capture) add nodes it never
  *     sees: vr_grec_take compares the record's node count with the
  *     driver's (one cuGraphGetNodes(graph, NULL, &n)) and treats a
  *     mismatch as UNKNOWN.
@@ -63,9 +69,15 @@ bool vr_grec_capturing(void);
 /* A kernel launch into s returned r; attrs: the launch had attributes. */
 void vr_grec_launch(CUstream s, bool ptsz, CUresult r, CUfunction f, const unsigned dims[7],
                     void **kernelParams, void **extra, bool attrs);
-/* An async memset or memcpy into s returned res: params (bytes long) as
- * the driver's getter returns them for the node it adds, ctx the context
- * it runs in (NULL: unknown, the capture's record becomes UNKNOWN). */
+/* cuLaunchKernelEx with n > 0 attributes into s returned res: a kernel
+ * node with the attributes' bytes beside it (graph_rec_attrs.c). */
+void vr_grec_launch_attrs(CUstream s, bool ptsz, CUresult res, CUfunction f,
+                          const unsigned dims[7], void **kernelParams, void **extra,
+                          const CUlaunchAttribute *attrs, unsigned n);
+/* An async memset or memcpy, or a host function, into s returned res:
+ * params (bytes long) in a fixed form per kind of call (equal calls, equal
+ * bytes), ctx the context a memset or copy runs in (NULL for one: unknown,
+ * the capture's record becomes UNKNOWN; host nodes have none). */
 void vr_grec_capture_plain(CUstream s, bool ptsz, CUresult res, CUgraphNodeType type,
                            const void *params, size_t bytes, CUcontext ctx);
 void vr_grec_event_record(CUevent ev, CUstream s, bool ptsz);

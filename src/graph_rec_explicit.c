@@ -74,6 +74,8 @@ void vr_grec_set_kernel(CUgraphNode node, const struct vr_fields *f, void **kern
     vr_gr_lock();
     uint32_t i;
     struct vr_grec *r = vr_gr_of_node(node, &i);
+    if (!r)
+        vr_gr_unknown_handleless(); /* a captured graph's node, perhaps */
     if (r && !r->unknown) {
         if (r->v[i].type != CU_GRAPH_NODE_TYPE_KERNEL) {
             r->unknown = true;
@@ -117,5 +119,7 @@ void vr_grec_mark_unknown(CUgraph g, CUgraphNode node)
     struct vr_grec *r = g ? vr_gr_graph(g) : vr_gr_of_node(node, &i);
     if (r)
         r->unknown = true;
+    else if (!g)
+        vr_gr_unknown_handleless(); /* a captured graph's node, perhaps */
     vr_gr_unlock();
 }

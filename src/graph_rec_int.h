@@ -21,6 +21,8 @@ struct gnode {
     const struct vr_layout *layout; /* kernel; NULL: opaque */
     CUcontext ctx;                  /* memset, memcpy */
     uint32_t off, len;              /* argument or parameter bytes in `bytes` */
+    uint32_t aoff, alen;            /* kernel: its launch attributes' bytes in `bytes`
+                                     * (alen 0: none; vr_gr_set_args clears it) */
     CUgraphNode handle;             /* explicit API only (captured nodes: NULL) */
 };
 
@@ -38,6 +40,8 @@ struct vr_grec {
 
 /* Grows *p to hold `want` elements of `elem` bytes (capacity doubling). */
 bool vr_gr_grow(void **p, uint32_t *cap, uint32_t want, size_t elem);
+/* Room for `more` bytes in r's arena; false when memory ran out. */
+bool vr_gr_reserve(struct vr_grec *r, size_t more);
 /* A failed allocation below makes the record UNKNOWN instead of failing. */
 void vr_gr_add_edge(struct vr_grec *r, uint32_t from, uint32_t to);
 
@@ -73,6 +77,17 @@ struct vr_grec *vr_gr_graph(CUgraph g);
 void vr_gr_put(CUgraph g, struct vr_grec *r);
 struct vr_grec *vr_gr_new_locked(void);
 struct vr_grec *vr_gr_of_node(CUgraphNode h, uint32_t *idx);
+/* A node handle no record holds was changed: every record that holds
+ * captured nodes (whose handles it does not keep) goes UNKNOWN. */
+void vr_gr_unknown_handleless(void);
+/* The record of the capture stream s is in, and its capture state (NULL:
+ * none the shim follows), for a node the caller adds and then chains with
+ * vr_gr_chain (it depends on the stream's set and becomes it). */
+struct dep_ent;
+struct vr_grec *vr_gr_capture_rec(CUstream s, bool ptsz, struct dep_ent **se);
+void vr_gr_chain(struct dep_ent *se, struct vr_grec *r, uint32_t i);
+/* Appends the attributes' bytes to node g (kernel) of r. */
+void vr_gr_set_attrs(struct vr_grec *r, struct gnode *g, const CUlaunchAttribute *a, unsigned n);
 /* The graph as the driver's getters tell it (no lock held): NULL on failure. */
 struct vr_grec *vr_gr_read(CUgraph graph);
 

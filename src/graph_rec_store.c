@@ -110,6 +110,7 @@ void vr_gr_set_args(struct vr_grec *r, struct gnode *g, const struct vr_layout *
 {
     g->layout = NULL;
     g->off = g->len = 0;
+    g->alen = 0;
     if (!l || (l->nparams && !kp))
         return;
     size_t bytes = ((size_t)l->bytes + 7) & ~(size_t)7;
@@ -304,6 +305,10 @@ const char *vr_grec_diff(const struct vr_grec *cur, const struct vr_grec *upd,
                 return "opaque";
             if (!vr_same_fields(&n->f, &b->f) || n->layout != b->layout)
                 return "kernel_fields";
+            /* Launch attributes: not an argument, the driver's to apply. */
+            if (a->alen != b->alen ||
+                memcmp(cur->bytes + a->aoff, upd->bytes + b->aoff, a->alen) != 0)
+                return "attributes";
             if (memcmp(upd->bytes + b->off, n->intended, n->layout->bytes) != 0)
                 changed[(*nchanged)++] = (uint32_t)k;
             k++;

@@ -1,7 +1,8 @@
 /* hooks_capture: the hooks that feed the graph recorder (graph_rec.h): stream
  * capture (begin, end, kernel launches, event joins) and the explicit graph
- * API. Each forwards first, returns the driver's answer unchanged, and
- * records only what the driver accepted.
+ * API (memsets, copies and host nodes: hooks_capture_nodes.c). Each
+ * forwards first, returns the driver's answer unchanged, and records only
+ * what the driver accepted.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -100,8 +101,12 @@ static void launch_ex(const CUlaunchConfig *c, bool ptsz, CUresult r, CUfunction
         return;
     const unsigned dims[7] = {c->gridDimX,  c->gridDimY,  c->gridDimZ,     c->blockDimX,
                               c->blockDimY, c->blockDimZ, c->sharedMemBytes};
-    /* Attributes (clusters, priorities, ...) are not recorded. */
-    vr_grec_launch(c->hStream, ptsz, r, f, dims, kp, extra, c->numAttrs != 0);
+    /* Attributes (clusters, priorities, ...) are recorded as bytes beside
+     * the node (graph_rec_attrs.c): the plain launch keeps its fast path. */
+    if (c->numAttrs)
+        vr_grec_launch_attrs(c->hStream, ptsz, r, f, dims, kp, extra, c->attrs, c->numAttrs);
+    else
+        vr_grec_launch(c->hStream, ptsz, r, f, dims, kp, extra, false);
 }
 
 CUresult vr_on_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **kp, void **extra)
@@ -117,132 +122,6 @@ CUresult vr_on_cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void
     CUresult r = vr_real.cuLaunchKernelEx_ptsz(c, f, kp, extra);
     launch_ex(c, true, r, f, kp, extra);
     return r;
-}
-
-/* ---- async memsets and copies into a capture --------------------------- */
-
-/* The parameters the driver's getter returns for the node a capture adds
- * (assumption, as simcuda models it: one row, the value's meaningful
- * bytes, everything else zero). Work outside a capture costs one relaxed
- * load. The context is the stream's, asked only while capturing. */
-static void capture_plain(CUstream s, bool ptsz, CUresult r, CUgraphNodeType type,
-                          const void *p, size_t bytes)
-{
-    CUcontext ctx = NULL;
-    if ((ptsz ? vr_real.cuStreamGetCtx_ptsz(s, &ctx) : vr_real.cuStreamGetCtx(s, &ctx)) !=
-        CUDA_SUCCESS)
-        ctx = NULL;
-    vr_grec_capture_plain(s, ptsz, r, type, p, bytes, ctx);
-}
-
-#define MEMSET_BODY(real, ptsz, elem)                                                       \
-    CUresult r = vr_real.real(dst, value, n, s);                                            \
-    if (vr_grec_capturing()) {                                                              \
-        CUDA_MEMSET_NODE_PARAMS p;                                                          \
-        memset(&p, 0, sizeof p);                                                            \
-        p.dst = dst;                                                                        \
-        p.value = value;                                                                    \
-        p.elementSize = elem;                                                               \
-        p.width = n;                                                                        \
-        p.height = 1;                                                                       \
-        capture_plain(s, ptsz, r, CU_GRAPH_NODE_TYPE_MEMSET, &p, sizeof p);                 \
-    }                                                                                       \
-    return r;
-
-CUresult vr_on_cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstream s)
-{
-    MEMSET_BODY(cuMemsetD8Async, false, 1)
-}
-
-CUresult vr_on_cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char value, size_t n, CUstream s)
-{
-    MEMSET_BODY(cuMemsetD8Async_ptsz, true, 1)
-}
-
-CUresult vr_on_cuMemsetD32Async(CUdeviceptr dst, unsigned value, size_t n, CUstream s)
-{
-    MEMSET_BODY(cuMemsetD32Async, false, 4)
-}
-
-CUresult vr_on_cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned value, size_t n, CUstream s)
-{
-    MEMSET_BODY(cuMemsetD32Async_ptsz, true, 4)
-}
-
-/* A one-dimensional copy node: each side host or device memory. */
-static void capture_copy(CUstream s, bool ptsz, CUresult r, bool dst_host, uintptr_t dst,
-                         bool src_host, uintptr_t src, size_t n)
-{
-    CUDA_MEMCPY3D p;
-    memset(&p, 0, sizeof p);
-    p.srcMemoryType = src_host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
-    p.dstMemoryType = dst_host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
-    if (src_host)
-        p.srcHost = (const void *)src;
-    else
-        p.srcDevice = (CUdeviceptr)src;
-    if (dst_host)
-        p.dstHost = (void *)dst;
-    else
-        p.dstDevice = (CUdeviceptr)dst;
-    p.WidthInBytes = n;
-    p.Height = 1;
-    p.Depth = 1;
-    capture_plain(s, ptsz, r, CU_GRAPH_NODE_TYPE_MEMCPY, &p, sizeof p);
-}
-
-#define COPY_BODY(real, ptsz, dst_host, src_host)                                           \
-    CUresult r = vr_real.real(dst, src, n, s);                                              \
-    if (vr_grec_capturing())                                                                \
-        capture_copy(s, ptsz, r, dst_host, (uintptr_t)dst, src_host, (uintptr_t)src, n);    \
-    return r;
-
-/* Unified addressing: which side is host memory the shim does not know
- * without asking the driver; the capture is then not modelled. */
-CUresult vr_on_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
-{
-    CUresult r = vr_real.cuMemcpyAsync(dst, src, n, s);
-    if (vr_grec_capturing())
-        vr_grec_capture_unknown(s, false);
-    return r;
-}
-
-CUresult vr_on_cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
-{
-    CUresult r = vr_real.cuMemcpyAsync_ptsz(dst, src, n, s);
-    if (vr_grec_capturing())
-        vr_grec_capture_unknown(s, true);
-    return r;
-}
-
-CUresult vr_on_cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
-{
-    COPY_BODY(cuMemcpyHtoDAsync_v2, false, false, true)
-}
-
-CUresult vr_on_cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream s)
-{
-    COPY_BODY(cuMemcpyHtoDAsync_v2_ptsz, true, false, true)
-}
-
-CUresult vr_on_cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
-{
-    COPY_BODY(cuMemcpyDtoHAsync_v2, false, true, false)
-}
-
-CUresult vr_on_cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s)
-{
-    COPY_BODY(cuMemcpyDtoHAsync_v2_ptsz, true, true, false)
-}
-
-CUresult vr_on_cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
-{
-    COPY_BODY(cuMemcpyDtoDAsync_v2, false, false, false)
-}
-
-CUresult vr_on_cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
-{
-    COPY_BODY(cuMemcpyDtoDAsync_v2_ptsz, true, false, false)
 }
 
 #define EVENT_RECORD(name, ptsz, ...)                                                       \

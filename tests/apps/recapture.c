@@ -3,9 +3,9 @@
  * do: capture (or build) N scale kernels with this step's buffers, update,
  * launch, destroy the step's graph.
  *
- *   recapture [--pattern stable|pingpong|move|topology|memset_value]
+ *   recapture [--pattern stable|pingpong|move|topology|memset_value|node_change|set_captured]
  *             [--mode global|thread|relaxed] [--explicit] [--join] [--thread] [--v1]
- *             [--memset] [--steps S] [--nodes N]
+ *             [--memset] [--node KIND] [--steps S] [--nodes N]
  *
  * stable: the same buffers every step; pingpong: the outputs alternate
  * between two buffers; move: a freshly allocated input every step;
@@ -14,7 +14,16 @@
  * the captured memset's value changes from the middle step on (with
  * --memset). --memset starts each capture with an async memset of a
  * scratch buffer and an async device-to-device copy of it (memset and
- * memcpy nodes, whose result is summed too). --explicit builds
+ * memcpy nodes, whose result is summed too). --node KIND adds one node of
+ * that kind to each capture, whose result is summed too: memcpy (a
+ * cuMemcpyAsync, unified addressing), memset16 (cuMemsetD16Async),
+ * memset2d (cuMemsetD2D32Async), host (cuLaunchHostFunc; with --explicit
+ * cuGraphAddHostNode) or attrs (the first kernel launched by
+ * cuLaunchKernelEx with a priority attribute); pattern node_change changes
+ * that node from the middle step on: the copy's source, the memset's
+ * value, the host function's userData, the priority. set_captured: from
+ * the middle step on, the captured graph's first kernel gets factor 7
+ * through cuGraphKernelNodeSetParams before the update. --explicit builds
  * the graph with cuGraphAddKernelNode instead of capturing; --join sends the
  * middle node through a second stream joined by an event; --thread has
  * another thread capture and update its own exec meanwhile; --v1 updates
@@ -46,6 +55,9 @@ struct work {
     CUdeviceptr in, out;  /* n * M floats each */
     bool memset;
     unsigned memset_bits;
+    const char *node;     /* --node KIND, or NULL */
+    bool changed;         /* node_change: from the middle step on */
+    CUdeviceptr aux3;     /* M floats: the changed copy's source */
     CUdeviceptr aux, aux2; /* M floats each: the memset's and the copy's */
     unsigned n;
     float factor[64];
@@ -65,10 +77,54 @@ static void args_for(struct work *w, unsigned i)
     w->kp[i][3] = &w->elems;
 }
 
+/* The host nodes' counters: each run of the host function adds 1 to the
+ * one its userData names (read after the stream is synchronized). */
+static double host_count[2];
+
+static void CUDA_CB host_add(void *arg)
+{
+    *(double *)arg += 1.0;
+}
+
+static bool node_is(const struct work *w, const char *kind)
+{
+    return w->node && !strcmp(w->node, kind);
+}
+
 static void launch_node(struct work *w, unsigned i, CUstream s)
 {
     args_for(w, i);
+    if (i == 0 && node_is(w, "attrs")) {
+        CUlaunchAttribute a;
+        memset(&a, 0, sizeof a);
+        a.id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+        a.value.priority = w->changed ? 1 : 0;
+        CUlaunchConfig c;
+        memset(&c, 0, sizeof c);
+        c.gridDimX = c.gridDimY = c.gridDimZ = 1;
+        c.blockDimX = 64;
+        c.blockDimY = c.blockDimZ = 1;
+        c.hStream = s;
+        c.attrs = &a;
+        c.numAttrs = 1;
+        CK(cuLaunchKernelEx(&c, scale, w->kp[i], NULL));
+        return;
+    }
     CK(cuLaunchKernel(scale, 1, 1, 1, 64, 1, 1, 0, s, w->kp[i], NULL));
+}
+
+/* --node's node, into the capture of s (not attrs: that one is a kernel). */
+static void capture_extra_node(struct work *w, CUstream s)
+{
+    if (node_is(w, "memcpy"))
+        CK(cuMemcpyAsync(w->aux2, w->changed ? w->aux3 : w->aux, M * sizeof(float), s));
+    else if (node_is(w, "memset16"))
+        CK(cuMemsetD16Async(w->aux2, w->changed ? 0x4080 : 0x4040, 2 * M, s));
+    else if (node_is(w, "memset2d")) /* half of each of 4 rows of 64 floats */
+        CK(cuMemsetD2D32Async(w->aux2, 64 * sizeof(float), w->changed ? 0x40a00000u : 0x40400000u,
+                              32, M / 64, s));
+    else if (node_is(w, "host"))
+        CK(cuLaunchHostFunc(s, host_add, &host_count[w->changed]));
 }
 
 static CUgraph capture(struct work *w, bool join)
@@ -79,6 +135,7 @@ static CUgraph capture(struct work *w, bool join)
         CK(cuMemsetD32Async(w->aux, w->memset_bits, M, w->st));
         CK(cuMemcpyDtoDAsync_v2(w->aux2, w->aux, M * sizeof(float), w->st));
     }
+    capture_extra_node(w, w->st);
     for (unsigned i = 0; i < w->n; i++) {
         if (join && i == w->n / 2) {
             CK(cuEventRecord(w->ev, w->st));
@@ -115,6 +172,10 @@ static CUgraph build(struct work *w)
     CUgraph g;
     CK(cuGraphCreate(&g, 0));
     CUgraphNode prev = NULL;
+    if (node_is(w, "host")) {
+        CUDA_HOST_NODE_PARAMS hp = {host_add, &host_count[w->changed]};
+        CK(cuGraphAddHostNode(&prev, g, NULL, 0, &hp));
+    }
     for (unsigned i = 0; i < w->n; i++) {
         args_for(w, i);
         CUDA_KERNEL_NODE_PARAMS p;
@@ -131,8 +192,33 @@ static CUgraph build(struct work *w)
     return g;
 }
 
+/* The graph's first kernel node gets another factor through
+ * cuGraphKernelNodeSetParams (a node of a captured graph: the program
+ * found it with cuGraphGetNodes). */
+static void set_first_kernel(struct work *w, CUgraph g)
+{
+    CUgraphNode nodes[80];
+    size_t n = 80;
+    CK(cuGraphGetNodes(g, nodes, &n));
+    for (size_t i = 0; i < n; i++) {
+        CUgraphNodeType t;
+        CK(cuGraphNodeGetType(nodes[i], &t));
+        if (t != CU_GRAPH_NODE_TYPE_KERNEL)
+            continue;
+        static float seven = 7.0f;
+        void *kp[4] = {&w->a_out[0], &w->a_in[0], &seven, &w->elems};
+        CUDA_KERNEL_NODE_PARAMS p;
+        CK(cuGraphKernelNodeGetParams_v2(nodes[i], &p));
+        p.kernelParams = kp;
+        p.extra = NULL;
+        CK(cuGraphKernelNodeSetParams_v2(nodes[i], &p));
+        return;
+    }
+}
+
 struct opts {
     const char *pattern;
+    const char *node;
     bool explicit_api, join, v1, clone, async, orphan, unjoined, memset;
     unsigned steps, nodes;
 };
@@ -187,9 +273,11 @@ static double run(const struct opts *o, const char *tag)
     w.out = outs[0];
     w.memset = o->memset && !o->explicit_api;
     w.memset_bits = bits_of(3.0f);
-    if (w.memset) {
-        w.aux = filled(M, 0.0f);
+    w.node = o->node;
+    if (w.memset || w.node) {
+        w.aux = filled(M, w.node ? 3.0f : 0.0f);
         w.aux2 = filled(M, 0.0f);
+        w.aux3 = filled(M, 5.0f);
     }
     CUgraph g0 = o->explicit_api ? build(&w) : capture(&w, o->join);
     CUgraphExec x;
@@ -212,10 +300,14 @@ static double run(const struct opts *o, const char *tag)
             w.n = o->nodes + 1;
         } else if (!strcmp(o->pattern, "memset_value") && s == o->steps / 2) {
             w.memset_bits = bits_of(4.0f);
+        } else if (!strcmp(o->pattern, "node_change") && s == o->steps / 2) {
+            w.changed = true;
         }
         if (o->unjoined && s == 1 && tag)
             printf("%s unjoined capture r=%d\n", tag, (int)capture_unjoined(&w));
         CUgraph g = o->explicit_api ? build(&w) : capture(&w, o->join);
+        if (!strcmp(o->pattern, "set_captured") && s >= o->steps / 2)
+            set_first_kernel(&w, g);
         if (o->clone) {
             /* A graph the shim never saw made (cuGraphClone is not
              * recorded): the update reads it through the getters. */
@@ -249,7 +341,7 @@ static double run(const struct opts *o, const char *tag)
         if (!o->async) {
             /* A launch that writes elsewhere shows as a zero sum. */
             CK(cuMemsetD32_v2(w.out, 0, floats));
-            if (w.memset)
+            if (w.memset || w.node)
                 CK(cuMemsetD32_v2(w.aux2, 0, M));
             CK(cuCtxSynchronize());
         }
@@ -264,8 +356,10 @@ static double run(const struct opts *o, const char *tag)
         if (old_in)
             CK(cuMemFree_v2(old_in));
         double sum = sum_of(w.out, floats);
-        if (w.memset)
+        if (w.memset || w.node)
             sum += 1000.0 * sum_of(w.aux2, M);
+        if (node_is(&w, "host"))
+            sum += host_count[0] + 1e6 * host_count[1];
         total += sum;
         if (tag)
             printf("%s step %u r=%d result=%d error_node=%d sum=%.1f\n", tag, s, (int)r, result,
@@ -277,9 +371,10 @@ static double run(const struct opts *o, const char *tag)
     CK(cuMemFree_v2(outs[0]));
     CK(cuMemFree_v2(outs[1]));
     CK(cuMemFree_v2(w.in));
-    if (w.memset) {
+    if (w.memset || w.node) {
         CK(cuMemFree_v2(w.aux));
         CK(cuMemFree_v2(w.aux2));
+        CK(cuMemFree_v2(w.aux3));
     }
     CK(cuEventDestroy_v2(w.ev));
     CK(cuEventDestroy_v2(w.ev2));
@@ -338,10 +433,13 @@ int main(int argc, char **argv)
             o.unjoined = true;
         } else if (!strcmp(a, "--memset")) {
             o.memset = true;
+        } else if (!strcmp(a, "--node") && v) {
+            o.node = v;
+            i++;
         } else {
-            fprintf(stderr, "usage: recapture [--pattern stable|pingpong|move|topology|memset_value] "
+            fprintf(stderr, "usage: recapture [--pattern stable|pingpong|move|topology|memset_value|node_change|set_captured] "
                             "[--mode global|thread|relaxed] [--explicit] [--join] [--thread] "
-                            "[--v1] [--clone] [--async] [--orphan] [--unjoined] [--memset] "
+                            "[--v1] [--clone] [--async] [--orphan] [--unjoined] [--memset] [--node KIND] "
                             "[--steps S] [--nodes N]\n");
             return 2;
         }

@@ -368,3 +368,60 @@ Test(exec, recapture_after_an_unjoined_capture)
     vr_run_free(&plain);
     vr_run_free(&shim);
 }
+
+/* One more node kind in each capture (recapture --node): recorded from the
+ * call's own parameters, so an unchanged step sends no update and the
+ * bytes are the run's without the shim; node_change changes that node from
+ * the middle step on (a copy's source, a memset's value, a host function's
+ * userData, a launch attribute): not a kernel argument, so that one update
+ * goes to the driver, and the steps after it, equal to the updated exec,
+ * are absorbed again. */
+static void recapture_node(const char *kind, const char *pattern, const char *extra,
+                           uint64_t want_updates)
+{
+    const char *args[] = {"--pattern", pattern, "--steps", "10", "--nodes", "8", "--node", kind,
+                          extra, NULL};
+    char tag[96];
+    snprintf(tag, sizeof tag, "recap_node_%s_%s%s", kind, pattern, extra ? "_explicit" : "");
+    struct vr_run plain, shim;
+    recapture(tag, args, &plain, &shim);
+    cr_assert_eq(sim_sum(&plain, update_syms), 10, "%s", tag);
+    cr_assert_eq(sim_sum(&shim, update_syms), want_updates, "%s", tag);
+    cr_assert_eq(vr_log_count(&shim.log, "update_absorbed"), 10 - want_updates, "%s", tag);
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuGraphNodeGetDependencies"), 0, "%s", tag);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
+
+Test(exec, recapture_uva_copy_stable) { recapture_node("memcpy", "stable", NULL, 0); }
+Test(exec, recapture_uva_copy_source_moves) { recapture_node("memcpy", "node_change", NULL, 1); }
+Test(exec, recapture_memset16_stable) { recapture_node("memset16", "stable", NULL, 0); }
+Test(exec, recapture_memset16_value_changes) { recapture_node("memset16", "node_change", NULL, 1); }
+Test(exec, recapture_memset2d_stable) { recapture_node("memset2d", "stable", NULL, 0); }
+Test(exec, recapture_memset2d_value_changes) { recapture_node("memset2d", "node_change", NULL, 1); }
+Test(exec, recapture_host_func_stable) { recapture_node("host", "stable", NULL, 0); }
+Test(exec, recapture_host_func_data_changes) { recapture_node("host", "node_change", NULL, 1); }
+Test(exec, rebuild_host_node_stable) { recapture_node("host", "stable", "--explicit", 0); }
+Test(exec, rebuild_host_node_data_changes)
+{
+    recapture_node("host", "node_change", "--explicit", 1);
+}
+Test(exec, recapture_launch_attrs_stable) { recapture_node("attrs", "stable", NULL, 0); }
+Test(exec, recapture_launch_attr_changes) { recapture_node("attrs", "node_change", NULL, 1); }
+
+/* The program changes a node of a captured graph (found with
+ * cuGraphGetNodes) before the update: the recorder keeps no handles of
+ * captured nodes, so the graph's record must not be trusted any more. The
+ * update reads the graph through the getters and applies the changed
+ * argument; the bytes are the run's without the shim. */
+Test(exec, recapture_node_set_after_capture)
+{
+    const char *args[] = {"--pattern", "set_captured", "--steps", "10", "--nodes", "8", NULL};
+    struct vr_run plain, shim;
+    recapture("recap_set_captured", args, &plain, &shim);
+    cr_assert_eq(sim_sum(&plain, update_syms), 10);
+    cr_assert_gt(vr_sim_calls(&shim.stats, "cuGraphNodeGetDependencies"), 0,
+                 "the changed graph's record was trusted");
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}

@@ -235,7 +235,7 @@ enum sim_op_kind {
     SIM_OP_KERNELS,   /* one launch or a whole graph launch: calls in order */
     SIM_OP_COPY,
     SIM_OP_SET8,
-    SIM_OP_SET16,      /* graph memset nodes only */
+    SIM_OP_SET16,
     SIM_OP_SET32,
     SIM_OP_EVENT,
     SIM_OP_FREE,      /* stream-ordered cuMemFreeAsync */
@@ -268,6 +268,7 @@ struct sim_op {
             void *dst;
             uint32_t value;
             size_t n;
+            size_t rows, pitch; /* rows of n elements, pitch bytes apart */
         } set;
         struct {
             struct sim_event *ev;
@@ -318,7 +319,10 @@ void sim_stream_throttle(struct sim_stream *s);
  * capture cannot take this kind of work). */
 bool sim_capture_active(struct sim_stream *s);
 /* Add a kernel node to the capture of s; the node copies args. */
-CUresult sim_capture_add_kernel(struct sim_stream *s, const CUDA_KERNEL_NODE_PARAMS *p);
+struct sim_kattrs;
+/* a: the launch's attributes (NULL: none). */
+CUresult sim_capture_add_kernel(struct sim_stream *s, const CUDA_KERNEL_NODE_PARAMS *p,
+                                const struct sim_kattrs *a);
 struct sim_onode;
 /* Add a memset or memcpy node (validated by sim_onode_*; owned by the node
  * once added, cleared on failure) to the capture of s, in its dependency
@@ -488,6 +492,16 @@ struct sim_graph;
 struct sim_graph *sim_graph_new(void);
 CUresult sim_graph_add_kernel(struct sim_graph *g, const CUgraphNode *deps, size_t ndeps,
                               const CUDA_KERNEL_NODE_PARAMS *p, CUgraphNode *out);
+/* The launch attributes simcuda models (cuLaunchKernelEx): values only,
+ * no effect on how a kernel runs (assumption: priority is a scheduling
+ * hint, and every block of a launch runs anyway, as cooperative asks). */
+struct sim_kattrs {
+    int priority, cooperative;
+};
+/* A kernel node holding launch attributes (a NULL a: none). */
+CUresult sim_graph_add_kernel_attrs(struct sim_graph *g, const CUgraphNode *deps, size_t ndeps,
+                                    const CUDA_KERNEL_NODE_PARAMS *p,
+                                    const struct sim_kattrs *a, CUgraphNode *out);
 /* o: owned by the node once added (the caller's to clear on failure). */
 CUresult sim_graph_add_other(struct sim_graph *g, const CUgraphNode *deps, size_t ndeps,
                              struct sim_onode *o, CUgraphNode *out);

@@ -50,6 +50,9 @@ struct knode {
     void **argptrs;  /* graph nodes: the kernelParams GetParams returns */
     void *extra[5];  /* graph nodes: the extra GetParams returns */
     size_t extra_size;
+    /* launch attributes (cuLaunchKernelEx into a capture): the two simcuda
+     * models, no effect on how the kernel runs; 0 when never given */
+    int priority, cooperative;
 };
 
 /* A node's memory outlives its graph while an exec instantiated from that
@@ -228,6 +231,8 @@ static bool knode_copy(struct knode *dst, const struct knode *src)
     memcpy(dst->dims, src->dims, sizeof dst->dims);
     dst->shmem = src->shmem;
     dst->use_extra = src->use_extra;
+    dst->priority = src->priority;
+    dst->cooperative = src->cooperative;
     dst->argsize = src->argsize;
     dst->argcap = src->argsize;
     dst->args = sim_malloc(src->argsize ? src->argsize : 1);
@@ -391,6 +396,20 @@ CUresult sim_graph_add_kernel(struct sim_graph *g, const CUgraphNode *deps, size
     return r;
 }
 
+CUresult sim_graph_add_kernel_attrs(struct sim_graph *g, const CUgraphNode *deps, size_t ndeps,
+                                    const CUDA_KERNEL_NODE_PARAMS *p,
+                                    const struct sim_kattrs *a, CUgraphNode *out)
+{
+    pthread_mutex_lock(&g->mu);
+    CUresult r = add_node(g, CU_GRAPH_NODE_TYPE_KERNEL, deps, ndeps, p, NULL, out);
+    if (r == CUDA_SUCCESS && a) {
+        ((struct sim_node *)*out)->k.priority = a->priority;
+        ((struct sim_node *)*out)->k.cooperative = a->cooperative;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return r;
+}
+
 CUresult sim_graph_add_other(struct sim_graph *g, const CUgraphNode *deps, size_t ndeps,
                              struct sim_onode *o, CUgraphNode *out)
 {
@@ -500,6 +519,10 @@ CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
         sim_onode_copy(&o, &nd->o);
         pthread_mutex_lock(&c->mu);
         r = add_node(c, nd->type, deps, nd->ndeps, &p, &o, &out);
+        if (!r && nd->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+            ((struct sim_node *)out)->k.priority = nd->k.priority;
+            ((struct sim_node *)out)->k.cooperative = nd->k.cooperative;
+        }
         pthread_mutex_unlock(&c->mu);
         if (r)
             sim_onode_clear(&o);
@@ -808,9 +831,10 @@ CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
     return CUDA_SUCCESS;
 }
 
-/* Only the device-updatable attribute is modelled: simcuda has no way to
- * make a node device-updatable (cuGraphKernelNodeSetAttribute is not
- * exported), so it reads 0; other attributes: CUDA_ERROR_NOT_SUPPORTED. */
+/* The device-updatable attribute: simcuda has no way to make a node
+ * device-updatable (cuGraphKernelNodeSetAttribute is not exported), so it
+ * reads 0. Priority and cooperative: what cuLaunchKernelEx gave the
+ * captured node (0 when none). Other attributes: CUDA_ERROR_NOT_SUPPORTED. */
 CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
                                        CUkernelNodeAttrValue *value_out)
 {
@@ -819,10 +843,18 @@ CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID att
     struct sim_node *nd = node_get(hNode);
     if (!nd || !value_out || nd->type != CU_GRAPH_NODE_TYPE_KERNEL)
         return CUDA_ERROR_INVALID_VALUE;
-    if (attr != CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE)
+    if (attr != CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE &&
+        attr != CU_LAUNCH_ATTRIBUTE_PRIORITY && attr != CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
         return CUDA_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&nd->graph->mu);
     memset(value_out, 0, sizeof *value_out);
-    value_out->deviceUpdatableKernelNode.deviceUpdatable = 0;
+    if (attr == CU_LAUNCH_ATTRIBUTE_PRIORITY)
+        value_out->priority = nd->k.priority;
+    else if (attr == CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
+        value_out->cooperative = nd->k.cooperative;
+    else
+        value_out->deviceUpdatableKernelNode.deviceUpdatable = 0;
+    pthread_mutex_unlock(&nd->graph->mu);
     return CUDA_SUCCESS;
 }
 

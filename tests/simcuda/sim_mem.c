@@ -783,30 +783,38 @@ CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
 }
 
 /* Memsets are asynchronous with respect to the host (documented for device
- * memory), ordered in their stream. */
-static CUresult do_memset(CUdeviceptr dst, uint32_t value, size_t n, size_t elem, CUstream h,
-                          bool pt, bool async)
+ * memory), ordered in their stream. rows rows of n elements, pitch bytes
+ * apart (one row: pitch unused, 0). */
+static CUresult do_memset2d(CUdeviceptr dst, size_t pitch, uint32_t value, size_t n, size_t rows,
+                            size_t elem, CUstream h, bool pt, bool async)
 {
     SIM_CHECK_INIT();
     struct sim_ctx *c;
     CUresult r = sim_ctx_need(&c);
     if (r)
         return r;
-    if (n == 0)
+    if (n == 0 || rows == 0)
         return CUDA_SUCCESS;
     if ((uintptr_t)dst % elem != 0 || n > SIZE_MAX / elem)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!sim_mem_valid((uintptr_t)dst, n * elem, true))
+    /* 2-D: the pitch holds a row and keeps the elements aligned
+     * (assumption: cuda.h asks for a cuMemAllocPitch pitch, which does). */
+    if (rows > 1 && (pitch < n * elem || pitch % elem || (rows - 1) > (SIZE_MAX - n * elem) / pitch))
         return CUDA_ERROR_INVALID_VALUE;
+    size_t span = (rows - 1) * (rows > 1 ? pitch : 0) + n * elem;
+    if (!sim_mem_valid((uintptr_t)dst, span, true))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (elem < 4)
+        value &= elem == 1 ? 0xffu : 0xffffu; /* one element's bytes */
     struct sim_stream *s;
     bool cap = false;
     if ((r = stream_for(h, pt, &s, async ? &cap : NULL)) != CUDA_SUCCESS)
         return r;
     if (cap) {
         /* cuda.h: an async memset into a capturing stream adds a memset
-         * node (one row of n elements). */
-        CUDA_MEMSET_NODE_PARAMS p = {.dst = dst, .value = value, .elementSize = (unsigned)elem,
-                                     .width = n, .height = 1};
+         * node (rows of n elements; one row: pitch 0). */
+        CUDA_MEMSET_NODE_PARAMS p = {.dst = dst, .pitch = rows > 1 ? pitch : 0, .value = value,
+                                     .elementSize = (unsigned)elem, .width = n, .height = rows};
         struct sim_onode o = {0};
         if ((r = sim_onode_memset(&o, &p, capture_ctx(s, c))) != CUDA_SUCCESS) {
             sim_capture_invalidate(s);
@@ -814,14 +822,23 @@ static CUresult do_memset(CUdeviceptr dst, uint32_t value, size_t n, size_t elem
         }
         return sim_capture_add_other(s, &o);
     }
-    struct sim_op *op = sim_op_new(elem == 1 ? SIM_OP_SET8 : SIM_OP_SET32, 0);
+    struct sim_op *op =
+        sim_op_new(elem == 1 ? SIM_OP_SET8 : elem == 2 ? SIM_OP_SET16 : SIM_OP_SET32, 0);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
     op->u.set.dst = (void *)dst;
     op->u.set.value = value;
     op->u.set.n = n;
+    op->u.set.rows = rows;
+    op->u.set.pitch = rows > 1 ? pitch : 0;
     sim_stream_submit(s, op, NULL, 0);
     return CUDA_SUCCESS;
+}
+
+static CUresult do_memset(CUdeviceptr dst, uint32_t value, size_t n, size_t elem, CUstream h,
+                          bool pt, bool async)
+{
+    return do_memset2d(dst, 0, value, n, 1, elem, h, pt, async);
 }
 
 CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
@@ -870,6 +887,61 @@ CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
 {
     SIM_ENTER(cuMemsetD32Async_ptsz);
     return do_memset(dstDevice, ui, N, 4, hStream, true, true);
+}
+
+CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
+{
+    SIM_ENTER(cuMemsetD16Async);
+    return do_memset(dstDevice, us, N, 2, hStream, false, true);
+}
+
+CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N,
+                               CUstream hStream)
+{
+    SIM_ENTER(cuMemsetD16Async_ptsz);
+    return do_memset(dstDevice, us, N, 2, hStream, true, true);
+}
+
+CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char v, size_t Width,
+                          size_t Height, CUstream hStream)
+{
+    SIM_ENTER(cuMemsetD2D8Async);
+    return do_memset2d(dstDevice, dstPitch, v, Width, Height, 1, hStream, false, true);
+}
+
+CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned char v, size_t Width,
+                               size_t Height, CUstream hStream)
+{
+    SIM_ENTER(cuMemsetD2D8Async_ptsz);
+    return do_memset2d(dstDevice, dstPitch, v, Width, Height, 1, hStream, true, true);
+}
+
+CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short v, size_t Width,
+                           size_t Height, CUstream hStream)
+{
+    SIM_ENTER(cuMemsetD2D16Async);
+    return do_memset2d(dstDevice, dstPitch, v, Width, Height, 2, hStream, false, true);
+}
+
+CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned short v, size_t Width,
+                                size_t Height, CUstream hStream)
+{
+    SIM_ENTER(cuMemsetD2D16Async_ptsz);
+    return do_memset2d(dstDevice, dstPitch, v, Width, Height, 2, hStream, true, true);
+}
+
+CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int v, size_t Width,
+                           size_t Height, CUstream hStream)
+{
+    SIM_ENTER(cuMemsetD2D32Async);
+    return do_memset2d(dstDevice, dstPitch, v, Width, Height, 4, hStream, false, true);
+}
+
+CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned int v, size_t Width,
+                                size_t Height, CUstream hStream)
+{
+    SIM_ENTER(cuMemsetD2D32Async_ptsz);
+    return do_memset2d(dstDevice, dstPitch, v, Width, Height, 4, hStream, true, true);
 }
 
 /* ---- stream-ordered allocation ---------------------------------------------------------- */

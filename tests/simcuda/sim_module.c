@@ -691,7 +691,7 @@ CUresult sim_pack_args(const struct sim_func *f, void **kernelParams, void **ext
 
 static CUresult launch(CUfunction hf, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                        unsigned by, unsigned bz, unsigned shmem, CUstream hs, void **kp,
-                       void **extra, bool pt)
+                       void **extra, bool pt, const struct sim_kattrs *attrs)
 {
     SIM_CHECK_INIT();
     struct sim_func *f;
@@ -717,7 +717,7 @@ static CUresult launch(CUfunction hf, unsigned gx, unsigned gy, unsigned gz, uns
         p.sharedMemBytes = shmem;
         p.kernelParams = kp;
         p.extra = extra;
-        return sim_capture_add_kernel(s, &p);
+        return sim_capture_add_kernel(s, &p, attrs);
     }
     if ((r = sim_capture_check_legacy(s)) != CUDA_SUCCESS)
         return r;
@@ -766,7 +766,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
 {
     SIM_ENTER(cuLaunchKernel);
     return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                  sharedMemBytes, hStream, kernelParams, extra, false);
+                  sharedMemBytes, hStream, kernelParams, extra, false, NULL);
 }
 
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -776,5 +776,44 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int g
 {
     SIM_ENTER(cuLaunchKernel_ptsz);
     return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                  sharedMemBytes, hStream, kernelParams, extra, true);
+                  sharedMemBytes, hStream, kernelParams, extra, true, NULL);
+}
+
+/* cuLaunchKernelEx: cuLaunchKernel with the shape and stream in a config
+ * and a list of launch attributes. simcuda models two attributes, priority
+ * and cooperative (a later one of the same id overrides an earlier one,
+ * assumption), which do not change how a kernel runs; any other id is
+ * CUDA_ERROR_NOT_SUPPORTED (a simcuda limit). Captured, the node keeps them
+ * (cuGraphKernelNodeGetAttribute). */
+static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **kp, void **extra, bool pt)
+{
+    SIM_CHECK_INIT();
+    if (!c || (c->numAttrs && !c->attrs))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_kattrs a = {0};
+    for (unsigned i = 0; i < c->numAttrs; i++) {
+        if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PRIORITY)
+            a.priority = c->attrs[i].value.priority;
+        else if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
+            a.cooperative = c->attrs[i].value.cooperative;
+        else
+            return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+                  c->blockDimZ, c->sharedMemBytes, c->hStream, kp, extra, pt,
+                  c->numAttrs ? &a : NULL);
+}
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                          void **extra)
+{
+    SIM_ENTER(cuLaunchKernelEx);
+    return launch_ex(config, f, kernelParams, extra, false);
+}
+
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                               void **extra)
+{
+    SIM_ENTER(cuLaunchKernelEx_ptsz);
+    return launch_ex(config, f, kernelParams, extra, true);
 }

@@ -165,12 +165,16 @@ static void run_op(struct sim_op *op, struct sim_seen *seen)
                 op->u.copy.n);
         break;
     case SIM_OP_SET8:
-        memset(op->u.set.dst, (int)(op->u.set.value & 0xff), op->u.set.n);
-        break;
+    case SIM_OP_SET16:
     case SIM_OP_SET32: {
-        uint32_t *d = op->u.set.dst;
-        for (size_t i = 0; i < op->u.set.n; i++)
-            d[i] = op->u.set.value;
+        if (op->kind == SIM_OP_SET8 && op->u.set.rows <= 1) {
+            memset(op->u.set.dst, (int)(op->u.set.value & 0xff), op->u.set.n);
+            break;
+        }
+        struct sim_work w = {.kind = op->kind, .dst = op->u.set.dst, .n = op->u.set.n,
+                             .rows = op->u.set.rows ? op->u.set.rows : 1,
+                             .pitch = op->u.set.pitch, .value = op->u.set.value};
+        set_rows(&w);
         break;
     }
     case SIM_OP_EVENT: {
@@ -635,7 +639,7 @@ static void stream_leave_capture(struct sim_stream *s)
 /* One node (a kernel: p; else o) into the capture of s, depending on the
  * stream's set and becoming it. */
 static CUresult capture_add(struct sim_stream *s, const CUDA_KERNEL_NODE_PARAMS *p,
-                            struct sim_onode *o)
+                            const struct sim_kattrs *a, struct sim_onode *o)
 {
     CUresult r;
     pthread_mutex_lock(&g_capture_mu);
@@ -646,7 +650,7 @@ static CUresult capture_add(struct sim_stream *s, const CUDA_KERNEL_NODE_PARAMS 
         r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     } else {
         CUgraphNode node;
-        r = p ? sim_graph_add_kernel(c->graph, s->cap_deps, s->n_cap_deps, p, &node)
+        r = p ? sim_graph_add_kernel_attrs(c->graph, s->cap_deps, s->n_cap_deps, p, a, &node)
               : sim_graph_add_other(c->graph, s->cap_deps, s->n_cap_deps, o, &node);
         if (r == CUDA_SUCCESS && !set_cap_deps(s, &node, 1))
             r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -657,9 +661,10 @@ static CUresult capture_add(struct sim_stream *s, const CUDA_KERNEL_NODE_PARAMS 
     return r;
 }
 
-CUresult sim_capture_add_kernel(struct sim_stream *s, const CUDA_KERNEL_NODE_PARAMS *p)
+CUresult sim_capture_add_kernel(struct sim_stream *s, const CUDA_KERNEL_NODE_PARAMS *p,
+                                const struct sim_kattrs *a)
 {
-    return capture_add(s, p, NULL);
+    return capture_add(s, p, a, NULL);
 }
 
 /* On failure before the node is made, o is the caller's: cleared here so
@@ -668,7 +673,7 @@ CUresult sim_capture_add_kernel(struct sim_stream *s, const CUDA_KERNEL_NODE_PAR
  * needed (the node keeps the struct by value). */
 CUresult sim_capture_add_other(struct sim_stream *s, struct sim_onode *o)
 {
-    CUresult r = capture_add(s, NULL, o);
+    CUresult r = capture_add(s, NULL, NULL, o);
     if (r != CUDA_SUCCESS)
         sim_onode_clear(o);
     return r;
@@ -1399,8 +1404,15 @@ static CUresult launch_host_func(CUstream hs, CUhostFn fn, void *arg, bool ptsz)
     if (r)
         return r;
     if (sim_capture_active(s)) {
-        sim_capture_invalidate(s); /* host nodes are not modelled */
-        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        /* cuda.h: a host function launched into a capturing stream becomes a
+         * host node, called at each launch of the graph. */
+        CUDA_HOST_NODE_PARAMS p = {fn, arg};
+        struct sim_onode o = {0};
+        if ((r = sim_onode_host(&o, &p)) != CUDA_SUCCESS) {
+            sim_capture_invalidate(s);
+            return r;
+        }
+        return sim_capture_add_other(s, &o);
     }
     if ((r = sim_capture_check_legacy(s)) != CUDA_SUCCESS)
         return r;

@@ -2282,6 +2282,114 @@ Test(simcuda, stream_capture_memset_memcpy)
     CK(cuStreamDestroy_v2(s));
 }
 
+static void count_call(void *arg)
+{
+    ++*(int *)arg;
+}
+
+static void expect_row_pattern(CUdeviceptr p, size_t rows, size_t pitch_floats, size_t width,
+                               float in_row, float rest)
+{
+    size_t n = rows * pitch_floats;
+    float *h = malloc(n * sizeof *h);
+    cr_assert_not_null(h);
+    CK(cuMemcpyDtoH_v2(h, p, n * sizeof *h));
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(h[i], i % pitch_floats < width ? in_row : rest, "[%zu] = %f", i, h[i]);
+    free(h);
+}
+
+/* D16 and 2-D memsets, in a stream and captured (memset nodes with the
+ * call's rows, pitch and element size); a host function captured (a host
+ * node, run at each launch); cuLaunchKernelEx with a priority attribute
+ * (the node keeps it) and with one simcuda does not model. */
+Test(simcuda, capture_d16_2d_memsets_host_funcs_launch_attributes)
+{
+    start();
+    enum { N = 64, PITCH = 16 }; /* 4 rows of 16 floats */
+    CUdeviceptr a = alloc_f32(N), b = alloc_f32(N);
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    float three = 0.0f, five = 5.0f;
+    unsigned bits3 = 0x40404040u, bits5;
+    memcpy(&three, &bits3, sizeof three);
+    memcpy(&bits5, &five, sizeof bits5);
+    CK(cuMemsetD32Async(a, 0, N, s));
+    CK(cuMemsetD32Async(b, 0, N, s));
+    CK(cuMemsetD16Async(a, 0x4040, 2 * N, s));
+    CK(cuMemsetD2D32Async(b, PITCH * sizeof(float), bits5, 4, N / PITCH, s));
+    CK(cuStreamSynchronize(s));
+    expect_all(a, N, three);
+    expect_row_pattern(b, N / PITCH, PITCH, 4, 5.0f, 0.0f);
+    CKE(cuMemsetD2D32Async(b, 2, bits5, 4, 2, s), CUDA_ERROR_INVALID_VALUE); /* pitch < row */
+
+    int calls = 0;
+    CK(cuMemsetD32Async(a, 0, N, s));
+    CK(cuMemsetD32Async(b, 0, N, s));
+    CK(cuStreamSynchronize(s));
+    CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CK(cuMemsetD16Async(a, 0x4040, 2 * N, s));
+    CK(cuMemsetD2D8Async(b, PITCH * sizeof(float), 0x40, 8, N / PITCH, s)); /* 2 floats a row */
+    CK(cuLaunchHostFunc(s, count_call, &calls));
+    CUlaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+    attr.value.priority = 3;
+    CUlaunchConfig c;
+    memset(&c, 0, sizeof c);
+    c.gridDimX = c.gridDimY = c.gridDimZ = 1;
+    c.blockDimX = 32;
+    c.blockDimY = c.blockDimZ = 1;
+    c.hStream = s;
+    c.attrs = &attr;
+    c.numAttrs = 1;
+    float k = 2.0f;
+    unsigned long long n64 = N;
+    void *args[] = {&a, &a, &k, &n64};
+    CK(cuLaunchKernelEx(&c, f_scale, args, NULL)); /* a = 2 * a */
+    CUgraph g;
+    CK(cuStreamEndCapture(s, &g));
+    cr_assert_eq(calls, 0, "captured, not run");
+    CUgraphNode nodes[4];
+    size_t nn = 4;
+    CK(cuGraphGetNodes(g, nodes, &nn));
+    cr_assert_eq(nn, 4);
+    CUgraphNodeType t;
+    CK(cuGraphNodeGetType(nodes[2], &t));
+    cr_assert_eq(t, CU_GRAPH_NODE_TYPE_HOST);
+    CUDA_MEMSET_NODE_PARAMS mp;
+    CK(cuGraphMemsetNodeGetParams(nodes[0], &mp));
+    cr_assert(mp.elementSize == 2 && mp.value == 0x4040 && mp.width == 2 * N && mp.height == 1);
+    CK(cuGraphMemsetNodeGetParams(nodes[1], &mp));
+    cr_assert(mp.elementSize == 1 && mp.value == 0x40 && mp.width == 8 &&
+              mp.height == N / PITCH && mp.pitch == PITCH * sizeof(float));
+    CUDA_HOST_NODE_PARAMS hp;
+    CK(cuGraphHostNodeGetParams(nodes[2], &hp));
+    cr_assert(hp.fn == count_call && hp.userData == &calls);
+    CUkernelNodeAttrValue v;
+    CK(cuGraphKernelNodeGetAttribute(nodes[3], CU_LAUNCH_ATTRIBUTE_PRIORITY, &v));
+    cr_assert_eq(v.priority, 3);
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    CK(cuGraphLaunch(x, s));
+    CK(cuGraphLaunch(x, s));
+    CK(cuStreamSynchronize(s));
+    cr_assert_eq(calls, 2);
+    expect_all(a, N, 2.0f * three);
+    float b3;
+    unsigned b3bits = 0x40404040u;
+    memcpy(&b3, &b3bits, sizeof b3);
+    expect_row_pattern(b, N / PITCH, PITCH, 2, b3, 0.0f);
+
+    /* an attribute simcuda does not model: refused, nothing launched */
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    c.hStream = s;
+    CKE(cuLaunchKernelEx(&c, f_scale, args, NULL), CUDA_ERROR_NOT_SUPPORTED);
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g));
+    CK(cuStreamDestroy_v2(s));
+}
+
 /* ---- cuGetProcAddress ------------------------------------------------------------------ */
 
 typedef void (*voidfn)(void);
