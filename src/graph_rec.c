@@ -84,7 +84,7 @@ static struct dep_ent *streams[NBUCKETS];
 static struct dep_ent *events[NBUCKETS];
 static struct capture *captures;
 static uint64_t capture_ids;
-static atomic_uint live_captures;
+atomic_uint vr_grec_live_captures;
 /* The per-thread default stream: one key per thread. */
 static _Thread_local char ptds_tag;
 
@@ -223,11 +223,6 @@ struct vr_grec *vr_gr_of_node(CUgraphNode h, uint32_t *idx)
 
 /* ---- capture ------------------------------------------------------------- */
 
-bool vr_grec_capturing(void)
-{
-    return atomic_load_explicit(&live_captures, memory_order_relaxed) != 0;
-}
-
 static void leave(struct dep_ent *se)
 {
     se->cap = NULL;
@@ -245,7 +240,7 @@ static void end_locked(struct capture *c)
             *pp = c->next;
             break;
         }
-    atomic_fetch_sub_explicit(&live_captures, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&vr_grec_live_captures, 1, memory_order_relaxed);
 }
 
 void vr_grec_capture_begin(CUstream s, bool ptsz)
@@ -271,7 +266,7 @@ void vr_grec_capture_begin(CUstream s, bool ptsz)
     captures = c;
     se->cap = c;
     se->n = 0;
-    atomic_fetch_add_explicit(&live_captures, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&vr_grec_live_captures, 1, memory_order_relaxed);
     vr_gr_unlock();
 }
 
@@ -322,11 +317,89 @@ static void chain(struct dep_ent *se, struct vr_grec *r, uint32_t i)
     }
 }
 
+/* The calling thread's last stream -> entry lookup (a capture launches
+ * into few streams, most into one): no hash per captured kernel. Stream
+ * entries are never freed and a key always names the same entry, so the
+ * pointer stays right for good; it is only used under mu, where the
+ * entry's capture is read. */
+static _Thread_local struct {
+    const void *key;
+    struct dep_ent *se;
+} last_stream;
+
+static inline struct dep_ent *stream_cached(CUstream key)
+{
+    if (key && last_stream.key == key)
+        return last_stream.se;
+    struct dep_ent *se = stream_find(key, false);
+    if (se) {
+        last_stream.key = key;
+        last_stream.se = se;
+    }
+    return se;
+}
+
+/* The common captured kernel in one piece, no call made: room left in
+ * every array, a stream whose set is the one node before, arguments in 8-
+ * and 4-byte units (kernelParams given). Copies the launch into node r->n;
+ * false (nothing written) when any of that does not hold, and the general
+ * path below takes it. Each field is written once; the padding of a
+ * layout with gaps is zeroed word by word before the units (it compares
+ * equal); the edge is vr_gr_edge's. */
+static inline bool launch_fast(struct dep_ent *se, struct vr_grec *r, CUfunction f,
+                               const unsigned dims[7], const struct vr_layout *l, void **kp)
+{
+    size_t bytes = ((size_t)l->bytes + 7) & ~(size_t)7;
+    if (__builtin_expect(r->n == r->cap || r->ne == r->ecap || se->n != 1 || !se->ncap ||
+                         l->end4 != l->end || (l->nparams && !kp) ||
+                         r->nb + bytes > r->bcap, 0))
+        return false;
+    uint32_t i = r->n++;
+    r->nkernels++;
+    struct gnode *g = &r->v[i];
+    g->type = CU_GRAPH_NODE_TYPE_KERNEL;
+    g->f.func = f;
+    g->f.kern = NULL;
+    g->f.ctx = NULL;
+    memcpy(g->f.dims, dims, VR_DIMS_BYTES);
+    g->layout = l;
+    g->ctx = NULL;
+    g->handle = NULL;
+    uint8_t *dst = r->bytes + r->nb;
+    if (l->gaps)
+        for (size_t w = 0; w < bytes; w += 8)
+            memcpy(dst + w, &(uint64_t){0}, 8);
+    else if (bytes != l->bytes)
+        memcpy(dst + bytes - 8, &(uint64_t){0}, 8); /* the rounding past the end */
+    const struct vr_arg *u = l->args, *end8 = l->end8, *end4 = l->end4;
+    for (; u != end8; u++) {
+        uint64_t v;
+        memcpy(&v, (const uint8_t *)kp[u->index] + u->skew, 8);
+        memcpy(dst + u->offset, &v, 8);
+    }
+    for (; u != end4; u++) {
+        uint32_t v;
+        memcpy(&v, kp[u->index], 4);
+        memcpy(dst + u->offset, &v, 4);
+    }
+    g->off = (uint32_t)r->nb;
+    g->len = l->bytes;
+    r->nb += bytes;
+    uint32_t from = se->deps[0];
+    uint64_t e = (uint64_t)i << 32 | from;
+    if (r->ne && r->edges[r->ne - 1] >= e)
+        r->sorted = false;
+    r->edges[r->ne++] = e;
+    se->deps[0] = i;
+    return true;
+}
+
 void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const unsigned dims[7],
                     void **kernelParams, void **extra, bool attrs)
 {
+    CUstream key = stream_key(s, ptsz);
     vr_gr_lock();
-    struct dep_ent *se = stream_find(stream_key(s, ptsz), false);
+    struct dep_ent *se = stream_cached(key);
     struct capture *c = se ? se->cap : NULL;
     if (!c) {
         vr_gr_unlock();
@@ -342,6 +415,10 @@ void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const uns
     uint64_t gen = vr_layout_generation();
     if (!extra && f && c->last_f == f && c->last_gen == gen) {
         l = c->last_l;
+        if (l && launch_fast(se, r, f, dims, l, kernelParams)) {
+            vr_gr_unlock();
+            return;
+        }
     } else if (!extra && f) {
         /* The layout is looked up outside the lock (its own rank is below
          * none of ours, and it may ask the driver). */
@@ -350,7 +427,7 @@ void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const uns
         if (vr_layout_get(f, NULL, &l) != 0)
             l = NULL;
         vr_gr_lock();
-        se = stream_find(stream_key(s, ptsz), false);
+        se = stream_cached(key);
         c = se ? se->cap : NULL;
         if (!c || c->id != id) {
             vr_gr_unlock();
@@ -361,9 +438,9 @@ void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const uns
         c->last_l = l;
         c->last_gen = gen;
     }
-    /* vr_gr_add_node's work where room is left (r is not UNKNOWN here),
-     * each field written once instead of a zeroed node written over;
-     * layout, off and len are vr_gr_set_args's. */
+    /* The general path: vr_gr_add_node's work where room is left (r is
+     * not UNKNOWN here), each field written once instead of a zeroed node
+     * written over; layout, off and len are vr_gr_set_args's. */
     uint32_t i;
     if (__builtin_expect(r->n < r->cap, 1)) {
         i = r->n++;

@@ -42,6 +42,7 @@
 #ifndef VR_GRAPH_REC_H
 #define VR_GRAPH_REC_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -58,8 +59,13 @@ struct vr_grec;
 void vr_grec_capture_begin(CUstream s, bool ptsz);
 /* After cuStreamEndCapture returned r (graph set on success). */
 void vr_grec_capture_end(CUstream s, bool ptsz, CUresult r, CUgraph graph);
-/* Whether any capture the shim saw is running: the launch hooks' filter. */
-bool vr_grec_capturing(void);
+/* Whether any capture the shim saw is running: the launch hooks' filter,
+ * inline (one relaxed load, no call, on every launch). */
+extern atomic_uint vr_grec_live_captures;
+static inline bool vr_grec_capturing(void)
+{
+    return atomic_load_explicit(&vr_grec_live_captures, memory_order_relaxed) != 0;
+}
 /* A kernel launch into s returned r; attrs: the launch had attributes. */
 void vr_grec_launch(CUstream s, bool ptsz, CUresult r, CUfunction f, const unsigned dims[7],
                     void **kernelParams, void **extra, bool attrs);
