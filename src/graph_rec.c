@@ -1,6 +1,7 @@
 /* graph_rec: the recorder of graphs as they are made (graph_rec.h states the
  * contract). One mutex guards three small tables: graph -> record, stream
  * -> its capture state, event -> the capture dependency set it carries.
+ * A kernel launched into a capture is recorded by graph_rec_launch.c.
  */
 #include "graph_rec_int.h"
 
@@ -55,38 +56,15 @@ struct graph_ent {
     struct graph_ent *next;
 };
 
-struct capture {
-    uint64_t id;
-    struct vr_grec *r;
-    CUstream origin;
-    struct capture *next;
-    /* The layout of the function launched last, while no eviction ran
-     * (most captures launch few functions many times). Under mu. */
-    CUfunction last_f;
-    const struct vr_layout *last_l;
-    uint64_t last_gen;
-};
-
-/* A stream's capture state, or the capture dependency set an event
- * carries: one shape, two tables. */
-struct dep_ent {
-    const void *key;                /* the CUstream or the CUevent */
-    struct capture *cap;            /* stream: NULL, not capturing (as far as the shim saw) */
-    uint64_t cap_id;                /* event: 0, carries no capture dependencies */
-    uint32_t *deps;
-    uint32_t n, ncap;
-    struct dep_ent *next;
-};
-
-static vr_mutex mu = VR_MUTEX_INIT;
+vr_mutex vr_gr_mu = VR_MUTEX_INIT; /* graph_rec_int.h */
 static struct graph_ent *graphs[NBUCKETS];
 static struct dep_ent *streams[NBUCKETS];
 static struct dep_ent *events[NBUCKETS];
 static struct capture *captures;
 static uint64_t capture_ids;
 atomic_uint vr_grec_live_captures;
-/* The per-thread default stream: one key per thread. */
-static _Thread_local char ptds_tag;
+/* The per-thread default stream: one key per thread (graph_rec_int.h). */
+_Thread_local char vr_gr_ptds_tag;
 
 static inline unsigned bucket(const void *h)
 {
@@ -96,24 +74,19 @@ static inline unsigned bucket(const void *h)
 
 void vr_gr_lock(void)
 {
-    vr_mutex_lock(&mu);
+    vr_mutex_lock(&vr_gr_mu);
     vr_rank_take(VR_RANK_GREC);
 }
 
 void vr_gr_unlock(void)
 {
     vr_rank_drop(VR_RANK_GREC);
-    vr_mutex_unlock(&mu);
+    vr_mutex_unlock(&vr_gr_mu);
 }
 
-/* The key of a stream: the legacy stream cannot capture (NULL). */
-static CUstream stream_key(CUstream s, bool ptsz)
+static inline CUstream stream_key(CUstream s, bool ptsz)
 {
-    if (s == CU_STREAM_PER_THREAD || (ptsz && !s))
-        return (CUstream)(void *)&ptds_tag;
-    if (s == CU_STREAM_LEGACY)
-        return NULL;
-    return s;
+    return vr_gr_stream_key(s, ptsz);
 }
 
 static struct graph_ent **graph_slot(CUgraph g)
@@ -180,6 +153,11 @@ static struct dep_ent *dep_find(struct dep_ent **table, const void *key, bool ma
 static struct dep_ent *stream_find(CUstream key, bool make)
 {
     return dep_find(streams, key, make);
+}
+
+struct dep_ent *vr_gr_stream_find(CUstream key)
+{
+    return stream_find(key, false);
 }
 
 static struct dep_ent *event_find(CUevent ev, bool make)
@@ -317,151 +295,9 @@ static void chain(struct dep_ent *se, struct vr_grec *r, uint32_t i)
     }
 }
 
-/* The calling thread's last stream -> entry lookup (a capture launches
- * into few streams, most into one): no hash per captured kernel. Stream
- * entries are never freed and a key always names the same entry, so the
- * pointer stays right for good; it is only used under mu, where the
- * entry's capture is read. */
-static _Thread_local struct {
-    const void *key;
-    struct dep_ent *se;
-} last_stream;
-
-static inline struct dep_ent *stream_cached(CUstream key)
+void vr_gr_chain(struct dep_ent *se, struct vr_grec *r, uint32_t i)
 {
-    if (key && last_stream.key == key)
-        return last_stream.se;
-    struct dep_ent *se = stream_find(key, false);
-    if (se) {
-        last_stream.key = key;
-        last_stream.se = se;
-    }
-    return se;
-}
-
-/* The common captured kernel in one piece, no call made: room left in
- * every array, a stream whose set is the one node before, arguments in 8-
- * and 4-byte units (kernelParams given). Copies the launch into node r->n;
- * false (nothing written) when any of that does not hold, and the general
- * path below takes it. Each field is written once; the padding of a
- * layout with gaps is zeroed word by word before the units (it compares
- * equal); the edge is vr_gr_edge's. */
-static inline bool launch_fast(struct dep_ent *se, struct vr_grec *r, CUfunction f,
-                               const unsigned dims[7], const struct vr_layout *l, void **kp)
-{
-    size_t bytes = ((size_t)l->bytes + 7) & ~(size_t)7;
-    if (__builtin_expect(r->n == r->cap || r->ne == r->ecap || se->n != 1 || !se->ncap ||
-                         l->end4 != l->end || (l->nparams && !kp) ||
-                         r->nb + bytes > r->bcap, 0))
-        return false;
-    uint32_t i = r->n++;
-    r->nkernels++;
-    struct gnode *g = &r->v[i];
-    g->type = CU_GRAPH_NODE_TYPE_KERNEL;
-    g->f.func = f;
-    g->f.kern = NULL;
-    g->f.ctx = NULL;
-    memcpy(g->f.dims, dims, VR_DIMS_BYTES);
-    g->layout = l;
-    g->ctx = NULL;
-    g->handle = NULL;
-    uint8_t *dst = r->bytes + r->nb;
-    if (l->gaps)
-        for (size_t w = 0; w < bytes; w += 8)
-            memcpy(dst + w, &(uint64_t){0}, 8);
-    else if (bytes != l->bytes)
-        memcpy(dst + bytes - 8, &(uint64_t){0}, 8); /* the rounding past the end */
-    const struct vr_arg *u = l->args, *end8 = l->end8, *end4 = l->end4;
-    for (; u != end8; u++) {
-        uint64_t v;
-        memcpy(&v, (const uint8_t *)kp[u->index] + u->skew, 8);
-        memcpy(dst + u->offset, &v, 8);
-    }
-    for (; u != end4; u++) {
-        uint32_t v;
-        memcpy(&v, kp[u->index], 4);
-        memcpy(dst + u->offset, &v, 4);
-    }
-    g->off = (uint32_t)r->nb;
-    g->len = l->bytes;
-    r->nb += bytes;
-    uint32_t from = se->deps[0];
-    uint64_t e = (uint64_t)i << 32 | from;
-    if (r->ne && r->edges[r->ne - 1] >= e)
-        r->sorted = false;
-    r->edges[r->ne++] = e;
-    se->deps[0] = i;
-    return true;
-}
-
-void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const unsigned dims[7],
-                    void **kernelParams, void **extra, bool attrs)
-{
-    CUstream key = stream_key(s, ptsz);
-    vr_gr_lock();
-    struct dep_ent *se = stream_cached(key);
-    struct capture *c = se ? se->cap : NULL;
-    if (!c) {
-        vr_gr_unlock();
-        return;
-    }
-    struct vr_grec *r = c->r;
-    if (res != CUDA_SUCCESS || attrs || r->unknown) {
-        r->unknown = true; /* a failed call invalidates the capture anyway */
-        vr_gr_unlock();
-        return;
-    }
-    const struct vr_layout *l = NULL;
-    uint64_t gen = vr_layout_generation();
-    if (!extra && f && c->last_f == f && c->last_gen == gen) {
-        l = c->last_l;
-        if (l && launch_fast(se, r, f, dims, l, kernelParams)) {
-            vr_gr_unlock();
-            return;
-        }
-    } else if (!extra && f) {
-        /* The layout is looked up outside the lock (its own rank is below
-         * none of ours, and it may ask the driver). */
-        uint64_t id = c->id;
-        vr_gr_unlock();
-        if (vr_layout_get(f, NULL, &l) != 0)
-            l = NULL;
-        vr_gr_lock();
-        se = stream_cached(key);
-        c = se ? se->cap : NULL;
-        if (!c || c->id != id) {
-            vr_gr_unlock();
-            return; /* the capture ended meanwhile (another thread) */
-        }
-        r = c->r;
-        c->last_f = f;
-        c->last_l = l;
-        c->last_gen = gen;
-    }
-    /* The general path: vr_gr_add_node's work where room is left (r is
-     * not UNKNOWN here), each field written once instead of a zeroed node
-     * written over; layout, off and len are vr_gr_set_args's. */
-    uint32_t i;
-    if (__builtin_expect(r->n < r->cap, 1)) {
-        i = r->n++;
-        r->nkernels++;
-        struct gnode *g = &r->v[i];
-        g->type = CU_GRAPH_NODE_TYPE_KERNEL;
-        g->f.kern = NULL;
-        g->f.ctx = NULL;
-        g->ctx = NULL;
-        g->handle = NULL;
-    } else {
-        i = vr_gr_add_node(r, CU_GRAPH_NODE_TYPE_KERNEL, NULL);
-    }
-    if (i != UINT32_MAX) {
-        struct gnode *g = &r->v[i];
-        g->f.func = f;
-        memcpy(g->f.dims, dims, VR_DIMS_BYTES);
-        vr_gr_set_args(r, g, l, kernelParams);
-        chain(se, r, i);
-    }
-    vr_gr_unlock();
+    chain(se, r, i);
 }
 
 void vr_grec_capture_plain(CUstream s, bool ptsz, CUresult res, CUgraphNodeType type,
@@ -594,5 +430,5 @@ const char *vr_grec_diff_graph(const struct vr_grec *cur, CUgraph graph, const s
 
 void vr_grec_after_fork(void)
 {
-    mu = (vr_mutex)VR_MUTEX_INIT;
+    vr_gr_mu = (vr_mutex)VR_MUTEX_INIT;
 }
