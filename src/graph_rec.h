@@ -69,6 +69,9 @@ static inline bool vr_grec_capturing(void)
 /* A kernel launch into s returned r; attrs: the launch had attributes. */
 void vr_grec_launch(CUstream s, bool ptsz, CUresult r, CUfunction f, const unsigned dims[7],
                     void **kernelParams, void **extra, bool attrs);
+/* vr_grec_launch without extra and attributes (the common cuLaunchKernel). */
+void vr_grec_launch_kp(CUstream s, bool ptsz, CUresult r, CUfunction f, const unsigned dims[7],
+                       void **kernelParams);
 /* An async memset or memcpy into s returned res: params (bytes long) as
  * the driver's getter returns them for the node it adds, ctx the context
  * it runs in (NULL: unknown, the capture's record becomes UNKNOWN). */

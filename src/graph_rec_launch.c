@@ -91,7 +91,7 @@ static enum pad pad_of(const struct vr_layout *l)
  * cached layout in 8- and 4-byte units, kernelParams given. Copies the
  * launch into node r->n; false (nothing written) when any of that does not
  * hold, and the general path takes it. Each field is written once; the
- * edge is vr_gr_edge's. */
+ * edge is vr_gr_edge's without its order check (see below). */
 static inline __attribute__((always_inline)) bool
 launch_fast(struct dep_ent *se, const struct capture *c, CUfunction f, const unsigned dims[7],
             void **kp)
@@ -144,10 +144,9 @@ launch_fast(struct dep_ent *se, const struct capture *c, CUfunction f, const uns
     g->off = (uint32_t)r->nb;
     g->len = l->bytes;
     r->nb += bytes;
-    uint64_t e = (uint64_t)i << 32 | se->deps[0];
-    if (r->ne && r->edges[r->ne - 1] >= e)
-        r->sorted = false;
-    r->edges[r->ne++] = e;
+    /* Every edge held so far ends at a node before i: this one, ending at
+     * i, sorts after them all, so `sorted` stays as it is. */
+    r->edges[r->ne++] = (uint64_t)i << 32 | se->deps[0];
     se->deps[0] = i;
     return true;
 }
@@ -212,8 +211,9 @@ static __attribute__((noinline)) void launch_slow(CUstream key, struct dep_ent *
     }
 }
 
-void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const unsigned dims[7],
-                    void **kernelParams, void **extra, bool attrs)
+static inline __attribute__((always_inline)) void
+launch_rec(CUstream s, bool ptsz, CUresult res, CUfunction f, const unsigned dims[7],
+           void **kernelParams, void **extra, bool attrs)
 {
     CUstream key = vr_gr_stream_key(s, ptsz);
     lock();
@@ -234,4 +234,17 @@ void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const uns
           launch_fast(se, c, f, dims, kernelParams)))
         launch_slow(key, se, c, f, dims, kernelParams, extra);
     unlock();
+}
+
+void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const unsigned dims[7],
+                    void **kernelParams, void **extra, bool attrs)
+{
+    launch_rec(s, ptsz, res, f, dims, kernelParams, extra, attrs);
+}
+
+/* Every argument in a register: the common launch pays no stack pushes. */
+void vr_grec_launch_kp(CUstream s, bool ptsz, CUresult res, CUfunction f, const unsigned dims[7],
+                       void **kernelParams)
+{
+    launch_rec(s, ptsz, res, f, dims, kernelParams, NULL, false);
 }
