@@ -76,8 +76,11 @@ static enum pad pad_of(const struct vr_layout *l)
     for (const struct vr_arg *u = l->end8; u != l->end4; u++)
         memset(seen + u->offset, 1, 4);
     for (const struct vr_arg *u = l->end8; u != l->end4; u++) {
-        if (u->offset % 8 || seen[u->offset + 4] || seen[u->offset + 7])
-            return PAD_WORDS; /* its upper half holds another unit */
+        if (u->offset % 8)
+            return PAD_WORDS;
+        for (uint32_t b = 4; b < 8; b++)
+            if (seen[u->offset + b])
+                return PAD_WORDS; /* its upper half holds (part of) another unit */
         memset(seen + u->offset + 4, 2, 4);
     }
     for (size_t b = 0; b < bytes; b++)
