@@ -1,6 +1,7 @@
 /* graph_rec: the recorder of graphs as they are made (graph_rec.h states the
  * contract). One mutex guards three small tables: graph -> record, stream
  * -> its capture state, event -> the capture dependency set it carries.
+ * A kernel launched into a capture is recorded by graph_rec_launch.c.
  */
 #include "graph_rec_int.h"
 
@@ -55,38 +56,15 @@ struct graph_ent {
     struct graph_ent *next;
 };
 
-struct capture {
-    uint64_t id;
-    struct vr_grec *r;
-    CUstream origin;
-    struct capture *next;
-    /* The layout of the function launched last, while no eviction ran
-     * (most captures launch few functions many times). Under mu. */
-    CUfunction last_f;
-    const struct vr_layout *last_l;
-    uint64_t last_gen;
-};
-
-/* A stream's capture state, or the capture dependency set an event
- * carries: one shape, two tables. */
-struct dep_ent {
-    const void *key;                /* the CUstream or the CUevent */
-    struct capture *cap;            /* stream: NULL, not capturing (as far as the shim saw) */
-    uint64_t cap_id;                /* event: 0, carries no capture dependencies */
-    uint32_t *deps;
-    uint32_t n, ncap;
-    struct dep_ent *next;
-};
-
-static vr_mutex mu = VR_MUTEX_INIT;
+vr_mutex vr_gr_mu = VR_MUTEX_INIT; /* graph_rec_int.h */
 static struct graph_ent *graphs[NBUCKETS];
 static struct dep_ent *streams[NBUCKETS];
 static struct dep_ent *events[NBUCKETS];
 static struct capture *captures;
 static uint64_t capture_ids;
-static atomic_uint live_captures;
-/* The per-thread default stream: one key per thread. */
-static _Thread_local char ptds_tag;
+atomic_uint vr_grec_live_captures;
+/* The per-thread default stream: one key per thread (graph_rec_int.h). */
+_Thread_local char vr_gr_ptds_tag;
 
 static inline unsigned bucket(const void *h)
 {
@@ -96,24 +74,19 @@ static inline unsigned bucket(const void *h)
 
 void vr_gr_lock(void)
 {
-    vr_mutex_lock(&mu);
+    vr_mutex_lock(&vr_gr_mu);
     vr_rank_take(VR_RANK_GREC);
 }
 
 void vr_gr_unlock(void)
 {
     vr_rank_drop(VR_RANK_GREC);
-    vr_mutex_unlock(&mu);
+    vr_mutex_unlock(&vr_gr_mu);
 }
 
-/* The key of a stream: the legacy stream cannot capture (NULL). */
-static CUstream stream_key(CUstream s, bool ptsz)
+static inline CUstream stream_key(CUstream s, bool ptsz)
 {
-    if (s == CU_STREAM_PER_THREAD || (ptsz && !s))
-        return (CUstream)(void *)&ptds_tag;
-    if (s == CU_STREAM_LEGACY)
-        return NULL;
-    return s;
+    return vr_gr_stream_key(s, ptsz);
 }
 
 static struct graph_ent **graph_slot(CUgraph g)
@@ -182,6 +155,11 @@ static struct dep_ent *stream_find(CUstream key, bool make)
     return dep_find(streams, key, make);
 }
 
+struct dep_ent *vr_gr_stream_find(CUstream key)
+{
+    return stream_find(key, false);
+}
+
 static struct dep_ent *event_find(CUevent ev, bool make)
 {
     return dep_find(events, ev, make);
@@ -232,11 +210,6 @@ void vr_gr_unknown_handleless(void)
 
 /* ---- capture ------------------------------------------------------------- */
 
-bool vr_grec_capturing(void)
-{
-    return atomic_load_explicit(&live_captures, memory_order_relaxed) != 0;
-}
-
 static void leave(struct dep_ent *se)
 {
     se->cap = NULL;
@@ -254,7 +227,7 @@ static void end_locked(struct capture *c)
             *pp = c->next;
             break;
         }
-    atomic_fetch_sub_explicit(&live_captures, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&vr_grec_live_captures, 1, memory_order_relaxed);
 }
 
 void vr_grec_capture_begin(CUstream s, bool ptsz)
@@ -280,7 +253,7 @@ void vr_grec_capture_begin(CUstream s, bool ptsz)
     captures = c;
     se->cap = c;
     se->n = 0;
-    atomic_fetch_add_explicit(&live_captures, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&vr_grec_live_captures, 1, memory_order_relaxed);
     vr_gr_unlock();
 }
 
@@ -340,71 +313,6 @@ struct vr_grec *vr_gr_capture_rec(CUstream s, bool ptsz, struct dep_ent **se)
 void vr_gr_chain(struct dep_ent *se, struct vr_grec *r, uint32_t i)
 {
     chain(se, r, i);
-}
-
-void vr_grec_launch(CUstream s, bool ptsz, CUresult res, CUfunction f, const unsigned dims[7],
-                    void **kernelParams, void **extra, bool attrs)
-{
-    vr_gr_lock();
-    struct dep_ent *se = stream_find(stream_key(s, ptsz), false);
-    struct capture *c = se ? se->cap : NULL;
-    if (!c) {
-        vr_gr_unlock();
-        return;
-    }
-    struct vr_grec *r = c->r;
-    if (res != CUDA_SUCCESS || attrs || r->unknown) {
-        r->unknown = true; /* a failed call invalidates the capture anyway */
-        vr_gr_unlock();
-        return;
-    }
-    const struct vr_layout *l = NULL;
-    uint64_t gen = vr_layout_generation();
-    if (!extra && f && c->last_f == f && c->last_gen == gen) {
-        l = c->last_l;
-    } else if (!extra && f) {
-        /* The layout is looked up outside the lock (its own rank is below
-         * none of ours, and it may ask the driver). */
-        uint64_t id = c->id;
-        vr_gr_unlock();
-        if (vr_layout_get(f, NULL, &l) != 0)
-            l = NULL;
-        vr_gr_lock();
-        se = stream_find(stream_key(s, ptsz), false);
-        c = se ? se->cap : NULL;
-        if (!c || c->id != id) {
-            vr_gr_unlock();
-            return; /* the capture ended meanwhile (another thread) */
-        }
-        r = c->r;
-        c->last_f = f;
-        c->last_l = l;
-        c->last_gen = gen;
-    }
-    /* vr_gr_add_node's work where room is left (r is not UNKNOWN here),
-     * each field written once instead of a zeroed node written over;
-     * layout, off and len are vr_gr_set_args's. */
-    uint32_t i;
-    if (__builtin_expect(r->n < r->cap, 1)) {
-        i = r->n++;
-        r->nkernels++;
-        struct gnode *g = &r->v[i];
-        g->type = CU_GRAPH_NODE_TYPE_KERNEL;
-        g->f.kern = NULL;
-        g->f.ctx = NULL;
-        g->ctx = NULL;
-        g->handle = NULL;
-    } else {
-        i = vr_gr_add_node(r, CU_GRAPH_NODE_TYPE_KERNEL, NULL);
-    }
-    if (i != UINT32_MAX) {
-        struct gnode *g = &r->v[i];
-        g->f.func = f;
-        memcpy(g->f.dims, dims, VR_DIMS_BYTES);
-        vr_gr_set_args(r, g, l, kernelParams);
-        chain(se, r, i);
-    }
-    vr_gr_unlock();
 }
 
 void vr_grec_capture_plain(CUstream s, bool ptsz, CUresult res, CUgraphNodeType type,
@@ -537,5 +445,5 @@ const char *vr_grec_diff_graph(const struct vr_grec *cur, CUgraph graph, const s
 
 void vr_grec_after_fork(void)
 {
-    mu = (vr_mutex)VR_MUTEX_INIT;
+    vr_gr_mu = (vr_mutex)VR_MUTEX_INIT;
 }

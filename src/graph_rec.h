@@ -48,6 +48,7 @@
 #ifndef VR_GRAPH_REC_H
 #define VR_GRAPH_REC_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -64,11 +65,19 @@ struct vr_grec;
 void vr_grec_capture_begin(CUstream s, bool ptsz);
 /* After cuStreamEndCapture returned r (graph set on success). */
 void vr_grec_capture_end(CUstream s, bool ptsz, CUresult r, CUgraph graph);
-/* Whether any capture the shim saw is running: the launch hooks' filter. */
-bool vr_grec_capturing(void);
+/* Whether any capture the shim saw is running: the launch hooks' filter,
+ * inline (one relaxed load, no call, on every launch). */
+extern atomic_uint vr_grec_live_captures;
+static inline bool vr_grec_capturing(void)
+{
+    return atomic_load_explicit(&vr_grec_live_captures, memory_order_relaxed) != 0;
+}
 /* A kernel launch into s returned r; attrs: the launch had attributes. */
 void vr_grec_launch(CUstream s, bool ptsz, CUresult r, CUfunction f, const unsigned dims[7],
                     void **kernelParams, void **extra, bool attrs);
+/* vr_grec_launch without extra and attributes (the common cuLaunchKernel). */
+void vr_grec_launch_kp(CUstream s, bool ptsz, CUresult r, CUfunction f, const unsigned dims[7],
+                       void **kernelParams);
 /* cuLaunchKernelEx with n > 0 attributes into s returned res: a kernel
  * node with the attributes' bytes beside it (graph_rec_attrs.c). */
 void vr_grec_launch_attrs(CUstream s, bool ptsz, CUresult res, CUfunction f,

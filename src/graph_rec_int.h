@@ -10,6 +10,7 @@
 
 #include "graph_rec.h"
 #include "layout.h"
+#include "lock.h"
 
 /* A node of a type the record cannot describe: never equal to anything. */
 #define VR_GN_UNMODELLED ((CUgraphNodeType)0x7fffffff)
@@ -90,5 +91,55 @@ void vr_gr_chain(struct dep_ent *se, struct vr_grec *r, uint32_t i);
 void vr_gr_set_attrs(struct vr_grec *r, struct gnode *g, const CUlaunchAttribute *a, unsigned n);
 /* The graph as the driver's getters tell it (no lock held): NULL on failure. */
 struct vr_grec *vr_gr_read(CUgraph graph);
+
+/* ---- graph_rec.c's capture state, for graph_rec_launch.c (under the lock) ---- */
+
+/* A capture the shim follows. */
+struct capture {
+    uint64_t id;
+    struct vr_grec *r;
+    CUstream origin;
+    struct capture *next;
+    /* The layout of the function launched last, while no eviction ran
+     * (most captures launch few functions many times). Under mu. */
+    CUfunction last_f;
+    const struct vr_layout *last_l;
+    uint64_t last_gen;
+    uint32_t last_bytes;            /* last_l's argument bytes, rounded up to words */
+    uint8_t last_pad;               /* how launch_fast pads them (enum pad) */
+};
+
+/* A stream's capture state, or the capture dependency set an event
+ * carries: one shape, two tables. */
+struct dep_ent {
+    const void *key;                /* the CUstream or the CUevent */
+    struct capture *cap;            /* stream: NULL, not capturing (as far as the shim saw) */
+    uint64_t cap_id;                /* event: 0, carries no capture dependencies */
+    uint32_t *deps;
+    uint32_t n, ncap;
+    struct dep_ent *next;
+};
+
+/* The key of the calling thread's per-thread default stream. */
+extern _Thread_local char vr_gr_ptds_tag;
+
+/* The key of a stream: the legacy stream cannot capture (NULL). */
+static inline CUstream vr_gr_stream_key(CUstream s, bool ptsz)
+{
+    if (s == CU_STREAM_PER_THREAD || (ptsz && !s))
+        return (CUstream)(void *)&vr_gr_ptds_tag;
+    if (s == CU_STREAM_LEGACY)
+        return NULL;
+    return s;
+}
+
+/* The lock vr_gr_lock takes, for graph_rec_launch.c's inline copy. */
+extern vr_mutex vr_gr_mu;
+
+/* Stream key -> its entry (NULL: none); entries are never freed. */
+struct dep_ent *vr_gr_stream_find(CUstream key);
+/* Node i of r joins the capture of stream se: it depends on the stream's
+ * set and becomes it. */
+void vr_gr_chain(struct dep_ent *se, struct vr_grec *r, uint32_t i);
 
 #endif

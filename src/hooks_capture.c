@@ -76,7 +76,10 @@ CUresult vr_on_cuStreamUpdateCaptureDependencies_v2(CUstream s, CUgraphNode *dep
     CUresult r = vr_real.real(f, gx, gy, gz, bx, by, bz, shmem, s, kp, extra);              \
     if (vr_grec_capturing()) {                                                              \
         const unsigned dims[7] = {gx, gy, gz, bx, by, bz, shmem};                           \
-        vr_grec_launch(s, ptsz, r, f, dims, kp, extra, false);                              \
+        if (extra)                                                                          \
+            vr_grec_launch(s, ptsz, r, f, dims, kp, extra, false);                          \
+        else                                                                                \
+            vr_grec_launch_kp(s, ptsz, r, f, dims, kp);                                     \
     }                                                                                       \
     return r;
 

@@ -44,7 +44,7 @@ static struct entry *table;
 static size_t cap, used;
 /* Bumped by every eviction: a layout read from the driver while an unload
  * ran may describe the handle's previous function, so it is not cached. */
-static _Atomic uint64_t generation;
+_Atomic uint64_t vr_layout_gen;
 
 /* Evicted layouts, kept reachable until exit (the lifetime rule in
  * layout.h). Guarded by the write side of `lock`. */
@@ -264,15 +264,10 @@ static void remove_locked(size_t i)
     used--;
 }
 
-uint64_t vr_layout_generation(void)
-{
-    return atomic_load_explicit(&generation, memory_order_acquire);
-}
-
 static void evict(bool kernels, const void *owner, bool all_functions)
 {
     write_lock();
-    generation++;
+    vr_layout_gen++;
     for (size_t i = 0; i < cap;) {
         const struct entry *en = &table[i];
         bool drop = en->key && (en->kernel == kernels
@@ -321,7 +316,7 @@ int vr_layout_get(CUfunction func, CUkernel kern, const struct vr_layout **out)
     read_lock();
     struct entry *e = find_locked(key);
     struct entry hit = e ? *e : (struct entry){0};
-    uint64_t gen = generation;
+    uint64_t gen = vr_layout_gen;
     unlock();
     if (!e) {
         /* Read outside the lock: the driver calls may be slow. */
@@ -333,7 +328,7 @@ int vr_layout_get(CUfunction func, CUkernel kern, const struct vr_layout **out)
         if (e) {
             vr_layout_free(fresh.layout); /* another thread won; ours was never seen */
             hit = *e;
-        } else if (gen != generation || insert_locked(&fresh) != 0) {
+        } else if (gen != vr_layout_gen || insert_locked(&fresh) != 0) {
             /* An unload ran meanwhile (or no memory): answer without caching,
              * and keep the layout alive as if evicted. */
             retire_locked(fresh.layout);

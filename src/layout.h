@@ -18,6 +18,7 @@
 #ifndef VR_LAYOUT_H
 #define VR_LAYOUT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -62,8 +63,13 @@ void vr_layout_evict_module(CUmodule mod);
 void vr_layout_evict_library(CUlibrary lib);
 
 /* Changes at every eviction: a layout a caller cached beside a function
- * handle is still that handle's while the generation it read stays. */
-uint64_t vr_layout_generation(void);
+ * handle is still that handle's while the generation it read stays.
+ * Inline: a captured kernel checks it (graph_rec.c). */
+extern _Atomic uint64_t vr_layout_gen;
+static inline uint64_t vr_layout_generation(void)
+{
+    return atomic_load_explicit(&vr_layout_gen, memory_order_acquire);
+}
 
 /* Builds a layout from (offset, size) pairs: the pure part, for tests. */
 int vr_layout_build(const uint32_t *offset, const uint32_t *size, uint32_t nparams,

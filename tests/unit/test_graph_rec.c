@@ -12,9 +12,27 @@
 
 static size_t driver_count; /* what cuGraphGetNodes reports for every graph */
 
+/* Layouts with padding (the recorder zeroes it, so records compare whole):
+ * G int, pointer (the int's word widened); H int, 16-byte struct at 16 (the
+ * words zeroed); J three ints (the rounding past the end zeroed). */
+#define G ((CUfunction)(void *)0x2000)
+#define H ((CUfunction)(void *)0x3000)
+#define J ((CUfunction)(void *)0x4000)
+static const size_t g_off[] = {0, 8}, g_size[] = {4, 8};
+static const size_t h_off[] = {0, 16}, h_size[] = {4, 16};
+static const size_t j_off[] = {0, 4, 8}, j_size[] = {4, 4, 4};
+
 static CUresult CUDAAPI fake_param_info(CUfunction f, size_t i, size_t *off, size_t *size)
 {
-    (void)f;
+    const size_t *o = f == G ? g_off : f == H ? h_off : f == J ? j_off : NULL;
+    const size_t *z = f == G ? g_size : f == H ? h_size : f == J ? j_size : NULL;
+    if (o) {
+        if (i >= (f == J ? 3u : 2u))
+            return CUDA_ERROR_INVALID_VALUE;
+        *off = o[i];
+        *size = z[i];
+        return CUDA_SUCCESS;
+    }
     if (i >= 2)
         return CUDA_ERROR_INVALID_VALUE;
     *off = i * 8;
@@ -267,4 +285,51 @@ Test(graph_rec, explicit_graphs_and_their_edges)
     vr_grec_free(rg);
     vr_grec_destroyed(g);
     vr_grec_destroyed(h);
+}
+
+/* The padding of a captured kernel's arguments is zero, whatever the
+ * record's recycled buffer held before: a capture of all-ones arguments
+ * (two pointers, 16 bytes a node) leaves its record to the next capture,
+ * whose kernels (the second and third of each function take the fast
+ * path) have gaps where those ones were. */
+static void padding_zero(CUfunction f, uint32_t bytes, const uint32_t *pad, size_t npad,
+                         CUgraph g1, CUgraph g2)
+{
+    CUstream s = (CUstream)(void *)0x70;
+    vr_grec_capture_begin(s, false);
+    for (int i = 0; i < 8; i++)
+        launch(s, ~(uint64_t)0, ~(uint64_t)0);
+    vr_grec_capture_end(s, false, CUDA_SUCCESS, g1);
+    vr_grec_destroyed(g1); /* its record becomes the next one's */
+    uint8_t arg[16];
+    memset(arg, 0x5a, sizeof arg);
+    void *kp[3] = {arg, arg, arg};
+    vr_grec_capture_begin(s, false);
+    for (int i = 0; i < 3; i++)
+        vr_grec_launch(s, false, CUDA_SUCCESS, f, dims, kp, NULL, false);
+    vr_grec_capture_end(s, false, CUDA_SUCCESS, g2);
+    driver_count = 3;
+    struct vr_grec *r = vr_grec_take(g2);
+    cr_assert_not_null(r);
+    for (size_t k = 0; k < 3; k++) {
+        CUDA_KERNEL_NODE_PARAMS_v2 p;
+        void *out[3];
+        vr_grec_kernel_params(r, k, &p, out);
+        const uint8_t *base = p.kernelParams[0];
+        for (size_t b = 0; b < npad; b++)
+            cr_assert_eq(base[pad[b]], 0, "node %zu, byte %u of %u", k, pad[b], bytes);
+        cr_assert_eq(base[0], 0x5a);
+    }
+    vr_grec_free(r);
+    vr_grec_destroyed(g2);
+}
+
+Test(graph_rec, captured_padding_is_zero)
+{
+    static const uint32_t g_pad[] = {4, 5, 6, 7};
+    static const uint32_t h_pad[] = {4, 7, 8, 15};
+    static const uint32_t j_pad[] = {12, 15};
+    padding_zero(G, 16, g_pad, 4, (CUgraph)(void *)0x700, (CUgraph)(void *)0x701);
+    padding_zero(H, 32, h_pad, 4, (CUgraph)(void *)0x702, (CUgraph)(void *)0x703);
+    padding_zero(J, 12, j_pad, 2, (CUgraph)(void *)0x704, (CUgraph)(void *)0x705);
 }

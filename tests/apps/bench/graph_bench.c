@@ -45,7 +45,11 @@
  * transition; their wall times are printed one by one); the rest are: wall
  * time per step (the steps' own clock), the calling thread's and the whole
  * process's CPU time per step, and the time inside the SetParams loop and
- * inside cuGraphLaunch (wall, and the calling thread's CPU). The heap in use (mallinfo2: arena + mmapped chunks)
+ * inside cuGraphLaunch (wall, and the calling thread's CPU); recapture also
+ * prints capture_ns_per_kernel (and _median): the calling thread's CPU time
+ * of one step's capture, least (median) over the timed steps, divided by N,
+ * whose difference with and without the shim is the shim's own work per
+ * captured kernel (scripts/bench: capture_ns.* checks). The heap in use (mallinfo2: arena + mmapped chunks)
  * is read right after the timed steps, before anything is freed, and with it
  * the part of it that simcuda holds for its own objects (graphs, execs,
  * streams: driver memory on a GPU), from the simcuda-only query
@@ -222,6 +226,12 @@ static void check(const char *what, CUresult rc)
 }
 
 #define CK(call) check(#call, (call))
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
 
 static uint64_t clock_ns(clockid_t id)
 {
@@ -930,6 +940,14 @@ int main(int argc, char **argv)
     struct varemap_stats s0 = { 0 }, s1 = { 0 };
     uint64_t t_total = 0, t_setparams = 0, t_launch = 0, t_start = now_ns(), cpu0 = 0, pcpu0 = 0;
     uint64_t t_update = 0, t_launch_cpu = 0;
+    /* recapture: the calling thread's CPU time of each timed step's capture
+     * (cuStreamBeginCapture .. cuStreamEndCapture), least and median over
+     * the timed steps, per captured kernel: run with and without the shim,
+     * the difference is the shim's own work per captured kernel. */
+    uint64_t *cap_ns = calloc(o->steps, sizeof *cap_ns);
+    unsigned ncap = 0;
+    if (!cap_ns)
+        die("out of memory");
     for (unsigned step = 0; step < o->steps; step++) {
         bool timed = step >= o->warmup;
         if (step == o->warmup) {
@@ -976,7 +994,21 @@ int main(int argc, char **argv)
         unsigned changed = 0;
         uint64_t tu = 0;
         if (update_pattern()) {
+            if (o->pattern == P_RECAPTURE) {
+                /* The previous step's small frees (the graph destroyed, the
+                 * update's) wait in malloc's fast bins until some large
+                 * request consolidates them: without the shim the driver's
+                 * update makes it, with the shim (no update sent) the next
+                 * capture would, and pay for it. Consolidated here, outside
+                 * the timed capture, in both runs alike. */
+                void *volatile big = malloc(64 << 10);
+                free(big);
+            }
+            uint64_t cc0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
             step_graph = o->pattern == P_RECAPTURE ? capture(step) : chain(step, false);
+            uint64_t cc1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+            if (timed && o->pattern == P_RECAPTURE)
+                cap_ns[ncap++] = cc1 - cc0;
             changed = changed_nodes();
             update_from(step_graph, &tu);
         } else {
@@ -1100,6 +1132,13 @@ int main(int argc, char **argv)
         printf("\"moves\": \"%s\", ", moves_names[o->moves]);
         if (o->pattern == P_RECAPTURE)
             printf("\"capture_mode\": \"%s\", ", cmode_names[o->cmode]);
+        if (o->pattern == P_RECAPTURE && ncap) {
+            qsort(cap_ns, ncap, sizeof *cap_ns, cmp_u64);
+            printf("\"capture_ns_per_kernel\": %.2f, \"capture_ns_per_kernel_median\": %.2f, ",
+                   (double)cap_ns[0] / o->nodes, (double)cap_ns[ncap / 2] / o->nodes);
+        } else if (o->pattern == P_RECAPTURE) {
+            printf("\"capture_ns_per_kernel\": null, \"capture_ns_per_kernel_median\": null, ");
+        }
         printf("\"update_ns_per_call\": %.1f, \"changed_nodes_per_step\": %.4g, ",
                G.c_update ? (double)t_update / (double)G.c_update : 0.0,
                (double)G.c_changed / per);
@@ -1203,6 +1242,7 @@ int main(int argc, char **argv)
     free(G.member);
     free(G.pool);
     free(G.warm_ns);
+    free(cap_ns);
     free(G.prev_args);
     free(calls0);
     free(calls1);
