@@ -4,7 +4,8 @@
  * values of each accumulator, or names the first wrong value and exits 1.
  *
  * The graph: M kernel nodes in a chain, node j: acc += B[j] over the first
- * n floats of this step's buffers (vr_add_f32). Every step allocates M new
+ * n floats of this step's buffers (vr_add_f32; all of them, or as many as
+ * VR_EXTENT covers: vr_check.h). Every step allocates M new
  * buffers (size below), fills B[j] with a value of (step, j) on a stream of
  * its own, waits for the fill, re-points
  * every node (cuGraphExecKernelNodeSetParams_v2), launches, and frees:
@@ -66,9 +67,11 @@ static float value_of(int s, int j)
 }
 
 /* Regions of an accumulator, cut where the sizes end: [0, SMALL), [SMALL,
- * 2 MiB), [2 MiB, 4 MiB) in floats. */
+ * 2 MiB), [2 MiB, 4 MiB) in floats; where the kernels cover less (the
+ * extent), cut there too (main). */
 #define SMALL ((2 * MIB - 4096) / 4)
-static const size_t cut[4] = { 0, SMALL, 2 * MIB / 4, ACC_FLOATS };
+static size_t cut[4] = { 0, SMALL, 2 * MIB / 4, ACC_FLOATS };
+static size_t extent = ACC_FLOATS;
 
 struct acc {
     CUdeviceptr d;
@@ -103,7 +106,7 @@ static bool check(const char *what, int t, const struct acc *a, char *line, size
     if (!strcmp(what, "shared"))
         snprintf(line, cap, " %s=ok", what);
     else
-        snprintf(line, cap, " %s=%g/%g/%g", what, h[0], h[SMALL], h[ACC_FLOATS - 1]);
+        snprintf(line, cap, " %s=%g/%g/%g", what, h[0], h[cut[1]], h[ACC_FLOATS - 1]);
     free(h);
     return true;
 }
@@ -195,13 +198,13 @@ static void *work(void *arg)
     CK(cuMemGetInfo_v2(&w->free_at_start, &total));
     for (int s = 0; s < o.steps; s++) {
         size_t bytes = size_of(s);
-        n = bytes / 4;
+        n = bytes / 4 < extent ? bytes / 4 : extent;
         for (int j = 0; j < M; j++) {
             CK(cuMemAlloc_v2(&cur[j], bytes));
             if (!as_native(w, cur[j], bytes))
                 return NULL;
             union { float f; unsigned u; } v = { value_of(s, j) };
-            CK(cuMemsetD32Async(cur[j], v.u, n, fill));
+            CK(cuMemsetD32Async(cur[j], v.u, bytes / 4, fill));
             expect(&a, n, v.f);
         }
         /* Filled apart from the launch stream, so nothing orders the fill
@@ -287,6 +290,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "churn_probe: bad arguments\n");
         return 2;
     }
+    extent = vr_extent_f32(ACC_FLOATS);
+    for (int r = 1; r < 3; r++)
+        cut[r] = cut[r] < extent ? cut[r] : extent;
     CK(cuInit(0));
     vr_ctx_current(0, &ctx);
     char *ptx = vr_ptx_or_die(getenv("VR_PTX"));

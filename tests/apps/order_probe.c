@@ -79,7 +79,7 @@ static float read1(CUdeviceptr p, size_t i)
 static const float cval[3] = {0.5f, -0.25f, 0.125f};
 static CUdeviceptr a, t, c[3], cin;
 static float half = 0.5f;
-static unsigned long long n = N;
+static unsigned long long n = N; /* the floats the kernels cover (main) */
 static void *kp0[] = {&t, &a, &half, &n};
 static void *kp1[] = {&a, &t, &cin, &n};
 static CUfunction fns[2];
@@ -142,7 +142,7 @@ static void build(void)
 static int check(void)
 {
     CK(cuCtxSynchronize());
-    static const size_t at[] = {0, N / 3, N - 1};
+    const size_t at[] = {0, n / 3, n - 1};
     for (size_t k = 0; k < 3; k++) {
         float ga = read1(a, at[k]);
         if (ga != ha) {
@@ -407,6 +407,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--case"))
             case_name = argv[i + 1];
     alarm(30); /* a hang is a failure with a name */
+    n = vr_extent_f32(N);
     static const char *const known[] = {"realloc-set", "realloc-keep", "realloc-async", "realloc-vary", "ptds",
                                         "ptsz", "update", "update-v1", "destroy", "ctx",
                                         "ctx-none", "dead-stream"};

@@ -76,7 +76,7 @@ static int run(bool realloc_a, unsigned k, FILE *out)
     CUfunction fill = fn("vr_fill_f32"), axpy = fn("vr_axpy_f32");
     CUdeviceptr o = buffer("out"), a = buffer("a");
     float zero = 0.0f, v = 0.0f, one = 1.0f;
-    unsigned long long n = N;
+    unsigned long long n = vr_extent_f32(N); /* the floats the kernels cover */
     void *kp_zero[] = {&o, &zero, &n}, *kp_fill[] = {&a, &v, &n}, *kp_axpy[] = {&o, &a, &one, &n};
     CUgraph g;
     CUgraphNode nodes[MAXK + 2];

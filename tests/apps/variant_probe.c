@@ -31,8 +31,9 @@
  *                   launches, so the event must not complete while the
  *                   launch is held (whichever variant ran it); prints
  *                   whether it was pending each time
- *   --case range    another graph: S = sum of [X, X + N) (vr_sum_range_f32,
- *                   the end pointer is X's end), then Y[step % 2] = 2 * X;
+ *   --case range    another graph: S = sum of [X + N - n, X + N), n the floats
+ *                   the kernels cover (vr_sum_range_f32, the end pointer is
+ *                   X's end), then Y[step % 2] = 2 * X over n floats;
  *                   X fills its slice exactly, so its end equals the start of
  *                   Y's slice, which changes at every step. `--steps N`.
  *   --case nodes    another graph, with nodes of other types: memset
@@ -144,7 +145,7 @@ static int nodes(unsigned steps)
         die("calloc", CUDA_ERROR_OUT_OF_MEMORY);
     CUdeviceptr cin = c[0];
     float half = 0.5f;
-    unsigned long long n = N;
+    unsigned long long n = vr_extent_f32(N); /* the floats the kernels cover */
     void *kp0[] = {&a, &t, &half, &n};
     void *kp1[] = {&a, &a, &cin, &n};
     struct node nd[2] = {{NULL, axpy, kp0}, {NULL, add, kp1}};
@@ -215,7 +216,7 @@ static int nodes(unsigned steps)
             bad = 1;
         }
     }
-    for (size_t i = 0; i < N && !bad; i += 65537)
+    for (size_t i = 0; i < n && !bad; i += n / 8 + 1)
         if (read1(a, i) != ha) {
             fprintf(stderr, "variant_probe nodes: A[%zu]=%g, want %g\n", i, (double)read1(a, i),
                     (double)ha);
@@ -245,10 +246,10 @@ static int range(unsigned steps)
     CK(cuModuleGetFunction(&scale, mod, "vr_scale_f32"));
     CUdeviceptr out, x = buffer(1.0f), y[2] = {buffer(0.0f), buffer(0.0f)};
     CK(cuMemAlloc_v2(&out, 4)); /* small: never a slice */
-    CUdeviceptr xend = x + BYTES, yout = y[0];
     float two = 2.0f;
-    unsigned long long n = N;
-    void *kp0[] = {&out, &x, &xend};
+    unsigned long long n = vr_extent_f32(N); /* the floats the kernels cover */
+    CUdeviceptr xend = x + BYTES, xbegin = xend - n * 4, yout = y[0];
+    void *kp0[] = {&out, &xbegin, &xend};
     void *kp1[] = {&yout, &x, &two, &n};
     struct node nd[2] = {{NULL, sum, kp0}, {NULL, scale, kp1}};
     CUgraph g;
@@ -274,8 +275,8 @@ static int range(unsigned steps)
     }
     float sres;
     CK(cuMemcpyDtoH_v2(&sres, out, 4));
-    for (size_t i = 0; i < N; i += 65537)
-        if (sres != (float)N || read1(y[0], i) != 2.0f || read1(y[1], i) != 2.0f) {
+    for (size_t i = 0; i < n; i += n / 8 + 1)
+        if (sres != (float)n || read1(y[0], i) != 2.0f || read1(y[1], i) != 2.0f) {
             fprintf(stderr, "variant_probe range: sum %g, Y0[%zu] %g, Y1 %g\n", (double)sres, i,
                     (double)read1(y[0], i), (double)read1(y[1], i));
             return 1;
@@ -327,7 +328,7 @@ int main(int argc, char **argv)
     CUdeviceptr a = buffer(1.0f), t = buffer(0.0f), c[2] = {buffer(cval[0]), buffer(cval[1])};
     CUdeviceptr cin = c[0];
     float half = 0.5f;
-    unsigned long long n = N;
+    unsigned long long n = vr_extent_f32(N); /* the floats the kernels cover */
     void *kp0[] = {&t, &a, &half, &n};
     void *kp1[] = {&a, &t, &cin, &n};
     struct node nd[2] = {{NULL, scale, kp0}, {NULL, add, kp1}};
@@ -417,7 +418,7 @@ int main(int argc, char **argv)
             STEP();
     }
     CK(cuCtxSynchronize());
-    for (size_t i = 0; i < N; i += 65537) {
+    for (size_t i = 0; i < n; i += n / 8 + 1) {
         float ga = read1(a, i), gt = read1(t, i);
         if (ga != ha || gt != ht) {
             fprintf(stderr, "variant_probe %s: at %zu A=%g T=%g, want A=%g T=%g\n", case_name, i,

@@ -11,6 +11,9 @@
  *   vr_ptx_or_die(p)    the PTX text at path p (NULL or "": none given), or exit 1
  *   vr_buffer_f32(n, v) a new buffer of n floats, each v, ready when it returns
  *   vr_read_f32(p, i)   float i of buffer p
+ *   vr_extent_f32(n)    how many of an n-float buffer's floats the kernels cover:
+ *                       n, or VR_EXTENT bytes' worth when that is set and
+ *                       smaller (the suites' setting: tests/e2e/meson.build)
  *   vr_gate             a host function (cuLaunchHostFunc) that holds its stream
  *                       until the atomic_int its argument points to is set
  *
@@ -101,6 +104,18 @@ static inline float vr_read_f32(CUdeviceptr p, size_t i)
     float f;
     CK(cuMemcpyDtoH_v2(&f, p + i * sizeof f, sizeof f));
     return f;
+}
+
+static inline size_t vr_extent_f32(size_t n)
+{
+    const char *s = getenv("VR_EXTENT");
+    char *end = NULL;
+    unsigned long long e = s && *s ? strtoull(s, &end, 0) : 0;
+    if (end && (*end == 'K' || *end == 'k'))
+        e <<= 10;
+    else if (end && (*end == 'M' || *end == 'm'))
+        e <<= 20;
+    return e / 4 && e / 4 < n ? (size_t)(e / 4) : n;
 }
 
 static inline void CUDA_CB vr_gate(void *released)

@@ -44,11 +44,15 @@ void cli_env_init(struct cli_env *e)
     cli_env_set(e, "PATH=%s", path && *path ? path : "/usr/bin:/bin");
     cli_env_set(e, "LD_LIBRARY_PATH=%s", vr_env_path("VR_SIMCUDA_DIR"));
     cli_env_set(e, "VR_PTX=%s", vr_env_path("VR_PTX"));
-    /* The suite's kernel path (tests/e2e/meson.build), passed on as the e2e
-     * harness does: without it simcuda interprets every standard kernel. */
+    /* The suite's kernel path and the scenarios' kernel extent
+     * (tests/e2e/meson.build), passed on as the e2e harness does: without
+     * VR_EXTENT the interpreted kernels cover every byte of every buffer. */
     const char *kernels = getenv("SIMCUDA_KERNELS");
     if (kernels)
         cli_env_set(e, "SIMCUDA_KERNELS=%s", kernels);
+    const char *extent = getenv("VR_EXTENT");
+    if (extent)
+        cli_env_set(e, "VR_EXTENT=%s", extent);
     mkdir(cli_tmpdir(), 0700);
     cli_env_set(e, "TMPDIR=%s", cli_tmpdir());
     const char *asan = getenv("ASAN_OPTIONS");

@@ -2,7 +2,7 @@
  *
  * Builds on the e2e harness (scratch directory, vr_spawn, log readers).
  * Every run gets a clean environment: PATH, LD_LIBRARY_PATH=simcuda,
- * VR_PTX, SIMCUDA_KERNELS when set, TMPDIR=<scratch>/tmp (so a suite can see what the command leaves
+ * VR_PTX, SIMCUDA_KERNELS and VR_EXTENT when set, TMPDIR=<scratch>/tmp (so a suite can see what the command leaves
  * behind) and ASAN_OPTIONS for the sanitizer builds; the test's own entries
  * come last and win.
  */

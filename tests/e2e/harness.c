@@ -233,9 +233,11 @@ static void strv_free(struct strv *s)
 static void base_env(struct strv *e)
 {
     /* SIMCUDA_KERNELS: a run of the suites can choose how the standard
-     * kernels run (host versions, to compare timings). */
+     * kernels run (host versions, to compare timings); VR_EXTENT: how much
+     * of each buffer the graph_* scenarios' kernels cover (meson.build). */
     static const char *const keep[] = { "PATH", "HOME", "TMPDIR", "UBSAN_OPTIONS",
-                                        "LSAN_OPTIONS", "MSAN_OPTIONS", "SIMCUDA_KERNELS" };
+                                        "LSAN_OPTIONS", "MSAN_OPTIONS", "SIMCUDA_KERNELS",
+                                        "VR_EXTENT" };
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
         const char *v = getenv(keep[i]);
         if (v)

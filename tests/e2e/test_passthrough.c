@@ -197,12 +197,14 @@ Test(passthrough, rtld_next)
 }
 
 /* simcuda runs the standard kernels through its PTX interpreter unless a
- * run asks for the host versions (these suites do, in their meson
- * definition): with SIMCUDA_KERNELS unset every launch is interpreted, with
- * and without the shim, and the bytes are the host versions' bytes. */
+ * run asks for the host versions (the benchmarks do): with SIMCUDA_KERNELS
+ * unset every launch is interpreted, with and without the shim, and the
+ * bytes are the host versions' bytes, over the whole of every buffer (not
+ * the suites' VR_EXTENT). */
 Test(passthrough, standard_kernels_interpreted_by_default)
 {
-    static const char *const args[] = { "--bytes", "65536", "--steps", "6", NULL };
+    static const char *const args[] = { "--bytes", "65536", "--extent", "65536", "--steps", "6",
+                                        NULL };
     static const char *const dflt[] = { "SIMCUDA_KERNELS=", NULL };
     static const char *const host[] = { "SIMCUDA_KERNELS=host", NULL };
     struct vr_run p, s, h;
