@@ -189,6 +189,16 @@ static int parse_cost_prices(struct load *ld, const char *text)
     return 0;
 }
 
+static int parse_cost_model(struct load *ld, const char *text)
+{
+    size_t len = strlen(text);
+
+    if (len >= sizeof(ld->cfg->cost_model))
+        return -EINVAL;
+    memcpy(ld->cfg->cost_model, text, len + 1);
+    return 0;
+}
+
 static int parse_config(struct load *ld, const char *text)
 {
     size_t len = strlen(text);
@@ -277,6 +287,11 @@ static void show_cost_prices(const struct load *ld, char *buf, size_t cap)
     snprintf(buf, cap, "%s", ld->cfg->cost_measured ? "measured" : "model");
 }
 
+static void show_cost_model(const struct load *ld, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", ld->cfg->cost_model[0] ? ld->cfg->cost_model : "the built-in prices");
+}
+
 static void show_config(const struct load *ld, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s", ld->config_path[0] ? ld->config_path : "no config file");
@@ -306,6 +321,8 @@ static const struct setting settings[] = {
       parse_stats, show_stats, false, false },
     { "VAREMAP_COST_PRICES", "model", "model or measured",
       parse_cost_prices, show_cost_prices, false, false },
+    { "VAREMAP_COST_MODEL", "", "a file path shorter than 4096 bytes",
+      parse_cost_model, show_cost_model, true, false },
     { "VAREMAP_CONFIG", NULL, "a file path shorter than 4096 bytes",
       parse_config, show_config, false, true },
 };

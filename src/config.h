@@ -45,6 +45,8 @@ struct vr_config {
     bool cost_measured;            /* VAREMAP_COST_PRICES, default model (false): the policy
                                     * weighs with the cost model's prices; measured: with the
                                     * driver's as timed here, coarsely (cost.h) */
+    char cost_model[VR_PATH_MAX];  /* VAREMAP_COST_MODEL: a cost model file whose prices the
+                                    * policy weighs with; "" = the built-in ones */
 };
 
 /* Reads a variable; tests pass their own table instead of getenv.

@@ -3,12 +3,21 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-/* conf/cost-model.conf's figures (the H200's, measured by cost_probe);
- * tests/unit/test_cost.c checks them against the file. */
-static const uint64_t prior[VR_COST_COUNT] = {228, 529, 13116, 18948};
-static const char *const names[VR_COST_COUNT] = {"setparams", "map", "unmap", "set_access"};
-static const char *const entries[VR_COST_COUNT] = {"cuGraphExecKernelNodeSetParams_v2",
-                                                   "cuMemMap", "cuMemUnmap", "cuMemSetAccess"};
+/* conf/cost-model.conf's figures (the H200's, measured by cost_probe;
+ * instantiate an estimate); tests/unit/test_cost.c checks them against the
+ * file. Written only before the shim is ready (vr_cost_load). */
+static uint64_t prior[VR_COST_COUNT] = {228, 529, 13116, 18948, 478, 1000000, 2600};
+static const char *const names[VR_COST_COUNT] = {"setparams", "map",         "unmap", "set_access",
+                                                 "reserve",   "instantiate", "launch"};
+static const char *const entries[VR_COST_COUNT] = {
+    "cuGraphExecKernelNodeSetParams_v2", "cuMemMap", "cuMemUnmap", "cuMemSetAccess",
+    "cuMemAddressReserve", "cuGraphInstantiateWithFlags", "cuGraphLaunch"};
+
+void vr_cost_set_prior(enum vr_cost c, uint64_t ns)
+{
+    if (ns >= 1 && ns <= VR_COST_MAX_NS)
+        prior[c] = ns;
+}
 static _Atomic uint32_t ring[VR_COST_COUNT][VR_COST_RING];
 static _Atomic unsigned samples[VR_COST_COUNT];
 /* Mode measured: each price's level (the model's figure times 2^level). */
@@ -66,7 +75,8 @@ uint64_t vr_cost_median(enum vr_cost c)
 /* The model's figure times 2^k. */
 static uint64_t at_level(enum vr_cost c, int k)
 {
-    return k >= 0 ? prior[c] << k : prior[c] >> -k;
+    uint64_t p = k >= 0 ? prior[c] << k : prior[c] >> -k;
+    return p ? p : 1;
 }
 
 /* The level whose price lies nearest `m` on a log scale: m within a factor

@@ -31,7 +31,17 @@
 #include <stdint.h>
 #include <time.h>
 
-enum vr_cost { VR_COST_SETPARAMS, VR_COST_MAP, VR_COST_UNMAP, VR_COST_ACCESS, VR_COST_COUNT };
+/* The first four are timed (vr_cost_note); the others only priced. */
+enum vr_cost {
+    VR_COST_SETPARAMS,
+    VR_COST_MAP,
+    VR_COST_UNMAP,
+    VR_COST_ACCESS,
+    VR_COST_RESERVE,
+    VR_COST_INSTANTIATE,
+    VR_COST_LAUNCH,
+    VR_COST_COUNT
+};
 
 /* Samples the median is taken over (the last ones), and the fewest that
  * make it a measurement. */
@@ -59,8 +69,18 @@ void vr_cost_note(enum vr_cost c, uint64_t since_ns);
 uint64_t vr_cost_get(enum vr_cost c);
 /* The median of the last samples, 0 before VR_COST_MIN of them. */
 uint64_t vr_cost_median(enum vr_cost c);
-/* The cost model's figure (conf/cost-model.conf). */
+/* The cost model's figure: conf/cost-model.conf's, built in, or the file
+ * VAREMAP_COST_MODEL names (vr_cost_load). */
 uint64_t vr_cost_prior(enum vr_cost c);
+/* Reads a cost model in conf/cost-model.conf's format ("name ns  # ..."
+ * lines; other entry points ignored) and takes its figures for the entry
+ * points above (1 ns to VR_COST_MAX_NS; the others keep theirs). Before any
+ * price is read (the shim's start). No heap, no stdio. Returns the number
+ * of figures taken, or -errno when the file cannot be read (every figure
+ * then stays). */
+#define VR_COST_MAX_NS 10000000u
+int vr_cost_load(const char *path);
+void vr_cost_set_prior(enum vr_cost c, uint64_t ns);
 /* True once VR_COST_MIN samples were taken. */
 bool vr_cost_measured(enum vr_cost c);
 const char *vr_cost_name(enum vr_cost c);
@@ -69,8 +89,8 @@ const char *vr_cost_entry(enum vr_cost c);
 
 /* Prices the shim never measures (it makes these calls too rarely, or not
  * on the paths it times): the cost model's figures, in ns. */
-#define VR_PRICE_INSTANTIATE 1000000u /* cuGraphInstantiateWithFlags (estimate) */
-#define VR_PRICE_RESERVE 478u         /* cuMemAddressReserve (H200) */
-#define VR_PRICE_LAUNCH 2600u         /* cuGraphLaunch (H200) */
+#define VR_PRICE_INSTANTIATE vr_cost_prior(VR_COST_INSTANTIATE)
+#define VR_PRICE_RESERVE vr_cost_prior(VR_COST_RESERVE)
+#define VR_PRICE_LAUNCH vr_cost_prior(VR_COST_LAUNCH)
 
 #endif

@@ -68,6 +68,7 @@ static void assert_defaults(const struct vr_config *cfg)
     cr_assert_eq(cfg->vmm_cache, UINT64_C(256) << 20);
     cr_assert_eq(cfg->stats, false);
     cr_assert_eq(cfg->cost_measured, false);
+    cr_assert_str_eq(cfg->cost_model, "");
 }
 
 /* ---- defaults ---- */
@@ -108,8 +109,10 @@ Test(config, every_key_from_environment, .init = cr_redirect_stderr)
     setvar("VAREMAP_VMM_CACHE", "0");
     setvar("VAREMAP_STATS", "1");
     setvar("VAREMAP_COST_PRICES", "measured");
+    setvar("VAREMAP_COST_MODEL", "/etc/host-cost.conf");
     cr_assert_eq(load(&cfg), 0);
     cr_assert_eq(cfg.cost_measured, true);
+    cr_assert_str_eq(cfg.cost_model, "/etc/host-cost.conf");
     cr_assert_eq(cfg.mode, VR_MODE_OBSERVE);
     cr_assert_str_eq(cfg.log_path, "/tmp/x.jsonl");
     cr_assert_eq(cfg.log_level, VR_LEVEL_DEBUG);

@@ -4,6 +4,7 @@
  * neither one preempted call nor the noise around a modelled cost (2x on
  * simcuda) moves them. */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,8 @@
 
 #include "cost.h"
 #include "policy.h"
+
+#include <unistd.h>
 
 /* One measured call that took about `ns` (the test's own instructions add a
  * few dozen nanoseconds, a preemption of this test more: every bound below
@@ -182,4 +185,66 @@ Test(cost, a_cheap_driver_is_learned)
     for (int i = 0; i < VR_COST_RING; i++)
         took(VR_COST_UNMAP, prior / 4);
     cr_assert_eq(vr_cost_get(VR_COST_UNMAP), prior / 4);
+}
+
+static void conf_path(char *path, size_t cap, const char *name)
+{
+    const char *src = getenv("VR_SRC");
+    cr_assert(src, "VR_SRC names the source tree");
+    snprintf(path, cap, "%s/conf/%s", src, name);
+}
+
+/* VAREMAP_COST_MODEL: another host's cost model (here the 4x-dearer
+ * SetParams one) replaces every price the policy reads, and the verdict is
+ * that host's: one remap for 100 updates pays there (100 us saved against
+ * 51.5 us). */
+Test(cost, a_cost_model_file_sets_the_prices)
+{
+    char path[4096];
+    cr_assert(slices_lose(1, 100), "at the built-in (H200) prices the window loses");
+    conf_path(path, sizeof path, "cost-model.setparams-4x.conf");
+    cr_assert_eq(vr_cost_load(path), VR_COST_COUNT, "every price found in %s", path);
+    cr_assert_eq(vr_cost_get(VR_COST_SETPARAMS), 1000);
+    cr_assert_eq(vr_cost_get(VR_COST_MAP), 1500);
+    cr_assert_eq(vr_cost_get(VR_COST_UNMAP), 20000);
+    cr_assert_eq(vr_cost_get(VR_COST_ACCESS), 30000);
+    cr_assert_eq(VR_PRICE_RESERVE, 15000);
+    cr_assert_eq(VR_PRICE_INSTANTIATE, 1000000);
+    cr_assert_eq(VR_PRICE_LAUNCH, 2500);
+    cr_assert_not(slices_lose(1, 100), "at that host's prices the slices pay");
+    /* The shipped model is the built-in one. */
+    conf_path(path, sizeof path, "cost-model.conf");
+    cr_assert_eq(vr_cost_load(path), VR_COST_COUNT);
+    cr_assert_eq(vr_cost_get(VR_COST_SETPARAMS), 228);
+    cr_assert_eq(VR_PRICE_RESERVE, 478);
+}
+
+/* A bad figure for one of ours keeps the built-in one, with a warning; a
+ * file that cannot be read keeps them all. Other entry points, comments,
+ * spaces and a last line without a newline are fine. */
+Test(cost, a_bad_cost_model_keeps_the_built_in_prices, .init = cr_redirect_stderr)
+{
+    char path[] = "/tmp/vr-cost-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    static const char text[] = "# a host\n"
+                               "cuMemMap 0  # no\n"
+                               "cuMemUnmap 12x\n"
+                               "cuLaunchKernel 5\n"
+                               "  cuMemSetAccess\t 777 # yes\n"
+                               "cuGraphExecKernelNodeSetParams_v2 99999999999\n"
+                               "cuGraphLaunch 31";
+    cr_assert_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+    close(fd);
+    cr_assert_eq(vr_cost_load(path), 2);
+    unlink(path);
+    cr_assert_eq(vr_cost_get(VR_COST_MAP), 529);
+    cr_assert_eq(vr_cost_get(VR_COST_UNMAP), 13116);
+    cr_assert_eq(vr_cost_get(VR_COST_ACCESS), 777);
+    cr_assert_eq(vr_cost_get(VR_COST_SETPARAMS), 228);
+    cr_assert_eq(VR_PRICE_LAUNCH, 31);
+    cr_assert_lt(vr_cost_load("/nonexistent-vr/cost.conf"), 0);
+    cr_assert_eq(vr_cost_get(VR_COST_ACCESS), 777);
+    fflush(stderr);
+    cr_assert_stderr_neq_str("");
 }

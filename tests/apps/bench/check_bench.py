@@ -354,9 +354,11 @@ def decisions(path):
         if e not in DECISION_EVENTS:
             continue
         if e == "profile_decision":
+            # the prices weighed too: timing must not reach them
             out.append((e, ev.get("state"), ev.get("launches"),
                         tuple((c.get("size"), c.get("anchors"), c.get("verdict"))
-                              for c in ev.get("candidates", []))))
+                              for c in ev.get("candidates", [])),
+                        tuple(sorted((ev.get("costs_ns") or {}).items()))))
         elif e == "exec_state":
             out.append((e, ev.get("from"), ev.get("to")))
         elif e == "fallback":
@@ -377,6 +379,7 @@ def check_repeat(checks, log, pattern, runs="10"):
         if os.path.exists(log):
             os.unlink(log)
         env = env_for("profiled", log, {"SIMCUDA_COST": ",".join(price_list),
+                                        "VAREMAP_COST_MODEL": os.environ["COST"],
                                         "VAREMAP_LOG_LEVEL": "debug"})
         p = subprocess.run([os.environ["GB"], "--pattern", pattern, "--nodes", "1000",
                             "--steps", "300", "--warmup", "20", "--elems", "16", "--bytes", "2M"],
