@@ -18,6 +18,7 @@ void vr_cost_set_prior(enum vr_cost c, uint64_t ns)
     if (ns >= 1 && ns <= VR_COST_MAX_NS)
         prior[c] = ns;
 }
+
 static _Atomic uint32_t ring[VR_COST_COUNT][VR_COST_RING];
 static _Atomic unsigned samples[VR_COST_COUNT];
 /* Mode measured: each price's level (the model's figure times 2^level). */
@@ -80,7 +81,8 @@ static uint64_t at_level(enum vr_cost c, int k)
 }
 
 /* The level whose price lies nearest `m` on a log scale: m within a factor
- * sqrt(2) of it (compared squared: m < 2^31, a level's price < 2^21). */
+ * sqrt(2) of it (compared squared: m < 2^31, a level's price < 2^30, at
+ * most VR_COST_MAX_NS << VR_COST_LEVELS). */
 static int nearest_level(enum vr_cost c, uint64_t m, int k)
 {
     while (k < VR_COST_LEVELS && m * m > 2 * at_level(c, k) * at_level(c, k))
