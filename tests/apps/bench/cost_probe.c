@@ -20,6 +20,9 @@
  *                                       (>= --bytes), in that order per round
  *   cuMemAlloc_v2, cuMemFree_v2         --bytes, native
  *   cuMemsetD32Async                    --elems words
+ *   cuCtxSynchronize                    an idle context (what the shim's
+ *                                       cuMemFree of VMM memory adds to
+ *                                       each free: churn makes 8 a step)
  */
 #include <cuda.h>
 
@@ -260,6 +263,10 @@ int main(int argc, char **argv)
         TIME(t, r, cuMemFree_v2(q));
     }
     uint64_t alloc_ns = median(at, rounds), free_ns = median(t, rounds);
+    CK(cuCtxSynchronize());
+    for (unsigned long r = 0; r < rounds; r++)
+        TIME(t, r, cuCtxSynchronize());
+    uint64_t sync_ns = median(t, rounds);
 
     const char *src = "measured by cost_probe (scripts/gpu-check)";
     printf("cuGraphExecKernelNodeSetParams_v2 %llu  # %s: median, installed parameters; "
@@ -281,6 +288,8 @@ int main(int argc, char **argv)
            bytes);
     printf("cuMemsetD32Async %llu  # %s: median, %lu words\n", (unsigned long long)memset_ns,
            src, elems);
+    printf("cuCtxSynchronize %llu  # %s: median, idle context\n", (unsigned long long)sync_ns,
+           src);
 
     CK(cuGraphExecDestroy(ex));
     CK(cuGraphDestroy(g));
