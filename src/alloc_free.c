@@ -46,7 +46,19 @@ static void forget_and_release(const struct vr_alloc_info *rec, CUcontext ctx, b
 
 /* A VMM-backed allocation, already detached: the native free waits for the
  * device; so does this one, before any slice or mapping of this memory goes
- * away under running work. */
+ * away under running work.
+ *
+ * Every free syncs, even one right after another with nothing between: a
+ * second sync could be skipped only if no work reached the context since
+ * the first began, and the shim cannot know that. It sees only the entry
+ * points it hooks; the program (or cudart, or a library) may submit
+ * through others: cuMemsetD16Async, the synchronous cuMemset and
+ * cuMemcpyDtoD forms (asynchronous for device memory), cuMemcpy2D/3D,
+ * cuLaunchHostFunc, cuStreamWriteValue32, cuStreamBatchMemOp, ...: route_proc
+ * hands out the driver's own pointer for exports it does not hook, a
+ * direct call to one never passes here, cudart's cuGetExportTable tables
+ * are opaque, and a newer driver adds entry points. An epoch counted over
+ * the hooked ones would let a free return before such work finished. */
 static int free_vmm(const struct vr_alloc_info *rec, CUcontext ctx, unsigned gen)
 {
     CUresult r = vr_real.cuCtxSynchronize();

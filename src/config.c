@@ -178,6 +178,27 @@ static int parse_stats(struct load *ld, const char *text)
     return 0;
 }
 
+static int parse_cost_prices(struct load *ld, const char *text)
+{
+    static const char *const names[] = { "model", "measured" };
+    int i = vr_text_find(names, COUNT(names), text);
+
+    if (i < 0)
+        return -EINVAL;
+    ld->cfg->cost_measured = i == 1;
+    return 0;
+}
+
+static int parse_cost_model(struct load *ld, const char *text)
+{
+    size_t len = strlen(text);
+
+    if (len >= sizeof(ld->cfg->cost_model))
+        return -EINVAL;
+    memcpy(ld->cfg->cost_model, text, len + 1);
+    return 0;
+}
+
 static int parse_config(struct load *ld, const char *text)
 {
     size_t len = strlen(text);
@@ -261,6 +282,16 @@ static void show_stats(const struct load *ld, char *buf, size_t cap)
     snprintf(buf, cap, "%d", ld->cfg->stats ? 1 : 0);
 }
 
+static void show_cost_prices(const struct load *ld, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", ld->cfg->cost_measured ? "measured" : "model");
+}
+
+static void show_cost_model(const struct load *ld, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", ld->cfg->cost_model[0] ? ld->cfg->cost_model : "the built-in prices");
+}
+
 static void show_config(const struct load *ld, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s", ld->config_path[0] ? ld->config_path : "no config file");
@@ -288,6 +319,10 @@ static const struct setting settings[] = {
       parse_vmm_cache, show_vmm_cache, false, false },
     { "VAREMAP_STATS", "0", "0 or 1 (also false/true, no/yes, off/on)",
       parse_stats, show_stats, false, false },
+    { "VAREMAP_COST_PRICES", "model", "model or measured",
+      parse_cost_prices, show_cost_prices, false, false },
+    { "VAREMAP_COST_MODEL", "", "a file path shorter than 4096 bytes",
+      parse_cost_model, show_cost_model, true, false },
     { "VAREMAP_CONFIG", NULL, "a file path shorter than 4096 bytes",
       parse_config, show_config, false, true },
 };

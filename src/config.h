@@ -42,6 +42,11 @@ struct vr_config {
     uint64_t vmm_cache;            /* VAREMAP_VMM_CACHE, default 256M: freed VMM memory kept
                                     * mapped for reuse (alloc.h); 0: none */
     bool stats;                    /* VAREMAP_STATS, default 0 */
+    bool cost_measured;            /* VAREMAP_COST_PRICES, default model (false): the policy
+                                    * weighs with the cost model's prices; measured: with the
+                                    * driver's as timed here, coarsely (cost.h) */
+    char cost_model[VR_PATH_MAX];  /* VAREMAP_COST_MODEL: a cost model file whose prices the
+                                    * policy weighs with; "" = the built-in ones */
 };
 
 /* Reads a variable; tests pass their own table instead of getenv.

@@ -3,14 +3,37 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-/* conf/cost-model.conf's figures (the H200's, measured by cost_probe);
- * tests/unit/test_cost.c checks them against the file. */
-static const uint64_t prior[VR_COST_COUNT] = {228, 529, 13116, 18948};
-static const char *const names[VR_COST_COUNT] = {"setparams", "map", "unmap", "set_access"};
-static const char *const entries[VR_COST_COUNT] = {"cuGraphExecKernelNodeSetParams_v2",
-                                                   "cuMemMap", "cuMemUnmap", "cuMemSetAccess"};
+/* conf/cost-model.conf's figures (the H200's, measured by cost_probe;
+ * instantiate an estimate); tests/unit/test_cost.c checks them against the
+ * file. Written only before the shim is ready (vr_cost_load). */
+static uint64_t prior[VR_COST_COUNT] = {228, 529, 13116, 18948, 478, 1000000, 2600};
+static const char *const names[VR_COST_COUNT] = {"setparams", "map",         "unmap", "set_access",
+                                                 "reserve",   "instantiate", "launch"};
+static const char *const entries[VR_COST_COUNT] = {
+    "cuGraphExecKernelNodeSetParams_v2", "cuMemMap", "cuMemUnmap", "cuMemSetAccess",
+    "cuMemAddressReserve", "cuGraphInstantiateWithFlags", "cuGraphLaunch"};
+
+void vr_cost_set_prior(enum vr_cost c, uint64_t ns)
+{
+    if (ns >= 1 && ns <= VR_COST_MAX_NS)
+        prior[c] = ns;
+}
+
 static _Atomic uint32_t ring[VR_COST_COUNT][VR_COST_RING];
 static _Atomic unsigned samples[VR_COST_COUNT];
+/* Mode measured: each price's level (the model's figure times 2^level). */
+static _Atomic int level[VR_COST_COUNT];
+static atomic_bool follows;
+
+void vr_cost_configure(bool measured)
+{
+    atomic_store_explicit(&follows, measured, memory_order_relaxed);
+}
+
+bool vr_cost_follows(void)
+{
+    return atomic_load_explicit(&follows, memory_order_relaxed);
+}
 
 void vr_cost_note(enum vr_cost c, uint64_t since_ns)
 {
@@ -45,14 +68,43 @@ static uint64_t median(enum vr_cost c)
     return v[n / 2];
 }
 
+uint64_t vr_cost_median(enum vr_cost c)
+{
+    return vr_cost_measured(c) ? median(c) : 0;
+}
+
+/* The model's figure times 2^k. */
+static uint64_t at_level(enum vr_cost c, int k)
+{
+    uint64_t p = k >= 0 ? prior[c] << k : prior[c] >> -k;
+    return p ? p : 1;
+}
+
+/* The level whose price lies nearest `m` on a log scale: m within a factor
+ * sqrt(2) of it (compared squared: m < 2^31, a level's price < 2^30, at
+ * most VR_COST_MAX_NS << VR_COST_LEVELS). */
+static int nearest_level(enum vr_cost c, uint64_t m, int k)
+{
+    while (k < VR_COST_LEVELS && m * m > 2 * at_level(c, k) * at_level(c, k))
+        k++;
+    while (k > -VR_COST_LEVELS && 2 * m * m <= at_level(c, k) * at_level(c, k))
+        k--;
+    return k;
+}
+
 uint64_t vr_cost_get(enum vr_cost c)
 {
-    if (!vr_cost_measured(c))
+    if (!vr_cost_follows())
         return prior[c];
-    uint64_t m = median(c), band = prior[c] * VR_COST_BAND_EIGHTHS / 8;
-    if (m == 0 || (m + band >= prior[c] && m <= prior[c] + band))
-        return prior[c];
-    return m;
+    int k = atomic_load_explicit(&level[c], memory_order_relaxed);
+    uint64_t m = vr_cost_median(c), p = at_level(c, k);
+    /* Within a factor 2.5 of the current price, either way: the price
+     * stands, whatever noise moved the median there. */
+    if (m == 0 || (m * 10 <= p * VR_COST_STEP_TENTHS && m * VR_COST_STEP_TENTHS >= p * 10))
+        return p;
+    k = nearest_level(c, m, k);
+    atomic_store_explicit(&level[c], k, memory_order_relaxed);
+    return at_level(c, k);
 }
 
 uint64_t vr_cost_prior(enum vr_cost c)

@@ -21,6 +21,7 @@
 
 #include "alloc.h"
 #include "config.h"
+#include "cost.h"
 #include "driver.h"
 #include "err.h"
 #include "hook.h"
@@ -211,6 +212,9 @@ static void publish(const struct vr_driver_image *img, bool resolved)
     if (!resolved)
         vr_warn("cannot load libcuda.so.1: every call fails as the driver would be missing");
     vr_driver_publish(img);
+    if (cfg.cost_model[0])
+        vr_cost_load(cfg.cost_model);
+    vr_cost_configure(cfg.cost_measured);
     vr_alloc_configure(&cfg);
     vr_exec_configure(&cfg);
     /* Every SetParams is forwarded in mode off: counted once, as seen. */

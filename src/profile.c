@@ -358,6 +358,12 @@ static void log_decision(const struct vr_profile *p, CUgraphExec exec,
     for (int c = 0; c < VR_COST_COUNT; c++)
         vr_jw_u64(&w, vr_cost_name((enum vr_cost)c), vr_cost_get((enum vr_cost)c));
     vr_jw_object_end(&w);
+    /* What this process timed (0: too few samples), beside what it weighed:
+     * in mode model a driver far from the model shows here. */
+    vr_jw_object_begin(&w, "measured_ns");
+    for (int c = 0; c < VR_COST_COUNT; c++)
+        vr_jw_u64(&w, vr_cost_name((enum vr_cost)c), vr_cost_median((enum vr_cost)c));
+    vr_jw_object_end(&w);
     /* Why a buffer is missing from the candidates: its pointer moved. */
     vr_jw_array_begin(&w, "unstable");
     uint64_t listed[64];

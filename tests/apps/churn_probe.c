@@ -13,7 +13,8 @@
  *   --keep 1      the previous step's buffers (two generations alive, as
  *                 graph_bench's churn); --keep 0: this step's, right after
  *                 the launch that reads them
- *   --free sync   cuMemFree (the native call waits for the device);
+ *   --free sync   cuMemFree (the native call waits for the device: after
+ *                 each, the launch stream must be idle, cuStreamQuery);
  *          async  cuMemFreeAsync on the launch's stream (it does not)
  *   --sizes same  every buffer 2 MiB; class: 2 MiB or 2 MiB - 4 KiB (one
  *                 padded size: the same cached memory, another size), so
@@ -130,6 +131,7 @@ struct worker {
     bool ok;
     char line[256];
     unsigned shared_launches;
+    unsigned early_frees; /* cuMemFree returned with the launch before it unfinished */
     size_t free_at_start; /* after the accumulators */
     unsigned long long ids[1024]; /* buffer ids seen */
     size_t nids;
@@ -234,8 +236,15 @@ static void *work(void *arg)
         for (int j = 0; j < M && (gone != prev || s > 0); j++) {
             if (o.async)
                 CK(cuMemFreeAsync(gone[j], st));
-            else
+            else {
                 CK(cuMemFree_v2(gone[j]));
+                /* The native free returns once the device finished the work
+                 * before it, and a program may rely on that: this stream's
+                 * launch is complete, with no synchronizing call of ours. */
+                CUresult q = cuStreamQuery(st);
+                if (q != CUDA_SUCCESS)
+                    w->early_frees++;
+            }
         }
         if (o.keep)
             for (int j = 0; j < M; j++)
@@ -243,6 +252,12 @@ static void *work(void *arg)
     }
     CK(cuStreamSynchronize(st));
     w->ok = check("acc", w->t, &a, w->line, sizeof w->line);
+    if (w->ok && w->early_frees) {
+        fprintf(stderr,
+                "churn_probe: thread %d: %u cuMemFree returned before the launch before "
+                "them completed\n", w->t, w->early_frees);
+        w->ok = false;
+    }
     if (w->ok && o.shared) {
         size_t len = strlen(w->line);
         w->ok = check("shared", w->t, &a2, w->line + len, sizeof w->line - len);

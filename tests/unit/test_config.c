@@ -67,6 +67,8 @@ static void assert_defaults(const struct vr_config *cfg)
     cr_assert_eq(cfg->max_padding, UINT64_C(1) << 30);
     cr_assert_eq(cfg->vmm_cache, UINT64_C(256) << 20);
     cr_assert_eq(cfg->stats, false);
+    cr_assert_eq(cfg->cost_measured, false);
+    cr_assert_str_eq(cfg->cost_model, "");
 }
 
 /* ---- defaults ---- */
@@ -106,7 +108,11 @@ Test(config, every_key_from_environment, .init = cr_redirect_stderr)
     setvar("VAREMAP_MAX_PADDING", "2G");
     setvar("VAREMAP_VMM_CACHE", "0");
     setvar("VAREMAP_STATS", "1");
+    setvar("VAREMAP_COST_PRICES", "measured");
+    setvar("VAREMAP_COST_MODEL", "/etc/host-cost.conf");
     cr_assert_eq(load(&cfg), 0);
+    cr_assert_eq(cfg.cost_measured, true);
+    cr_assert_str_eq(cfg.cost_model, "/etc/host-cost.conf");
     cr_assert_eq(cfg.mode, VR_MODE_OBSERVE);
     cr_assert_str_eq(cfg.log_path, "/tmp/x.jsonl");
     cr_assert_eq(cfg.log_level, VR_LEVEL_DEBUG);
@@ -198,6 +204,27 @@ Test(config, stats_bad_values, .init = cr_redirect_stderr)
     cr_assert_eq(cfg.stats, false);
     cr_assert_stderr_eq_str("varemap: warning: VAREMAP_STATS=2 is not valid "
                             "(0 or 1 (also false/true, no/yes, off/on)); using 0\n");
+}
+
+/* The prices are the model's unless asked otherwise; anything but the two
+ * names keeps the model's. */
+Test(config, cost_prices_values, .init = cr_redirect_stderr)
+{
+    struct vr_config cfg;
+
+    setvar("VAREMAP_COST_PRICES", "measured");
+    cr_assert_eq(load(&cfg), 0);
+    cr_assert_eq(cfg.cost_measured, true);
+    nenv = 0;
+    setvar("VAREMAP_COST_PRICES", "model");
+    cr_assert_eq(load(&cfg), 0);
+    cr_assert_eq(cfg.cost_measured, false);
+    nenv = 0;
+    setvar("VAREMAP_COST_PRICES", "fast");
+    cr_assert_eq(load(&cfg), 1);
+    cr_assert_eq(cfg.cost_measured, false);
+    cr_assert_stderr_eq_str("varemap: warning: VAREMAP_COST_PRICES=fast is not valid "
+                            "(model or measured); using model\n");
 }
 
 /* ---- sizes ---- */
