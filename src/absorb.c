@@ -22,13 +22,20 @@
 #include "driver.h"
 #include "exec_internal.h"
 #include "hook.h"
+#include "log.h"
 
-#define VR_ABSORB(suffix, entry, ptype)                                             \
+#define VR_ABSORB(suffix, entry, ptype, real)                                       \
     static __attribute__((noinline, cold)) CUresult absorb_wake_##suffix(           \
         struct vr_exec *e, bool ok, CUgraphExec exec, CUgraphNode node, ptype *params) \
     {                                                                               \
         vr_mutex_wake(&e->lock);                                                    \
         return ok ? CUDA_SUCCESS : vr_hook_setparams_##suffix(exec, node, params);  \
+    }                                                                               \
+    static __attribute__((noinline, cold)) CUresult pass_wake_##suffix(             \
+        struct vr_exec *e, CUgraphExec exec, CUgraphNode node, ptype *params)       \
+    {                                                                               \
+        vr_mutex_wake(&e->lock);                                                    \
+        return vr_real.real(exec, node, params);                                    \
     }                                                                               \
     /* A node found, not absorbed: the full path, with the handles from the   \
      * record. */                                                               \
@@ -60,12 +67,22 @@
             return vr_hook_setparams_##suffix(exec, node, params);                  \
         vr_rank_take(VR_RANK_EXEC);                                                 \
         /* The cached serial current and the exec comparing: one test. */        \
-        struct vr_node *n = e->absorb_key == vr_ex_last_exec[0].serial              \
-                                ? vr_nodes_next(&e->ns, node)                       \
-                                : NULL;                                             \
+        uint64_t serial = vr_ex_last_exec[0].serial;                                \
+        struct vr_node *n = e->absorb_key == serial ? vr_nodes_next(&e->ns, node) : NULL; \
         if (__builtin_expect(!n, 0)) {                                              \
-            if (e->cmp == CMP_PASS && e->serial == vr_ex_last_exec[0].serial)       \
-                return vr_exec_pass_##suffix(e, node, params);                      \
+            /* The serial current and the exec passing (CMP_PASS): counted, and  \
+             * straight to the driver with no lock held, as in mode off (the     \
+             * record is not read again, so nothing needs it held); at log level \
+             * debug, the exec layer's path, which logs why. */                     \
+            if (e->absorb_key == ~serial) {                                         \
+                if (__builtin_expect(vr_log_enabled(VR_LEVEL_DEBUG), 0))            \
+                    return vr_exec_pass_##suffix(e, node, params);                  \
+                e->c.seen++;                                                        \
+                e->c.forwarded++;                                                   \
+                if ((vr_rank_drop(VR_RANK_EXEC), vr_mutex_release(&e->lock)))       \
+                    return pass_wake_##suffix(e, exec, node, params);               \
+                return vr_real.real(exec, node, params);                            \
+            }                                                                       \
             if ((vr_rank_drop(VR_RANK_EXEC), vr_mutex_release(&e->lock)))           \
                 return absorb_wake_##suffix(e, false, exec, node, params);          \
             return vr_hook_setparams_##suffix(exec, node, params);                  \
@@ -86,7 +103,7 @@
         }                                                                           \
         return changed_##suffix(e, params);                                         \
     }
-VR_ABSORB(v1, VR_SP_V1, const CUDA_KERNEL_NODE_PARAMS_v1)
-VR_ABSORB(v2, VR_SP_V2, const CUDA_KERNEL_NODE_PARAMS_v2)
-VR_ABSORB(node, VR_SP_NODE, CUgraphNodeParams)
+VR_ABSORB(v1, VR_SP_V1, const CUDA_KERNEL_NODE_PARAMS_v1, cuGraphExecKernelNodeSetParams)
+VR_ABSORB(v2, VR_SP_V2, const CUDA_KERNEL_NODE_PARAMS_v2, cuGraphExecKernelNodeSetParams_v2)
+VR_ABSORB(node, VR_SP_NODE, CUgraphNodeParams, cuGraphExecNodeSetParams)
 #undef VR_ABSORB

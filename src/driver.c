@@ -11,7 +11,6 @@
 #include "capture_guard.h"
 #include "log.h"
 
-_Thread_local int vr_in_shim;
 struct vr_driver vr_real;
 
 /* Published last, with release: whoever acquires it non-NULL sees vr_real

@@ -26,15 +26,35 @@ struct vr_driver {
 #include "hooks.def"
 };
 
-extern struct vr_driver vr_real;
+extern __attribute__((visibility("hidden"))) struct vr_driver vr_real;
 
-/* Non-zero while this thread runs the shim's own work: a driver entry point
- * reached again from inside it (a driver calling its exported names, a host
- * callback, the loader) goes straight to the driver. A hook's complete path
- * sets it on entry; a shorter path that calls the driver without passing
- * there (the absorbed path forwarding an update) sets it around that call.
- * Initial-exec TLS (meson: -ftls-model): no call to reach it. */
-extern _Thread_local int vr_in_shim;
+/* One entry of the exec layer's per-thread cache of the execs a thread
+ * used last (exec_internal.h says what it means). */
+struct vr_exec;
+struct vr_exec_cached {
+    CUgraphExec handle;
+    struct vr_exec *e;
+    uint64_t serial;
+};
+#define VR_EXEC_CACHED 4
+
+/* All the shim's thread-local state, one object: the absorbed path reads
+ * the exec cache and the guard through one GOT entry (initial-exec TLS,
+ * meson: -ftls-model, so no call either). Defined in exec_table.c. */
+struct vr_thread {
+    struct vr_exec_cached last_exec[VR_EXEC_CACHED];
+    /* Non-zero while this thread runs the shim's own work: a driver entry
+     * point reached again from inside it (a driver calling its exported
+     * names, a host callback, the loader) goes straight to the driver. A
+     * hook's complete path sets it on entry; a shorter path that calls the
+     * driver with the exec's lock held (the absorbed path's direct update)
+     * sets it around that call. A path that drops every lock before its
+     * driver call (a passing exec's update, mode off) leaves it clear, as
+     * mode off does. */
+    int in_shim;
+};
+extern __attribute__((visibility("hidden"))) _Thread_local struct vr_thread vr_thread;
+#define vr_in_shim (vr_thread.in_shim)
 
 struct vr_driver_image {
     void *handle;          /* NULL: libcuda.so.1 could not be loaded */

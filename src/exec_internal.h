@@ -16,6 +16,7 @@
 
 #include "assert.h"
 #include "config.h"
+#include "driver.h"
 #include "exec.h"
 #include "lock.h"
 #include "lockrank.h"
@@ -160,23 +161,18 @@ static inline void vr_ex_set_cmp(struct vr_exec *e, enum vr_ex_cmp cmp)
     vr_ex_rekey(e);
 }
 
-struct cached {
-    CUgraphExec handle;
-    struct vr_exec *e;
-    uint64_t serial;
-};
-
-/* The execs this thread used last, most recent first: a thread replaying one
- * exec (or alternating between a few) never touches the table. A record's
- * serial changes whenever it stops being that exec (destroy, a stale handle,
- * recycling), so a matching serial under the record's lock proves the entry
- * current. */
-#define VR_EXEC_CACHED 4
+/* The execs this thread used last, most recent first (vr_thread, driver.h):
+ * a thread replaying one exec (or alternating between a few) never touches
+ * the table. A record's serial changes whenever it stops being that exec
+ * (destroy, a stale handle, recycling), so a matching serial under the
+ * record's lock proves the entry current. */
+#define cached vr_exec_cached
+#define vr_ex_last_exec (vr_thread.last_exec)
 
 /* What the first entry points at before any exec: never current (its serial
- * is no cached one's), so the absorbed path needs no NULL test. */
+ * is no cached one's, and its absorb_key neither a cached serial nor its
+ * complement), so the absorbed path needs no NULL test. */
 extern struct vr_exec vr_ex_nobody;
-extern _Thread_local struct cached vr_ex_last_exec[VR_EXEC_CACHED];
 
 /* An exec's lock with the rank witness beside it (lockrank.h; nothing at
  * the default check level). */

@@ -28,17 +28,11 @@ static vr_mutex pool_lock = VR_MUTEX_INIT; /* the free list and the retired coun
 static struct vr_exec *pool;
 static struct counters retired;
 
-/* The execs this thread used last, most recent first: a thread replaying one
- * exec (or alternating between a few) never touches the table. A record's
- * serial changes whenever it stops being that exec (destroy, a stale handle,
- * recycling), so a matching serial under the record's lock proves the entry
- * current. */
-#define VR_EXEC_CACHED 4
-
 /* What the first entry points at before any exec: never current (its serial
- * is no cached one's), so the absorbed path needs no NULL test. */
-struct vr_exec vr_ex_nobody = {.serial = UINT64_MAX, .absorb_key = UINT64_MAX};
-_Thread_local struct cached vr_ex_last_exec[VR_EXEC_CACHED] = {{NULL, &vr_ex_nobody, 0}};
+ * is no cached one's, its absorb_key neither 0 nor ~0), so the absorbed path
+ * needs no NULL test. */
+struct vr_exec vr_ex_nobody = {.serial = UINT64_MAX, .absorb_key = 1};
+_Thread_local struct vr_thread vr_thread = {.last_exec = {{NULL, &vr_ex_nobody, 0}}};
 
 static size_t bucket_of(const void *h)
 {

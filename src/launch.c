@@ -56,6 +56,12 @@ static int launch_active(struct vr_exec *e, CUstream stream, bool per_thread)
 {
     VR_ASSERT_INTERNAL(e->state == ST_ACTIVE && e->slices);
     unsigned peers = vr_alloc_peer_generation();
+    /* The steady state (nothing moved, nothing to fix, no variant held
+     * back): the program's exec as it is, with the constants the general
+     * path below would reach (no variant, no VMM call). */
+    if (__builtin_expect(peers == e->peers && !e->ndirty && !vr_slices_pending(e->slices) &&
+                             !e->stuck, 1))
+        return launch_ordered(e, e->handle, 0, stream, per_thread, VR_TRACK_NORMAL);
     if (peers != e->peers) {
         vr_slices_reaccess(e->slices);
         vr_variants_reaccess(e->vars);
@@ -133,9 +139,13 @@ static void weigh_slices(struct vr_exec *e)
     uint64_t kept = e->c.xabsorbed - e->weighed.xabsorbed;
     uint64_t forwarded = e->c.forwarded - e->weighed.forwarded;
     e->weighed = e->c;
-    uint64_t sp = vr_cost_get(VR_COST_SETPARAMS);
-    uint64_t remap = vr_cost_get(VR_COST_MAP) + vr_cost_get(VR_COST_UNMAP) +
-                     vr_cost_get(VR_COST_ACCESS);
+    /* A price is read only when a count multiplies it: the estimates are
+     * medians over a ring (a sort each), and a steady window (nothing
+     * moved, nothing rebound) would pay four sorts for two zeros. */
+    uint64_t sp = transition || kept ? vr_cost_get(VR_COST_SETPARAMS) : 0;
+    uint64_t remap = rebinds ? vr_cost_get(VR_COST_MAP) + vr_cost_get(VR_COST_UNMAP) +
+                                   vr_cost_get(VR_COST_ACCESS)
+                             : 0;
     uint64_t cost = transition * sp + rebinds * remap, saved = kept * sp;
     /* Two windows in a row: one busy stretch (a loaded machine, a burst of
      * new buffers) is no verdict. */

@@ -53,7 +53,7 @@ void vr_log_close(void);
 void vr_log_after_fork(void);
 
 /* The log's descriptor (-1: none) and level, for vr_log_enabled only. */
-extern atomic_int vr_log_fd_, vr_log_level_;
+extern __attribute__((visibility("hidden"))) atomic_int vr_log_fd_, vr_log_level_;
 
 /* True when a log is open and `level` passes the configured level. Inline:
  * the forwarding and passing paths ask it on every update. */

@@ -201,8 +201,9 @@ skip:
  * to the driver as it is, and both shadows take its arguments. `changed`:
  * the caller's compare was exact (no unit under 4 bytes) and found a
  * difference; else this one decides. */
-static int forward_plain(struct vr_exec *e, struct vr_node *n, enum vr_sp_entry entry,
-                         const void *params, bool changed)
+static inline __attribute__((always_inline)) int forward_plain(struct vr_exec *e, struct vr_node *n,
+                                                               enum vr_sp_entry entry,
+                                                               const void *params, bool changed)
 {
     VR_ASSERT_HELD(VR_RANK_EXEC);
     VR_ASSERT_INTERNAL(!e->slices && n->layout);
@@ -217,10 +218,14 @@ static int forward_plain(struct vr_exec *e, struct vr_node *n, enum vr_sp_entry 
     sample_end(t0, r);
     if (r == CUDA_SUCCESS) {
         vr_layout_pack2(l, kp, n->intended, vr_installed(&e->ns, n));
-        size_t i = (size_t)(n - e->ns.v);
-        if (e->prof)
-            vr_profile_touch(e->prof, i);
-        vr_variants_touch(e->vars, i);
+        /* The node's index only where someone keeps it (a dedup exec has
+         * neither a profile nor variants). */
+        if (e->prof || e->vars) {
+            size_t i = (size_t)(n - e->ns.v);
+            if (e->prof)
+                vr_profile_touch(e->prof, i);
+            vr_variants_touch(e->vars, i);
+        }
     }
     note_forward(e, n, "arguments");
     return vr_err_cu(r);
@@ -228,8 +233,11 @@ static int forward_plain(struct vr_exec *e, struct vr_node *n, enum vr_sp_entry 
 
 /* A direct update. `changed`: the caller's compare was exact and found a
  * difference. */
-static int direct_args(struct vr_exec *e, struct vr_node *n, enum vr_sp_entry entry,
-                       const void *params, bool changed)
+/* Inline: each entry point's copy knows its entry (no switch on it before
+ * the driver's call) and needs no second frame. */
+static inline __attribute__((always_inline)) int direct_args(struct vr_exec *e, struct vr_node *n,
+                                                             enum vr_sp_entry entry,
+                                                             const void *params, bool changed)
 {
     VR_ASSERT_INTERNAL(n->layout);
     if (!e->slices)

@@ -27,12 +27,12 @@ struct map {
 };
 
 struct vr_slices {
+    struct vr_slices_hot hot; /* first: slice.h reads it */
     CUdeviceptr base;
     size_t total;
     size_t n;
     struct slot *slots;
     struct map cur, target; /* sorted by lo */
-    size_t npending;
 };
 
 int vr_slices_create(struct vr_slices **out, const size_t *sizes, size_t n)
@@ -151,7 +151,7 @@ static int by_lo(const void *a, const void *b)
 static void rebuild(struct vr_slices *s)
 {
     s->cur.n = s->target.n = 0;
-    s->npending = 0;
+    s->hot.npending = 0;
     for (size_t i = 0; i < s->n; i++) {
         const struct slot *sl = &s->slots[i];
         if (sl->cur.id)
@@ -161,7 +161,7 @@ static void rebuild(struct vr_slices *s)
             s->target.r[s->target.n++] = (struct vr_xlat_range){sl->target.base,
                                                                 sl->target.base + sl->target.size,
                                                                 sl->va, i};
-        s->npending += sl->cur.id != sl->target.id;
+        s->hot.npending += sl->cur.id != sl->target.id;
     }
     qsort(s->cur.r, s->cur.n, sizeof *s->cur.r, by_lo);
     qsort(s->target.r, s->target.n, sizeof *s->target.r, by_lo);
@@ -206,7 +206,7 @@ bool vr_slices_valid(const struct vr_slices *s)
         va += sl->size;
         pending += sl->cur.id != sl->target.id;
     }
-    return va - s->base == s->total && pending == s->npending &&
+    return va - s->base == s->total && pending == s->hot.npending &&
            view_valid(s, &s->cur, false) && view_valid(s, &s->target, true);
 }
 
@@ -324,11 +324,6 @@ void vr_slices_cancel(struct vr_slices *s, size_t slot)
         return;
     sl->target = sl->cur;
     rebuild(s);
-}
-
-bool vr_slices_pending(const struct vr_slices *s)
-{
-    return s->npending != 0;
 }
 
 uint64_t vr_slices_home(const struct vr_slices *s, size_t slot, uint64_t word, bool pending_ok)

@@ -37,7 +37,7 @@ struct vr_padded_counter {
     _Atomic uint64_t value;
     char pad[64 - sizeof(uint64_t)];
 };
-extern struct vr_padded_counter vr_counters[VR_C_COUNT];
+extern __attribute__((visibility("hidden"))) struct vr_padded_counter vr_counters[VR_C_COUNT];
 
 static inline void vr_stat_add(enum vr_counter c, int64_t delta)
 {

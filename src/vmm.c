@@ -12,7 +12,7 @@
 
 /* peer_access[D]: a bit per device E that enabled peer access to D. */
 static _Atomic uint64_t peer_access[VR_MAX_DEVICES];
-static _Atomic unsigned peer_generation;
+_Atomic unsigned vr_peer_generation_; /* vmm.h */
 
 /* Per device: 0 unknown, 1 supported, 2 not supported. */
 static _Atomic int vmm_state[VR_MAX_DEVICES];
@@ -97,11 +97,6 @@ size_t vr_alloc_access_for(int dev, CUmemAccessDesc *desc, size_t cap)
     return n;
 }
 
-unsigned vr_alloc_peer_generation(void)
-{
-    return atomic_load_explicit(&peer_generation, memory_order_acquire);
-}
-
 bool vr_vmm_peer_add(int owner, int accessor)
 {
     VR_ASSERT(vr_vmm_valid_device(owner) && vr_vmm_valid_device(accessor) && owner != accessor);
@@ -114,5 +109,5 @@ bool vr_vmm_peer_add(int owner, int accessor)
 
 void vr_vmm_peer_bump(void)
 {
-    atomic_fetch_add_explicit(&peer_generation, 1, memory_order_release);
+    atomic_fetch_add_explicit(&vr_peer_generation_, 1, memory_order_release);
 }

@@ -12,6 +12,7 @@
 #ifndef VR_VMM_H
 #define VR_VMM_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <cuda.h>
@@ -42,8 +43,13 @@ bool vr_alloc_vmm_supported(void);
 size_t vr_alloc_access_for(int device, CUmemAccessDesc *desc, size_t cap);
 
 /* Bumped by every peer access the shim learns of: mappings made before a
- * newer generation must be given access again (vr_alloc_access_for). */
-unsigned vr_alloc_peer_generation(void);
+ * newer generation must be given access again (vr_alloc_access_for).
+ * Inline: every launch of an active exec reads it. */
+extern __attribute__((visibility("hidden"))) _Atomic unsigned vr_peer_generation_;
+static inline unsigned vr_alloc_peer_generation(void)
+{
+    return atomic_load_explicit(&vr_peer_generation_, memory_order_acquire);
+}
 
 /* Records that `accessor` may now access memory of `owner`. True when the
  * pair is new (the generation was bumped once; the caller bumps it again
