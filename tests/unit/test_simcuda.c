@@ -2308,6 +2308,9 @@ Test(simcuda, capture_d16_2d_memsets_host_funcs_launch_attributes)
     start();
     enum { N = 64, PITCH = 16 }; /* 4 rows of 16 floats */
     CUdeviceptr a = alloc_f32(N), b = alloc_f32(N);
+    /* alloc_f32's memsets run on the legacy stream, which a non-blocking
+     * stream does not wait for: they must be done before s writes. */
+    CK(cuCtxSynchronize());
     CUstream s;
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     float three = 0.0f, five = 5.0f;
