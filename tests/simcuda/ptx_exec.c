@@ -64,6 +64,14 @@ static _Noreturn void fault(const struct blk *b, uint32_t pc, const char *what)
     abort();
 }
 
+/* A global address a lane computed: the first page is never mapped (as on
+ * a GPU, a null pointer faults). One check for every global access path. */
+static inline void global_check(const struct blk *b, uint32_t pc, uint64_t a)
+{
+    if (a < 4096)
+        fault(b, pc, "a null pointer dereferenced");
+}
+
 #define R(i, l) (w->r[(size_t)(i) * 32u + (unsigned)(l)])
 #define LANES for (uint32_t mm_ = em; mm_; mm_ &= mm_ - 1)
 #define LANE const int l = __builtin_ctz(mm_)
@@ -182,8 +190,7 @@ static inline unsigned char *addr(const struct blk *b, const struct warp *w, uin
             fault(b, pc, "parameter access out of bounds");
         return (unsigned char *)(uintptr_t)b->l->args + a;
     default:
-        if (a < 4096)
-            fault(b, pc, "a null pointer dereferenced");
+        global_check(b, pc, a);
         return (unsigned char *)(uintptr_t)a;
     }
 }
@@ -1007,8 +1014,7 @@ static inline bool run_fast(const struct blk *b, struct warp *w, const struct pt
         for (uint32_t mm = em; mm; mm &= mm - 1) {
             const unsigned l = (unsigned)__builtin_ctz(mm);
             const uint64_t ad = ab[l] + off;
-            if (ad < 4096)
-                fault(b, pc, "a null pointer dereferenced");
+            global_check(b, pc, ad);
             const void *p = (const void *)(uintptr_t)ad;
             uint64_t v;
             switch (es) {
@@ -1029,8 +1035,7 @@ static inline bool run_fast(const struct blk *b, struct warp *w, const struct pt
         for (uint32_t mm = em; mm; mm &= mm - 1) {
             const unsigned l = (unsigned)__builtin_ctz(mm);
             const uint64_t ad = ab[l] + off;
-            if (ad < 4096)
-                fault(b, pc, "a null pointer dereferenced");
+            global_check(b, pc, ad);
             void *p = (void *)(uintptr_t)ad;
             switch (es) {
             case 1: *(uint8_t *)p = (uint8_t)v[l]; break;
@@ -1286,8 +1291,7 @@ top:
                 LANES {
                     LANE;
                     uint64_t ad = ab[l] + off;
-                    if (ad < 4096)
-                        fault(b, pc, "a null pointer dereferenced");
+                    global_check(b, pc, ad);
                     if (es == 4) {
                         uint32_t v;
                         memcpy(&v, (const void *)(uintptr_t)ad, 4);
@@ -1325,8 +1329,7 @@ top:
                 LANES {
                     LANE;
                     uint64_t ad = ab[l] + off;
-                    if (ad < 4096)
-                        fault(b, pc, "a null pointer dereferenced");
+                    global_check(b, pc, ad);
                     if (es == 4) {
                         uint32_t x = (uint32_t)v[l];
                         memcpy((void *)(uintptr_t)ad, &x, 4);

@@ -108,6 +108,20 @@ static uint64_t median(uint64_t *v, size_t n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* n arrays of len samples each (one per call a section times). */
+static void sample_rows(uint64_t **rows, int n, size_t len)
+{
+    for (int k = 0; k < n; k++)
+        if (!(rows[k] = malloc(len * sizeof *rows[k])))
+            die("out of memory");
+}
+
+static void free_rows(uint64_t **rows, int n)
+{
+    for (int k = 0; k < n; k++)
+        free(rows[k]);
+}
+
 static unsigned long parse_num(const char *s)
 {
     char *end;
@@ -296,9 +310,7 @@ int main(int argc, char **argv)
                                            "cuMemSetAccess", "cuMemUnmap", "cuMemRelease",
                                            "cuMemAddressFree" };
     uint64_t *vt[NV];
-    for (int k = 0; k < NV; k++)
-        if (!(vt[k] = malloc(rounds * sizeof *vt[k])))
-            die("out of memory");
+    sample_rows(vt, NV, rounds);
     for (unsigned long r = 0; r < rounds; r++) {
         CUdeviceptr va;
         CUmemGenericAllocationHandle h;
@@ -331,9 +343,7 @@ int main(int argc, char **argv)
     enum { G_BEGIN, G_LAUNCH, G_END, G_SAME, G_SOME, G_ALL, G_INST, G_XDESTROY, G_CLONE,
            G_DESTROY, NG };
     uint64_t *gt[NG];
-    for (int k = 0; k < NG; k++)
-        if (!(gt[k] = malloc(heavy * sizeof *gt[k])))
-            die("out of memory");
+    sample_rows(gt, NG, heavy);
     const struct capture_times ct = { gt[G_BEGIN], gt[G_LAUNCH], gt[G_END] };
     CUgraph cg = capture_chain(st, fn, &p, nodes, a, b, c, 0, &ct, 0);
     CUgraphExec cx;
@@ -374,9 +384,7 @@ int main(int argc, char **argv)
     /* Events and waits, on an idle stream: the call itself. */
     enum { E_CREATE, E_RECORD, E_QUERY, E_SYNC, E_DESTROY, S_QUERY, S_SYNC, C_SYNC, NE };
     uint64_t *et[NE];
-    for (int k = 0; k < NE; k++)
-        if (!(et[k] = malloc(rounds * sizeof *et[k])))
-            die("out of memory");
+    sample_rows(et, NE, rounds);
     for (unsigned long r = 0; r < rounds; r++) {
         CUevent ev;
         TIME(et[E_CREATE], r, cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
@@ -451,12 +459,9 @@ int main(int argc, char **argv)
     CK(cuStreamDestroy_v2(st));
     CK(cuModuleUnload(mod));
     CK(cuDevicePrimaryCtxRelease_v2(dev));
-    for (int k = 0; k < NV; k++)
-        free(vt[k]);
-    for (int k = 0; k < NG; k++)
-        free(gt[k]);
-    for (int k = 0; k < NE; k++)
-        free(et[k]);
+    free_rows(vt, NV);
+    free_rows(gt, NG);
+    free_rows(et, NE);
     free(at);
     free(t);
     free(nd);
