@@ -89,9 +89,12 @@ static int launch_active(struct vr_exec *e, CUstream stream, bool per_thread)
          * the exec's context, whatever the calling thread's. */
         if (!atomic_load_explicit(&vr_ex_degraded, memory_order_relaxed) &&
             vr_track_orderable(&e->t, stream, per_thread)) {
-            bool entered = vr_ctx_enter(e->ctx);
-            var = vr_variants_pick(e->vars, &e->t, &cx, e->v0_last, &vmm);
-            vr_ctx_leave(entered);
+            var = vr_variants_ready(e->vars, &cx);
+            if (!var) {
+                bool entered = vr_ctx_enter(e->ctx);
+                var = vr_variants_pick(e->vars, &e->t, &cx, e->v0_last, &vmm);
+                vr_ctx_leave(entered);
+            }
         }
         if (var == 0) {
             vmm = true;

@@ -291,6 +291,23 @@ static size_t differing(const struct vr_var_ctx *cx, const struct variant *v)
     return d;
 }
 
+/* The first variant from `from` on that holds every target (0: none). */
+static unsigned holding(const struct vr_variants *vs, const struct vr_var_ctx *cx, unsigned from)
+{
+    for (unsigned k = from; k < vs->cap; k++)
+        if (vs->v[k].handle && differing(cx, &vs->v[k]) == 0)
+            return k;
+    return 0;
+}
+
+int vr_variants_ready(const struct vr_variants *vs, const struct vr_var_ctx *cx)
+{
+    if (!vs || vs->frozen || !vr_slices_pending(cx->base))
+        return 0;
+    unsigned k = holding(vs, cx, 1);
+    return k && vs->v[k].synced == vs->clock ? (int)k : 0;
+}
+
 static int remap_to_targets(const struct vr_var_ctx *cx, struct variant *v, bool *vmm,
                             uint64_t *rebinds, bool fresh)
 {
@@ -412,11 +429,8 @@ int vr_variants_pick(struct vr_variants *vs, struct vr_track *t, const struct vr
         return 0;
     /* A variant that holds every target already: no VMM call, and no
      * question to the driver either. */
-    for (unsigned k = 1; k < vs->cap; k++) {
-        struct variant *v = &vs->v[k];
-        if (!v->handle || differing(cx, v) != 0)
-            continue;
-        if (sync_nodes(vs, cx, v) == 0)
+    for (unsigned k = holding(vs, cx, 1); k; k = holding(vs, cx, k + 1)) {
+        if (sync_nodes(vs, cx, &vs->v[k]) == 0)
             return (int)k;
         vr_var_drop_one(vs, cx, k);
     }

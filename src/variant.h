@@ -82,6 +82,12 @@ bool vr_variants_check(const struct vr_variants *vs);
 /* Node i's installed parameters changed (in the program's exec). */
 void vr_variants_touch(struct vr_variants *vs, size_t i);
 
+/* What vr_variants_pick would answer when it can tell with no driver call
+ * (a variant holds every target and every node is up to date there), else
+ * 0: a variant switch of a period asks the driver nothing, not even the
+ * current context. */
+int vr_variants_ready(const struct vr_variants *vs, const struct vr_var_ctx *cx);
+
 /* The variant to launch for the base's targets: 0 = the program's exec
  * (its own path: it holds them, or it is the only choice left), else a
  * variant that holds them now, with every node up to date. `v0_last`: the
