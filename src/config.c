@@ -164,18 +164,29 @@ static int parse_ratio(struct load *ld, const char *text)
     return 0;
 }
 
-static int parse_stats(struct load *ld, const char *text)
+/* The one reading of a yes/no setting. */
+static int parse_bool(bool *out, const char *text)
 {
     static const char *const yes[] = { "1", "true", "yes", "on" };
     static const char *const no[] = { "0", "false", "no", "off" };
 
     if (vr_text_find(yes, COUNT(yes), text) >= 0)
-        ld->cfg->stats = true;
+        *out = true;
     else if (vr_text_find(no, COUNT(no), text) >= 0)
-        ld->cfg->stats = false;
+        *out = false;
     else
         return -EINVAL;
     return 0;
+}
+
+static int parse_stats(struct load *ld, const char *text)
+{
+    return parse_bool(&ld->cfg->stats, text);
+}
+
+static int parse_slice_still(struct load *ld, const char *text)
+{
+    return parse_bool(&ld->cfg->slice_still, text);
 }
 
 static int parse_cost_prices(struct load *ld, const char *text)
@@ -282,6 +293,11 @@ static void show_stats(const struct load *ld, char *buf, size_t cap)
     snprintf(buf, cap, "%d", ld->cfg->stats ? 1 : 0);
 }
 
+static void show_slice_still(const struct load *ld, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%d", ld->cfg->slice_still ? 1 : 0);
+}
+
 static void show_cost_prices(const struct load *ld, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s", ld->cfg->cost_measured ? "measured" : "model");
@@ -319,6 +335,8 @@ static const struct setting settings[] = {
       parse_vmm_cache, show_vmm_cache, false, false },
     { "VAREMAP_STATS", "0", "0 or 1 (also false/true, no/yes, off/on)",
       parse_stats, show_stats, false, false },
+    { "VAREMAP_SLICE_STILL", "0", "0 or 1 (also false/true, no/yes, off/on)",
+      parse_slice_still, show_slice_still, false, false },
     { "VAREMAP_COST_PRICES", "model", "model or measured",
       parse_cost_prices, show_cost_prices, false, false },
     { "VAREMAP_COST_MODEL", "", "a file path shorter than 4096 bytes",

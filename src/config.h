@@ -42,6 +42,10 @@ struct vr_config {
     uint64_t vmm_cache;            /* VAREMAP_VMM_CACHE, default 256M: freed VMM memory kept
                                     * mapped for reuse (alloc.h); 0: none */
     bool stats;                    /* VAREMAP_STATS, default 0 */
+    bool slice_still;              /* VAREMAP_SLICE_STILL, default 0: buffers that never
+                                    * moved while profiled get slices even where no moving
+                                    * one does (policy.h: otherwise such an exec stays
+                                    * compared), so a later move is a remap */
     bool cost_measured;            /* VAREMAP_COST_PRICES, default model (false): the policy
                                     * weighs with the cost model's prices; measured: with the
                                     * driver's as timed here, coarsely (cost.h) */

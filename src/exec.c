@@ -53,7 +53,7 @@ atomic_bool vr_ex_degraded;
 void vr_exec_configure(const struct vr_config *c)
 {
     vr_ex_cfg = *c;
-    vr_profile_configure(vr_ex_cfg.variants > 1);
+    vr_profile_configure(vr_ex_cfg.variants > 1, vr_ex_cfg.slice_still);
     /* The allocator below tells this layer of frees through its one
      * observer: it never calls up. */
     vr_alloc_observe_free(vr_exec_forget_alloc);

@@ -37,10 +37,11 @@ enum vr_slice_verdict vr_policy_slice_verdict(const struct vr_buffer_seen *b,
                                               size_t moving_slots, unsigned period,
                                               bool variants)
 {
-    /* Dedup absorbs every update of a buffer that stays: a slice would add
-     * its VMM work and the transition's updates and save nothing. */
+    /* Dedup absorbs every update of a buffer that stays: on its own, a
+     * slice would add its VMM work and the transition's updates and save
+     * nothing (vr_policy_still_sliced: whether it joins the moving ones). */
     if (!b->moved)
-        return VR_STILL_STAYS_COMPARED ? VR_SLICE_STILL : VR_SLICE_SELECTED;
+        return VR_SLICE_STILL;
     if (vr_policy_cheaper(vr_policy_slice_ns(b, p), vr_policy_compare_ns(b, p)))
         return VR_SLICE_SELECTED;
     /* A period seen in the profile: its variants end this buffer's updates
@@ -54,6 +55,11 @@ enum vr_slice_verdict vr_policy_slice_verdict(const struct vr_buffer_seen *b,
     if (variants && vr_policy_cheaper(vr_policy_variants_ns(moving_slots, period, p), moving_ns))
         return VR_SLICE_SELECTED;
     return VR_SLICE_NOT_WORTH_IT;
+}
+
+bool vr_policy_still_sliced(size_t movers_sliced)
+{
+    return movers_sliced > 0;
 }
 
 unsigned vr_policy_absorb_losing(unsigned losing, uint64_t seen, uint64_t kept)

@@ -107,14 +107,6 @@ static inline bool vr_policy_churns(unsigned brief) { return brief >= 2; }
  * default): the one-time price of serving a period with variants. */
 #define VR_PERIOD_BUDGET 4u
 
-/* Whether a buffer that never moved during the profile stays compared (no
- * slot, no transition: the stable pattern at dedup's price). Off for now:
- * the end-to-end scenarios that check the slices' translation (exec_edge,
- * variant_probe, the profiled and lifecycle suites) profile buffers that
- * never move and would then check dedup; they are to move a buffer within
- * their profile first. With it off a still buffer is selected as before
- * (its one-time work is spread over the run; none per step). */
-#define VR_STILL_STAYS_COMPARED 0
 
 struct vr_prices {
     uint64_t setparams; /* one update reaching the driver */
@@ -170,6 +162,16 @@ enum vr_slice_verdict vr_policy_slice_verdict(const struct vr_buffer_seen *b,
                                               const struct vr_prices *p, uint64_t moving_ns,
                                               size_t moving_slots, unsigned period,
                                               bool variants);
+
+/* Whether the exec's still buffers (VR_SLICE_STILL) get slices too, given
+ * how many of its moving buffers did. Where none did, an exec whose buffers
+ * never moved stays on the compare path: no reservation, no mapping, no
+ * transition, dedup's price (issue 17). Where the exec gets slices anyway,
+ * its still buffers join them: the one-time work of a slot is small beside
+ * the reservation and transition already paid, and a buffer still while
+ * profiled that moves later (a buffer rebound every few hundred steps) is
+ * then served by a remap instead of passing its updates through. */
+bool vr_policy_still_sliced(size_t movers_sliced);
 
 /* Whether a new variant pays (variant.c): the targets come back (`again`),
  * or the moved slots hold at least half the `total` anchored nodes

@@ -40,11 +40,12 @@ struct vr_profile {
     size_t capreads;
 };
 
-static bool variants_on;
+static bool variants_on, slice_still;
 
-void vr_profile_configure(bool variants)
+void vr_profile_configure(bool variants, bool still)
 {
     variants_on = variants;
+    slice_still = still;
 }
 
 int vr_profile_new(struct vr_profile **out, size_t nwords)
@@ -492,6 +493,7 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
     unsigned period = VR_PERIOD_BUDGET;
     if (all_back && p->launches > 1 && p->launches - 1 < period)
         period = (unsigned)p->launches - 1;
+    size_t movers_sliced = 0;
     for (size_t k = 0; k < ncand; k++) {
         struct vr_alloc_info *a = &cand[k].info;
         /* A position group is bound to what its words point at now: the
@@ -509,25 +511,31 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
             cand[k].verdict = "not_vmm_backed";
             continue;
         }
-        /* policy.h's cost model: a still buffer stays compared; a moving
-         * one gets a slice where a remap, or variants, cost less than its
-         * updates. */
+        /* policy.h's cost model: a moving buffer gets a slice where a
+         * remap, or variants, cost less than its updates; a still one is
+         * decided below, once the moving ones are. */
         struct vr_buffer_seen b = seen_of(&cand[k]);
         enum vr_slice_verdict v =
             vr_policy_slice_verdict(&b, &pr, moving_ns, moving_slots, period, variants_on);
-        if (v != VR_SLICE_SELECTED) {
-            cand[k].verdict = v == VR_SLICE_STILL ? V_STILL : V_NOT_WORTH_IT;
+        cand[k].verdict = v == VR_SLICE_SELECTED ? V_SELECTED
+                          : v == VR_SLICE_STILL  ? V_STILL
+                                                 : V_NOT_WORTH_IT;
+        movers_sliced += v == VR_SLICE_SELECTED;
+    }
+    bool still_sliced = slice_still || vr_policy_still_sliced(movers_sliced);
+    for (size_t k = 0; k < ncand; k++) {
+        if (cand[k].verdict == V_STILL && still_sliced)
+            cand[k].verdict = V_SELECTED;
+        if (cand[k].verdict != V_SELECTED)
             continue;
-        }
         /* Slots are named by two-byte anchor entries: past that many, the
          * reservation would be too large anyway (>= 64 GiB at 2 MiB). */
         if (nsel >= VR_ANCHOR_MAX) {
             cand[k].verdict = "too_large";
             continue;
         }
-        cand[k].verdict = V_SELECTED;
-        sizes[nsel++] = a->padded;
-        reserved += a->padded;
+        sizes[nsel++] = cand[k].info.padded;
+        reserved += cand[k].info.padded;
     }
     bool active = nsel > 0;
     if (active && !observe) {

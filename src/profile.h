@@ -33,8 +33,9 @@
 struct vr_profile;
 
 /* Whether execs may get variants (variant.h): a buffer that alternates is
- * then worth a slice whatever its anchors. */
-void vr_profile_configure(bool variants);
+ * then worth a slice whatever its anchors; and whether still buffers get
+ * slices in every exec (VAREMAP_SLICE_STILL). */
+void vr_profile_configure(bool variants, bool slice_still);
 
 int vr_profile_new(struct vr_profile **out, size_t nwords);
 void vr_profile_free(struct vr_profile *p);

@@ -267,6 +267,8 @@ static bool parse_final(struct vr_run *r)
                   &r->launches, &r->setparams, r->checksum) == 4;
 }
 
+const char *const *vr_shim_env;
+
 int vr_run_app(const char *tag, const char *app, const char *const *args, unsigned flags,
                const char *const *env, struct vr_run *r)
 {
@@ -302,6 +304,8 @@ int vr_run_app(const char *tag, const char *app, const char *const *args, unsign
         env_set2(&e, "VAREMAP_MAX_PADDING_RATIO", "1");
         if (!(flags & VR_RUN_NOLOG))
             env_set2(&e, "VAREMAP_LOG", log);
+        for (size_t i = 0; vr_shim_env && vr_shim_env[i]; i++)
+            env_set(&e, vr_shim_env[i]);
     }
     for (size_t i = 0; env && env[i]; i++)
         env_set(&e, env[i]);

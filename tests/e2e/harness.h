@@ -74,6 +74,12 @@ struct vr_run {
 
 int vr_run_app(const char *tag, const char *app, const char *const *args, unsigned flags,
                const char *const *env, struct vr_run *r);
+
+/* Settings every shim run of this suite gets (NULL: none), before the run's
+ * own `env`, which overrides them: a suite that checks what slices do sets
+ * VAREMAP_SLICE_STILL=1 here once (its scenarios' buffers do not move while
+ * profiled, and such an exec would otherwise stay compared). */
+extern const char *const *vr_shim_env;
 void vr_run_free(struct vr_run *r);
 
 /* Lines of `text` that start with `prefix`. */

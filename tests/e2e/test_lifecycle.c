@@ -6,7 +6,17 @@
 
 #include "checks.h"
 
-TestSuite(lifecycle, .init = vr_tmp_setup, .fini = vr_tmp_teardown);
+/* The suite checks an exec's life with slices (made, updated, destroyed, shared between threads and captures) on scenarios whose buffers do not move
+ * while profiled: their execs get slices only when still buffers do. */
+static const char *const slice_still[] = {"VAREMAP_SLICE_STILL=1", NULL};
+
+static void setup(void)
+{
+    vr_tmp_setup();
+    vr_shim_env = slice_still;
+}
+
+TestSuite(lifecycle, .init = setup, .fini = vr_tmp_teardown);
 
 static void pair(struct vr_run *plain, struct vr_run *shim, const char *tag, const char *app,
                  const char *const *args, const char *const *env)

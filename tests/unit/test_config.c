@@ -206,6 +206,29 @@ Test(config, stats_bad_values, .init = cr_redirect_stderr)
                             "(0 or 1 (also false/true, no/yes, off/on)); using 0\n");
 }
 
+/* Still buffers stay compared unless asked; the yes/no words are STATS's. */
+Test(config, slice_still_default_and_yes)
+{
+    struct vr_config cfg;
+
+    cr_assert_eq(load(&cfg), 0);
+    cr_assert_eq(cfg.slice_still, false);
+    setvar("VAREMAP_SLICE_STILL", "Yes");
+    cr_assert_eq(load(&cfg), 0);
+    cr_assert_eq(cfg.slice_still, true);
+}
+
+Test(config, slice_still_bad_value, .init = cr_redirect_stderr)
+{
+    struct vr_config cfg;
+
+    setvar("VAREMAP_SLICE_STILL", "2");
+    cr_assert_eq(load(&cfg), 1);
+    cr_assert_eq(cfg.slice_still, false);
+    cr_assert_stderr_eq_str("varemap: warning: VAREMAP_SLICE_STILL=2 is not valid "
+                            "(0 or 1 (also false/true, no/yes, off/on)); using 0\n");
+}
+
 /* The prices are the model's unless asked otherwise; anything but the two
  * names keeps the model's. */
 Test(config, cost_prices_values, .init = cr_redirect_stderr)

@@ -70,11 +70,21 @@ static enum vr_slice_verdict verdict(const struct vr_prices *p, unsigned anchors
  * price. */
 Test(policy, a_still_buffer_gets_no_slice)
 {
-    enum vr_slice_verdict want = VR_STILL_STAYS_COMPARED ? VR_SLICE_STILL : VR_SLICE_SELECTED;
+    enum vr_slice_verdict want = VR_SLICE_STILL;
     cr_assert_eq(verdict(&h200, 1000, false, false, 0, 0, VR_PERIOD_BUDGET), want);
     cr_assert_eq(verdict(&dear, 1000, false, false, 0, 0, VR_PERIOD_BUDGET), want);
     struct vr_buffer_seen b = {.anchors = 1000};
     cr_assert_eq(vr_policy_compare_ns(&b, &h200), 0);
+}
+
+/* An exec none of whose moving buffers got a slice (none moved, or none is
+ * worth it) makes no slot for its still ones either; one that got a slice
+ * gives its still buffers slots too. */
+Test(policy, still_buffers_join_only_the_slices_of_moving_ones)
+{
+    cr_assert_not(vr_policy_still_sliced(0));
+    cr_assert(vr_policy_still_sliced(1));
+    cr_assert(vr_policy_still_sliced(8));
 }
 
 /* realloc: one node's buffer moves every step, to new memory: its update
