@@ -71,31 +71,7 @@ CUresult vr_on_cuStreamUpdateCaptureDependencies_v2(CUstream s, CUgraphNode *dep
     return r;
 }
 
-/* While no capture the shim saw runs, a launch costs one relaxed load. */
-#define LAUNCH_BODY(real, ptsz)                                                             \
-    CUresult r = vr_real.real(f, gx, gy, gz, bx, by, bz, shmem, s, kp, extra);              \
-    if (vr_grec_capturing()) {                                                              \
-        const unsigned dims[7] = {gx, gy, gz, bx, by, bz, shmem};                           \
-        if (extra)                                                                          \
-            vr_grec_launch(s, ptsz, r, f, dims, kp, extra, false);                          \
-        else                                                                                \
-            vr_grec_launch_kp(s, ptsz, r, f, dims, kp);                                     \
-    }                                                                                       \
-    return r;
-
-CUresult vr_on_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                              unsigned by, unsigned bz, unsigned shmem, CUstream s, void **kp,
-                              void **extra)
-{
-    LAUNCH_BODY(cuLaunchKernel, false)
-}
-
-CUresult vr_on_cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                                   unsigned bx, unsigned by, unsigned bz, unsigned shmem,
-                                   CUstream s, void **kp, void **extra)
-{
-    LAUNCH_BODY(cuLaunchKernel_ptsz, true)
-}
+/* cuLaunchKernel and its _ptsz form: interpose.c, beside their wrappers. */
 
 static void launch_ex(const CUlaunchConfig *c, bool ptsz, CUresult r, CUfunction f, void **kp,
                       void **extra)

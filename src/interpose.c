@@ -394,6 +394,36 @@ CUresult vr_on_cuGraphExecNodeSetParams(CUgraphExec exec, CUgraphNode node,
     return vr_err_to_cu(vr_exec_setparams(exec, node, VR_SP_NODE, params));
 }
 
+/* The captured launch (issue 19: <= 50 ns of the shim's work per kernel)
+ * beside its wrapper, so wrap_cuLaunchKernel inlines it: one call level
+ * fewer re-passing eleven arguments, five of them on the stack. While no
+ * capture the shim saw runs, a launch costs one relaxed load. */
+#define LAUNCH_BODY(real, ptsz)                                                             \
+    CUresult r = vr_real.real(f, gx, gy, gz, bx, by, bz, shmem, s, kp, extra);              \
+    if (vr_grec_capturing()) {                                                              \
+        const unsigned dims[7] = {gx, gy, gz, bx, by, bz, shmem};                           \
+        if (extra)                                                                          \
+            vr_grec_launch(s, ptsz, r, f, dims, kp, extra, false);                          \
+        else                                                                                \
+            vr_grec_launch_kp(s, ptsz, r, f, dims, kp);                                     \
+    }                                                                                       \
+    return r;
+
+inline __attribute__((always_inline)) CUresult
+vr_on_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                     unsigned bz, unsigned shmem, CUstream s, void **kp, void **extra)
+{
+    LAUNCH_BODY(cuLaunchKernel, false)
+}
+
+inline __attribute__((always_inline)) CUresult
+vr_on_cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                          unsigned by, unsigned bz, unsigned shmem, CUstream s, void **kp,
+                          void **extra)
+{
+    LAUNCH_BODY(cuLaunchKernel_ptsz, true)
+}
+
 CUresult vr_on_cuGraphLaunch(CUgraphExec exec, CUstream stream)
 {
     return vr_err_to_cu(vr_exec_launch(exec, stream, false));

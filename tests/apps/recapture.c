@@ -5,7 +5,7 @@
  *
  *   recapture [--pattern stable|pingpong|move|topology|memset_value|node_change|set_captured]
  *             [--mode global|thread|relaxed] [--explicit] [--join] [--thread] [--v1]
- *             [--memset] [--node KIND] [--steps S] [--nodes N]
+ *             [--memset] [--node KIND] [--ptds] [--steps S] [--nodes N]
  *
  * stable: the same buffers every step; pingpong: the outputs alternate
  * between two buffers; move: a freshly allocated input every step;
@@ -32,7 +32,11 @@
  * wait for a launch before the next step's update (for stable and
  * pingpong); --orphan destroys the graph the exec is instantiated from
  * right after the instantiate; --unjoined also makes, at step 1, a capture
- * whose fork never joins back (its end is refused). stdout: per step the update's
+ * whose fork never joins back (its end is refused); --ptds captures on the
+ * per-thread default stream as cudart's --default-stream per-thread code
+ * does: cuStreamBeginCapture_v2_ptsz and cuStreamEndCapture_ptsz on stream
+ * 0, the kernels by turns through cuLaunchKernel_ptsz on stream 0 and
+ * cuLaunchKernel on CU_STREAM_PER_THREAD (both name that stream). stdout: per step the update's
  * CUresult, result and whether an error node came back, and the outputs'
  * sum: compared with and without the shim.
  */
@@ -47,6 +51,15 @@
 enum { M = 256 };
 
 static CUfunction scale;
+static bool ptds; /* --ptds */
+
+/* The per-thread default stream's entry points: cuda.h declares them only
+ * for per-thread compilation units, where they replace the plain names. */
+CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode);
+CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream s, CUgraph *graph);
+CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                     unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                     CUstream s, void **kp, void **extra);
 static CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
 struct work {
@@ -110,7 +123,11 @@ static void launch_node(struct work *w, unsigned i, CUstream s)
         CK(cuLaunchKernelEx(&c, scale, w->kp[i], NULL));
         return;
     }
-    CK(cuLaunchKernel(scale, 1, 1, 1, 64, 1, 1, 0, s, w->kp[i], NULL));
+    if (ptds && i % 2 == 0)
+        CK(cuLaunchKernel_ptsz(scale, 1, 1, 1, 64, 1, 1, 0, NULL, w->kp[i], NULL));
+    else
+        CK(cuLaunchKernel(scale, 1, 1, 1, 64, 1, 1, 0, ptds ? CU_STREAM_PER_THREAD : s, w->kp[i],
+                          NULL));
 }
 
 /* --node's node, into the capture of s (not attrs: that one is a kernel). */
@@ -130,6 +147,13 @@ static void capture_extra_node(struct work *w, CUstream s)
 static CUgraph capture(struct work *w, bool join)
 {
     CUgraph g;
+    if (ptds) {
+        CK(cuStreamBeginCapture_v2_ptsz(NULL, mode));
+        for (unsigned i = 0; i < w->n; i++)
+            launch_node(w, i, NULL);
+        CK(cuStreamEndCapture_ptsz(NULL, &g));
+        return g;
+    }
     CK(cuStreamBeginCapture_v2(w->st, mode));
     if (w->memset) {
         CK(cuMemsetD32Async(w->aux, w->memset_bits, M, w->st));
@@ -431,6 +455,8 @@ int main(int argc, char **argv)
             o.orphan = true;
         } else if (!strcmp(a, "--unjoined")) {
             o.unjoined = true;
+        } else if (!strcmp(a, "--ptds")) {
+            ptds = true;
         } else if (!strcmp(a, "--memset")) {
             o.memset = true;
         } else if (!strcmp(a, "--node") && v) {
@@ -439,10 +465,14 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr, "usage: recapture [--pattern stable|pingpong|move|topology|memset_value|node_change|set_captured] "
                             "[--mode global|thread|relaxed] [--explicit] [--join] [--thread] "
-                            "[--v1] [--clone] [--async] [--orphan] [--unjoined] [--memset] [--node KIND] "
+                            "[--v1] [--clone] [--async] [--orphan] [--unjoined] [--memset] [--node KIND] [--ptds] "
                             "[--steps S] [--nodes N]\n");
             return 2;
         }
+    }
+    if (ptds && (o.explicit_api || o.join || thread || o.unjoined || o.memset || o.node)) {
+        fprintf(stderr, "recapture: --ptds captures kernels only, on this thread's stream\n");
+        return 2;
     }
     if (o.nodes == 0 || o.nodes > 62 || o.steps == 0) {
         fprintf(stderr, "recapture: 1 <= --nodes <= 62, --steps >= 1\n");

@@ -248,6 +248,11 @@ Test(exec, rebuild_topology) { recapture_case("topology", "global", "--explicit"
 Test(exec, recapture_joined_by_event) { recapture_case("pingpong", "global", "--join"); }
 Test(exec, recapture_stable_joined_by_event) { recapture_case("stable", "global", "--join"); }
 Test(exec, recapture_v1) { recapture_case("pingpong", "global", "--v1"); }
+/* cudart's --default-stream per-thread: the capture on the per-thread
+ * default stream through the _ptsz entry points (stream 0) and
+ * CU_STREAM_PER_THREAD, both one stream to the recorder. */
+Test(exec, recapture_per_thread_stream_stable) { recapture_case("stable", "global", "--ptds"); }
+Test(exec, recapture_per_thread_stream_pingpong) { recapture_case("pingpong", "thread", "--ptds"); }
 
 Test(exec, recapture_while_another_thread_captures)
 {
