@@ -17,6 +17,7 @@ static const char *verdict_words(const char *v)
         { "too_large", "too large: the VA reservation failed" },
         { "map_failed", "mapping into the slice failed" },
         { "not_worth_it", "not worth it: the slice would cost more than the updates it saves" },
+        { "still", "still: never moved while profiled, compared as dedup does (no slice)" },
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (strcmp(known[i].v, v) == 0)

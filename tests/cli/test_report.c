@@ -28,7 +28,8 @@ static const char hand_log[] =
     "\"launches\":3,\"candidates\":[{\"ptr\":\"0x1000\",\"size\":2097152,\"anchors\":2,"
     "\"verdict\":\"selected\"},{\"ptr\":\"0x3000\",\"size\":4096,\"anchors\":1,"
     "\"verdict\":\"not_vmm_backed\"},{\"ptr\":\"0x5000\",\"size\":8388608,\"anchors\":1,"
-    "\"verdict\":\"not_worth_it\",\"saved_ns\":120,\"cost_ns\":900}],\"reserved_bytes\":2097152,"
+    "\"verdict\":\"not_worth_it\",\"saved_ns\":120,\"cost_ns\":900},{\"ptr\":\"0x7000\","
+    "\"size\":2097152,\"anchors\":3,\"verdict\":\"still\"}],\"reserved_bytes\":2097152,"
     "\"unstable\":[\"0x9000\"],\"costs_ns\":{\"map\":2500,\"setparams\":800}}\n"
     "{\"ts\":1.8,\"pid\":101,\"event\":\"something_new\",\"exec\":\"0xa1\",\"x\":[1,{\"y\":null}]}\n"
     "{\"ts\":1.9,\"pid\":101,\"event\":\"slice_rebind\",\"exec\":\"0xa1\",\"slice\":0,"
@@ -100,7 +101,7 @@ Test(cli_report, the_table_per_process_and_exec)
     static const char *const rows[] = {
         "mode profiled, profile window 3 launches, driver 13000, VMM yes",
         "exec nodes state selected rejected updates absorbed forwarded rebinds",
-        "0xa1 4 active 1 2 40 31 9 1",
+        "0xa1 4 active 1 3 40 31 9 1",
         "decided after 3 launches: active, 2097152 bytes reserved",
         "1 opaque nodes (always passed through)",
         "buffer 0x1000 2097152 B 2 anchors selected: remapped into a slice",
@@ -108,6 +109,8 @@ Test(cli_report, the_table_per_process_and_exec)
         "padding limit)",
         "buffer 0x5000 8388608 B 1 anchors not worth it: the slice would cost more than the "
         "updates it saves saved_ns=120 cost_ns=900",
+        "buffer 0x7000 2097152 B 3 anchors still: never moved while profiled, compared as dedup "
+        "does (no slice)",
         "moved between profiled launches (not candidates): 0x9000",
         "costs (ns): map=2500 setparams=800",
         "1 rebinds waited for a launch",
@@ -173,12 +176,13 @@ Test(cli_report, json_for_machines)
     cr_assert(vj_get_str(x, "exec", &s) && !strcmp(s, "0xa1"));
     cr_assert(vj_get_str(x, "state", &s) && !strcmp(s, "active"));
     cr_assert(vj_get_u64(x, "selected", &v) && v == 1);
-    cr_assert(vj_get_u64(x, "rejected", &v) && v == 2);
+    cr_assert(vj_get_u64(x, "rejected", &v) && v == 3);
     const struct vj *verdicts = vj_get(x, "verdicts");
     cr_assert(vj_get_u64(verdicts, "not_worth_it", &v) && v == 1);
     cr_assert(vj_get_u64(verdicts, "not_vmm_backed", &v) && v == 1);
+    cr_assert(vj_get_u64(verdicts, "still", &v) && v == 1);
     const struct vj *cand = vj_get(x, "candidates");
-    cr_assert(cand && cand->type == VJ_ARR && cand->n == 3);
+    cr_assert(cand && cand->type == VJ_ARR && cand->n == 4);
     cr_assert(vj_get_u64(&cand->items[2], "cost_ns", &v) && v == 900, "unknown fields kept");
     cr_assert(vj_get_u64(vj_get(x, "costs_ns"), "map", &v) && v == 2500);
     const struct vj *counters = vj_get(x, "counters");
