@@ -495,11 +495,18 @@ def check_heap(checks):
         b = r["bookkeeping_bytes_per_node"]
         checks.expect("%s: the shim's own bytes per node (node shadows at least)" % what,
                       isinstance(b, (int, float)) and b > 0, "> 0", repr(b))
-        # fanout's variants are driver objects the shim made: the driver's share
+        # fanout's variants are driver objects the shim made: the driver's
+        # share. Only while some are alive at exit (`variants`, the live
+        # count): fanout at N=100 settles once its remaps cost more than
+        # they save, and when that happens depends on what the stream
+        # worker finished (a loaded machine settles earlier), after which
+        # its variants are gone and the driver's heap is the baseline's.
         if r["pattern"] == "fanout" and r["mode"] == "profiled":
-            d = r["driver_heap_bytes_per_node"]
-            checks.expect("%s: the driver's bytes per node (variants)" % what,
-                          isinstance(d, (int, float)) and d > 100, "> 100", repr(d))
+            d, live = r["driver_heap_bytes_per_node"], r.get("variants")
+            print("%s: %s live variants, driver bytes per node %r" % (what, live, d))
+            if not isinstance(live, int) or live > 0:
+                checks.expect("%s: the driver's bytes per node (%s variants alive)" % (what, live),
+                              isinstance(d, (int, float)) and d > 100, "> 100", repr(d))
 
 
 def main(argv):
