@@ -1201,6 +1201,10 @@ static void decl_params(struct dec *d, const char *p, const char *close)
                 }
             }
             (void)arr;
+            /* A sub-byte pointee (.pred) or a malformed declaration: byte
+             * aligned, never a division by zero. */
+            if (al == 0)
+                al = 1;
             off = (off + al - 1) / al * al;
             struct sym *s = sym_add(d, nm, nl);
             if (s) {
