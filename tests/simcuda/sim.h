@@ -99,8 +99,13 @@ void *sim_realloc(void *p, size_t n);
 char *sim_strdup(const char *s);
 char *sim_strndup(const char *s, size_t max);
 void sim_free(void *p);
-/* Live bytes in glibc chunk sizes (mallinfo2's unit); -1 without glibc. */
+/* Bytes in use in glibc chunk sizes (mallinfo2's unit), less those parked
+ * for reuse; -1 without glibc. */
 long long sim_heap_bytes(void);
+/* The chunk bytes of one allocation (0 for NULL or without glibc). */
+long long sim_heap_chunk(const void *p);
+/* Counts bytes (negative: takes them back) as parked in a free list. */
+void sim_heap_park(long long bytes);
 
 void sim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t sim_now_ns(void);

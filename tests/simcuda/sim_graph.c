@@ -991,10 +991,23 @@ static void ver_clear(struct xver *v)
     v->holds_k = false;
 }
 
-static void ver_free_list(struct xver *v)
+/* The heap a version holds: itself and its kernel arguments, kept while it
+ * waits in a free list so that reusing it allocates nothing. */
+static long long ver_bytes(const struct xver *v)
+{
+    long long b = sim_heap_chunk(v);
+    if (v->holds_k)
+        b += sim_heap_chunk(v->k.args) + sim_heap_chunk(v->k.argptrs);
+    return b;
+}
+
+/* parked: the list is a free list (spare, recycled), counted as parked. */
+static void ver_free_list(struct xver *v, bool parked)
 {
     while (v) {
         struct xver *next = atomic_load_explicit(&v->next, memory_order_relaxed);
+        if (parked)
+            sim_heap_park(-ver_bytes(v));
         ver_clear(v);
         sim_free(v);
         v = next;
@@ -1027,14 +1040,14 @@ static const struct sim_onode *xnode_onode(const struct xnode *xn)
 static void exec_free(struct sim_exec *x)
 {
     for (size_t i = 0; i < x->n; i++) {
-        ver_free_list(x->nodes[i].oldest);
+        ver_free_list(x->nodes[i].oldest, false);
         sim_onode_clear(&x->nodes[i].o);
         sim_free(x->nodes[i].deps);
         if (x->nodes[i].key)
             node_unref(x->nodes[i].key);
     }
-    ver_free_list(x->spare);
-    ver_free_list(atomic_load(&x->recycled));
+    ver_free_list(x->spare, true);
+    ver_free_list(atomic_load(&x->recycled), true);
     sim_free(x->nodes);
     sim_free(x->slots);
     sim_free(x->order);
@@ -1101,9 +1114,10 @@ static struct xver *ver_get(struct sim_exec *x, struct xnode *xn, bool *fresh, b
     struct xver *nv = x->spare;
     if (!nv)
         nv = x->spare = atomic_exchange_explicit(&x->recycled, NULL, memory_order_acquire);
-    if (nv)
+    if (nv) {
         x->spare = atomic_load_explicit(&nv->next, memory_order_relaxed);
-    else if (!(nv = sim_calloc(1, sizeof *nv)))
+        sim_heap_park(-ver_bytes(nv));
+    } else if (!(nv = sim_calloc(1, sizeof *nv)))
         return NULL;
     atomic_store_explicit(&nv->next, NULL, memory_order_relaxed);
     if (whole && xn->type == CU_GRAPH_NODE_TYPE_KERNEL) {
@@ -1130,6 +1144,7 @@ static void ver_put(struct sim_exec *x, struct xnode *xn, struct xver *v, bool f
     if (!ok) {
         atomic_store_explicit(&v->next, x->spare, memory_order_relaxed);
         x->spare = v;
+        sim_heap_park(ver_bytes(v));
         return;
     }
     v->gen = x->launches;
@@ -1678,6 +1693,7 @@ void sim_exec_run(const struct sim_op *op, struct sim_seen *seen)
     struct sim_exec *x = op->u.g.x;
     const uint64_t gen = op->u.g.gen;
     struct xver *done = NULL, *done_tail = NULL;
+    long long parked = 0;
     for (size_t i = 0; i < x->norder; i++) {
         struct xnode *xn = &x->nodes[x->order[i]];
         struct xver *v = xn->oldest, *nx;
@@ -1688,6 +1704,7 @@ void sim_exec_run(const struct sim_op *op, struct sim_seen *seen)
             else
                 done = v;
             done_tail = v;
+            parked += ver_bytes(v);
             v = nx;
         }
         xn->oldest = v;
@@ -1710,6 +1727,7 @@ void sim_exec_run(const struct sim_op *op, struct sim_seen *seen)
         sim_run_kcall(&c, x->ctx, seen); /* an exec runs in the context it was instantiated in */
     }
     if (done) {
+        sim_heap_park(parked);
         struct xver *head = atomic_load_explicit(&x->recycled, memory_order_relaxed);
         do
             atomic_store_explicit(&done_tail->next, head, memory_order_relaxed);

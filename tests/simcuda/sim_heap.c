@@ -19,11 +19,16 @@
 #endif
 
 static _Atomic long long g_heap_bytes;
+/* Of those, the bytes parked in simcuda's own free lists (an exec's
+ * recycled versions): how many there are follows how far the host ran
+ * ahead of the streams, a matter of timing, so they are not "in use". */
+static _Atomic long long g_parked_bytes;
 
-static long long chunk_bytes(void *p)
+/* malloc_usable_size only reads the chunk header, whatever its prototype says */
+static long long chunk_bytes(const void *p)
 {
 #if SIM_HEAP_COUNTED
-    return p ? (long long)(malloc_usable_size(p) + sizeof(size_t)) : 0;
+    return p ? (long long)(malloc_usable_size((void *)p) + sizeof(size_t)) : 0;
 #else
     (void)p;
     return 0;
@@ -83,9 +88,23 @@ void sim_free(void *p)
     free(p);
 }
 
+long long sim_heap_chunk(const void *p)
+{
+    return chunk_bytes(p);
+}
+
+void sim_heap_park(long long bytes)
+{
+    if (bytes)
+        atomic_fetch_add_explicit(&g_parked_bytes, bytes, memory_order_relaxed);
+}
+
 long long sim_heap_bytes(void)
 {
-    return SIM_HEAP_COUNTED ? atomic_load_explicit(&g_heap_bytes, memory_order_relaxed) : -1;
+    if (!SIM_HEAP_COUNTED)
+        return -1;
+    return atomic_load_explicit(&g_heap_bytes, memory_order_relaxed) -
+           atomic_load_explicit(&g_parked_bytes, memory_order_relaxed);
 }
 
 /* Not a driver entry point but a simcuda-only query, absent from a real
@@ -93,4 +112,11 @@ long long sim_heap_bytes(void)
 __attribute__((visibility("default"))) long long simcuda_heap_bytes(void)
 {
     return sim_heap_bytes();
+}
+
+/* The parked bytes simcuda_heap_bytes leaves out; mallinfo2 counts them in
+ * use, so a program subtracts them from its figure too. */
+__attribute__((visibility("default"))) long long simcuda_heap_parked_bytes(void)
+{
+    return SIM_HEAP_COUNTED ? atomic_load_explicit(&g_parked_bytes, memory_order_relaxed) : -1;
 }

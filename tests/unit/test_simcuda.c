@@ -2710,6 +2710,84 @@ Test(simcuda, heap_accounting)
     cr_assert(llabs(h4 - h0) <= 256, "the graph's bytes are returned (%lld, %lld)", h4, h0);
 }
 
+/* An exec keeps the versions that queued launches no longer need in a free
+ * list for the next setters; how many there are follows how far the host ran
+ * ahead of the stream. simcuda_heap_bytes counts them as parked, not in use,
+ * so that the same work reads the same bytes however the stream kept up:
+ * after eight updates queued behind a gate, as after one that ran at once. */
+static void heap_set_all(CUgraphExec x, const CUgraphNode *nodes, CUdeviceptr buf, float s)
+{
+    unsigned long long n = 64;
+    void *args[] = {&buf, &buf, &s, &n};
+    CUDA_KERNEL_NODE_PARAMS p = {0};
+    p.func = f_scale;
+    p.gridDimX = p.gridDimY = p.gridDimZ = p.blockDimY = p.blockDimZ = 1;
+    p.blockDimX = 32;
+    p.kernelParams = args;
+    for (int i = 0; i < HEAP_NODES; i++)
+        CK(cuGraphExecKernelNodeSetParams_v2(x, nodes[i], &p));
+}
+
+Test(simcuda, heap_leaves_out_recycled_versions)
+{
+    start();
+    long long (*heap)(void) = NULL;
+    void *sym = dlsym(RTLD_DEFAULT, "simcuda_heap_bytes");
+    cr_assert_not_null(sym, "simcuda exports simcuda_heap_bytes");
+    memcpy(&heap, &sym, sizeof sym);
+    CUdeviceptr buf = alloc_f32(64);
+    static CUgraphNode nodes[HEAP_NODES];
+    CUgraph g = heap_graph(nodes, buf);
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    for (int r = 0; r < 2; r++) { /* the stream keeps up: one version recycled per node */
+        heap_set_all(x, nodes, buf, 1.0f);
+        CK(cuGraphLaunch(x, s));
+        CK(cuStreamSynchronize(s));
+    }
+    long long kept_up = heap();
+
+    hf_state = 0;
+    CK(cuLaunchHostFunc(s, gate_host, NULL));
+    pthread_mutex_lock(&hf_mu);
+    while (hf_state != 1)
+        pthread_cond_wait(&hf_cv, &hf_mu);
+    pthread_mutex_unlock(&hf_mu);
+    enum { QUEUED = 8 };
+    for (int r = 0; r < QUEUED; r++) { /* each launch holds its own version of every node */
+        heap_set_all(x, nodes, buf, 1.0f);
+        CK(cuGraphLaunch(x, s));
+    }
+    long long queued = heap();
+    pthread_mutex_lock(&hf_mu);
+    hf_state = 2;
+    pthread_cond_broadcast(&hf_cv);
+    pthread_mutex_unlock(&hf_mu);
+    CK(cuStreamSynchronize(s));
+    heap_set_all(x, nodes, buf, 1.0f);
+    CK(cuGraphLaunch(x, s));
+    CK(cuStreamSynchronize(s));
+    long long caught_up = heap();
+
+    /* the queued launches' versions are in use while they wait */
+    cr_assert_geq(queued - kept_up, (QUEUED - 1) * HEAP_NODES * 32,
+                  "%d launches queued: %lld bytes more", QUEUED, queued - kept_up);
+    cr_assert(llabs(caught_up - kept_up) <= 256,
+              "recycled versions are parked, not in use (%lld after a backlog, %lld without)",
+              caught_up, kept_up);
+    long long (*parked)(void) = NULL;
+    sym = dlsym(RTLD_DEFAULT, "simcuda_heap_parked_bytes");
+    cr_assert_not_null(sym, "simcuda exports simcuda_heap_parked_bytes");
+    memcpy(&parked, &sym, sizeof sym);
+    cr_assert_geq(parked(), (QUEUED - 1) * HEAP_NODES * 32, "the backlog's versions are parked: %lld",
+                  parked());
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g));
+    CK(cuStreamDestroy_v2(s));
+}
+
 /* cuMemcpy/cuMemcpyAsync under unified addressing: the direction follows the
  * pointers; cuGraphUpload checks its exec and stream. */
 Test(simcuda, unified_copies_and_upload)

@@ -54,6 +54,8 @@
  * the part of it that simcuda holds for its own objects (graphs, execs,
  * streams: driver memory on a GPU), from the simcuda-only query
  * simcuda_heap_bytes (null on a real driver, which has no such symbol).
+ * Both leave out what simcuda parks in its free lists for reuse
+ * (simcuda_heap_parked_bytes): how much that is follows timing.
  *
  * The program verifies itself twice: it replays every step on the host (the
  * standard kernels' formulas on host arrays) and compares the first --elems
@@ -187,6 +189,7 @@ static struct {
     unsigned grid, block;
     int (*stats)(struct varemap_stats *, size_t);
     long long (*driver_heap)(void); /* simcuda only */
+    long long (*driver_parked)(void); /* simcuda only: its free lists */
     /* simcuda only: its entry points' names, call counters and prices. */
     const char *(*entry_name)(int);
     unsigned long long (*entry_calls)(int);
@@ -877,6 +880,8 @@ int main(int argc, char **argv)
     memcpy(&G.stats, &sym, sizeof sym);
     sym = dlsym(RTLD_DEFAULT, "simcuda_heap_bytes");
     memcpy(&G.driver_heap, &sym, sizeof sym);
+    sym = dlsym(RTLD_DEFAULT, "simcuda_heap_parked_bytes");
+    memcpy(&G.driver_parked, &sym, sizeof sym);
     sym = dlsym(RTLD_DEFAULT, "simcuda_entry_name");
     memcpy(&G.entry_name, &sym, sizeof sym);
     sym = dlsym(RTLD_DEFAULT, "simcuda_entry_calls");
@@ -1069,6 +1074,9 @@ int main(int argc, char **argv)
         G.stats(&s1, sizeof s1);
     long long heap = heap_in_use();
     long long driver_heap = G.driver_heap ? G.driver_heap() : -1;
+    long long parked = G.driver_parked ? G.driver_parked() : -1;
+    if (heap >= 0 && parked > 0) /* as simcuda_heap_bytes leaves them out */
+        heap -= parked;
     /* What the SetParams loop costs the program itself (building each node's
      * parameters), so that the shim's share of a call can be told apart. */
     uint64_t tb = now_ns();
