@@ -1075,8 +1075,10 @@ int main(int argc, char **argv)
     long long heap = heap_in_use();
     long long driver_heap = G.driver_heap ? G.driver_heap() : -1;
     long long parked = G.driver_parked ? G.driver_parked() : -1;
-    if (heap >= 0 && parked > 0) /* as simcuda_heap_bytes leaves them out */
-        heap -= parked;
+    /* as simcuda_heap_bytes leaves them out; a sanitizer's allocator makes
+     * mallinfo2 read 0, which must stay 0 ("no heap figure"), not go negative */
+    if (heap > 0 && parked > 0)
+        heap = heap > parked ? heap - parked : 0;
     /* What the SetParams loop costs the program itself (building each node's
      * parameters), so that the shim's share of a call can be told apart. */
     uint64_t tb = now_ns();
