@@ -107,6 +107,10 @@ void vr_grec_edges(CUgraph g, const CUgraphNode *from, const CUgraphNode *to, si
 /* The graph's record can no longer be trusted (NULL node: graph g; else
  * the graph holding node). */
 void vr_grec_mark_unknown(CUgraph g, CUgraphNode node);
+/* How many captured launches so far had to look their function's layout
+ * up (the miss path of a capture's layout cache): what the tests hold the
+ * cache to. */
+uint64_t vr_grec_layout_lookups(void);
 
 /* ---- use (the exec layer) ---- */
 

@@ -94,6 +94,16 @@ struct vr_grec *vr_gr_read(CUgraph graph);
 
 /* ---- graph_rec.c's capture state, for graph_rec_launch.c (under the lock) ---- */
 
+/* A function's layout as a capture uses it (see struct capture). */
+struct cap_layout {
+    CUfunction f;
+    const struct vr_layout *l;
+    uint64_t gen;                   /* the layout generation it was looked up in */
+    uint32_t bytes;                 /* l's argument bytes, rounded up to words */
+    uint8_t pad;                    /* how launch_fast pads them (enum pad) */
+};
+#define VR_GR_LAYOUTS 8
+
 /* A capture the shim follows. */
 struct capture {
     uint64_t id;
@@ -107,6 +117,11 @@ struct capture {
     uint64_t last_gen;
     uint32_t last_bytes;            /* last_l's argument bytes, rounded up to words */
     uint8_t last_pad;               /* how launch_fast pads them (enum pad) */
+    /* The layouts of the functions launched before (a step's kernels take
+     * turns: one remembered function would miss at every launch), the
+     * last_* fields' source; nl used, lnext the next one replaced. */
+    struct cap_layout lc[VR_GR_LAYOUTS];
+    uint8_t nl, lnext;
 };
 
 /* A stream's capture state, or the capture dependency set an event

@@ -1,12 +1,14 @@
 /* graph_rec_launch: a kernel launched into a capture the recorder follows
  * (vr_grec_launch, graph_rec.h), recorded as a node of the capture's graph
- * under graph_rec.c's lock. The common case (the same function as the
- * capture's previous launch, the stream's set the node before, room left)
- * makes no call and no hash lookup: the shim's work per captured kernel is
- * what capture pays for it (issue 19: <= 50 ns; scripts/bench-instr's
- * "captured launch" row counts its instructions: 280 with the wrapper,
- * which measure 50-60 ns on the shared 2-core VM; docs/bench.md says what
- * the throwaway builds that took parts of it away showed).
+ * under graph_rec.c's lock. The common case (a function this capture has
+ * launched before, its layout still current, the stream's set the node
+ * before, room left) makes no call and no hash lookup: the shim's work per
+ * captured kernel is what capture pays for it (issue 19: <= 50 ns;
+ * scripts/bench-instr's "captured launch" row counts its instructions).
+ * A step's kernels take turns among a few functions, so the capture keeps
+ * the layouts of the last VR_GR_LAYOUTS of them: remembering one missed at
+ * every launch of graph_bench's four alternating kernels, each miss an
+ * unlock, a layout lookup and a relock (docs/bench.md).
  * The lock stays on every launch: another thread may add to the same
  * capture (a stream joined through an event) or end it meanwhile.
  */
@@ -157,6 +159,51 @@ launch_fast(struct dep_ent *se, const struct capture *c, CUfunction f, const uns
     return true;
 }
 
+/* f's layout, looked up before in this capture and still current, made
+ * the capture's last one; false when not there. */
+static inline bool recall(struct capture *c, CUfunction f, uint64_t gen)
+{
+    for (unsigned k = 0; k < c->nl; k++) {
+        const struct cap_layout *e = &c->lc[k];
+        if (e->f == f && e->gen == gen) {
+            c->last_f = f;
+            c->last_l = e->l;
+            c->last_gen = gen;
+            c->last_bytes = e->bytes;
+            c->last_pad = e->pad;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Remembers the last_* fields for recall. */
+static void remember(struct capture *c)
+{
+    struct cap_layout *e = NULL;
+    for (unsigned k = 0; k < c->nl && !e; k++)
+        if (c->lc[k].f == c->last_f)
+            e = &c->lc[k]; /* a stale generation's entry */
+    if (!e && c->nl < VR_GR_LAYOUTS)
+        e = &c->lc[c->nl++];
+    if (!e) {
+        e = &c->lc[c->lnext];
+        c->lnext = (uint8_t)((c->lnext + 1) % VR_GR_LAYOUTS);
+    }
+    *e = (struct cap_layout){.f = c->last_f, .l = c->last_l, .gen = c->last_gen,
+                             .bytes = c->last_bytes, .pad = c->last_pad};
+}
+
+static uint64_t layout_lookups; /* under mu */
+
+uint64_t vr_grec_layout_lookups(void)
+{
+    lock();
+    uint64_t n = layout_lookups;
+    unlock();
+    return n;
+}
+
 /* Everything but launch_fast's case, out of line (the fast path saves no
  * registers for it). Called and returns with mu held. */
 static __attribute__((noinline)) void launch_slow(CUstream key, struct dep_ent *se,
@@ -167,12 +214,13 @@ static __attribute__((noinline)) void launch_slow(CUstream key, struct dep_ent *
     struct vr_grec *r = c->r;
     const struct vr_layout *l = NULL;
     uint64_t gen = vr_layout_generation();
-    if (!extra && f && c->last_f == f && c->last_gen == gen) {
+    if (!extra && f && ((c->last_f == f && c->last_gen == gen) || recall(c, f, gen))) {
         l = c->last_l;
     } else if (!extra && f) {
         /* The layout is looked up outside the lock (its own rank is below
          * none of ours, and it may ask the driver). */
         uint64_t id = c->id;
+        layout_lookups++;
         unlock();
         if (vr_layout_get(f, NULL, &l) != 0)
             l = NULL;
@@ -189,6 +237,7 @@ static __attribute__((noinline)) void launch_slow(CUstream key, struct dep_ent *
         c->last_gen = gen;
         c->last_bytes = l ? ((l->bytes + 7u) & ~7u) : 0;
         c->last_pad = (uint8_t)pad_of(l);
+        remember(c);
         if (launch_fast(se, c, f, dims, kernelParams))
             return;
     }
@@ -236,9 +285,14 @@ launch_rec(CUstream s, bool ptsz, CUresult res, CUfunction f, const unsigned dim
     }
     /* The same function as the capture's last launch, its layout still
      * current: the common case, no call. */
-    if (!(f && !extra && c->last_f == f && c->last_gen == vr_layout_generation() &&
-          launch_fast(se, c, f, dims, kernelParams)))
-        launch_slow(key, se, c, f, dims, kernelParams, extra);
+    uint64_t gen = vr_layout_generation();
+    if (f && !extra && ((c->last_f == f && c->last_gen == gen) || recall(c, f, gen))) {
+        if (launch_fast(se, c, f, dims, kernelParams)) {
+            unlock();
+            return;
+        }
+    }
+    launch_slow(key, se, c, f, dims, kernelParams, extra);
     unlock();
 }
 

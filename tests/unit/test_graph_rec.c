@@ -333,3 +333,39 @@ Test(graph_rec, captured_padding_is_zero)
     padding_zero(H, 32, h_pad, 4, (CUgraph)(void *)0x702, (CUgraph)(void *)0x703);
     padding_zero(J, 12, j_pad, 2, (CUgraph)(void *)0x704, (CUgraph)(void *)0x705);
 }
+
+/* A step's kernels take turns among a few functions: each function's layout
+ * is looked up once per capture, not at every change of function (the
+ * capture's layout cache), and every node still gets its own function and
+ * arguments. */
+Test(graph_rec, alternating_functions_look_each_layout_up_once)
+{
+    static const CUfunction fs[] = {F, G, H, J};
+    CUstream s = (CUstream)(void *)0x80;
+    CUgraph g = (CUgraph)(void *)0x800;
+    uint64_t before = vr_grec_layout_lookups();
+    vr_grec_capture_begin(s, false);
+    for (uint32_t i = 0; i < 40; i++) {
+        uint8_t arg[3][16];
+        for (int a = 0; a < 3; a++)
+            memset(arg[a], (int)(i + 1), sizeof arg[a]);
+        void *kp[3] = {arg[0], arg[1], arg[2]};
+        vr_grec_launch(s, false, CUDA_SUCCESS, fs[i % 4], dims, kp, NULL, false);
+    }
+    vr_grec_capture_end(s, false, CUDA_SUCCESS, g);
+    cr_assert_eq(vr_grec_layout_lookups() - before, 4, "layout lookups: %llu",
+                 (unsigned long long)(vr_grec_layout_lookups() - before));
+    driver_count = 40;
+    struct vr_grec *r = vr_grec_take(g);
+    cr_assert_not_null(r);
+    cr_assert_eq(vr_grec_kernels(r), 40);
+    for (uint32_t k = 0; k < 40; k++) {
+        CUDA_KERNEL_NODE_PARAMS_v2 p;
+        void *out[3];
+        vr_grec_kernel_params(r, k, &p, out);
+        cr_assert_eq(p.func, fs[k % 4], "node %u", k);
+        cr_assert_eq(*(const uint8_t *)p.kernelParams[0], (uint8_t)(k + 1), "node %u", k);
+    }
+    vr_grec_free(r);
+    vr_grec_destroyed(g);
+}
