@@ -2648,51 +2648,85 @@ Test(simcuda, stats_knob)
  * interposer's. A graph and its exec raise it by their size; destroying
  * them brings it back. */
 #define HEAP_NODES 512
-static CUgraph heap_graph(CUgraphNode *nodes, CUdeviceptr buf)
+/* One scale node's parameters over buf by *f; args holds what they point to. */
+struct heap_args {
+    CUdeviceptr buf;
+    float s;
+    unsigned long long n;
+    void *kp[4];
+};
+static CUDA_KERNEL_NODE_PARAMS heap_params(struct heap_args *a, CUdeviceptr buf, float s)
 {
-    CUgraph g;
-    CK(cuGraphCreate(&g, 0));
-    float s = 2.0f;
-    unsigned long long n = 64;
-    void *args[] = {&buf, &buf, &s, &n};
+    *a = (struct heap_args){.buf = buf, .s = s, .n = 64};
+    a->kp[0] = a->kp[1] = &a->buf;
+    a->kp[2] = &a->s;
+    a->kp[3] = &a->n;
     CUDA_KERNEL_NODE_PARAMS p = {0};
     p.func = f_scale;
     p.gridDimX = p.gridDimY = p.gridDimZ = p.blockDimY = p.blockDimZ = 1;
     p.blockDimX = 32;
-    p.kernelParams = args;
+    p.kernelParams = a->kp;
+    return p;
+}
+
+/* A simcuda-only export, as a function pointer. */
+static long long (*heap_query(const char *name))(void)
+{
+    long long (*q)(void) = NULL;
+    void *sym = dlsym(RTLD_DEFAULT, name);
+    cr_assert_not_null(sym, "simcuda exports %s", name);
+    memcpy(&q, &sym, sizeof sym);
+    return q;
+}
+
+static CUgraph heap_graph(CUgraphNode *nodes, CUdeviceptr buf)
+{
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    struct heap_args a;
+    CUDA_KERNEL_NODE_PARAMS p = heap_params(&a, buf, 2.0f);
     for (int i = 0; i < HEAP_NODES; i++)
         CK(cuGraphAddKernelNode_v2(&nodes[i], g, i ? &nodes[i - 1] : NULL, i ? 1 : 0, &p));
     return g;
 }
 
-Test(simcuda, heap_accounting)
+/* A buffer, a graph of HEAP_NODES nodes over it, its exec, and the query. */
+struct heap_fix {
+    CUgraphNode nodes[HEAP_NODES];
+    CUdeviceptr buf;
+    CUgraph g;
+    CUgraphExec x;
+    long long (*heap)(void);
+};
+static void heap_start(struct heap_fix *t)
 {
     start();
-    long long (*heap)(void) = NULL;
-    void *sym = dlsym(RTLD_DEFAULT, "simcuda_heap_bytes");
-    cr_assert_not_null(sym, "simcuda exports simcuda_heap_bytes");
-    memcpy(&heap, &sym, sizeof sym);
-    CUdeviceptr buf = alloc_f32(64);
-    static CUgraphNode nodes[HEAP_NODES];
+    t->heap = heap_query("simcuda_heap_bytes");
+    t->buf = alloc_f32(64);
+    t->g = heap_graph(t->nodes, t->buf);
+    CK(cuGraphInstantiateWithFlags(&t->x, t->g, 0));
+}
+
+Test(simcuda, heap_accounting)
+{
+    static struct heap_fix t;
     /* Once first, so that tables that only grow (the handle registry) have
      * grown already. */
-    CUgraph g = heap_graph(nodes, buf);
-    CUgraphExec x;
-    CK(cuGraphInstantiateWithFlags(&x, g, 0));
-    CK(cuGraphExecDestroy(x));
-    CK(cuGraphDestroy(g));
+    heap_start(&t);
+    CK(cuGraphExecDestroy(t.x));
+    CK(cuGraphDestroy(t.g));
 
-    long long h0 = heap();
+    long long h0 = t.heap();
     struct mallinfo2 m0 = mallinfo2();
-    g = heap_graph(nodes, buf);
-    long long h1 = heap();
+    t.g = heap_graph(t.nodes, t.buf);
+    long long h1 = t.heap();
     struct mallinfo2 m1 = mallinfo2();
-    CK(cuGraphInstantiateWithFlags(&x, g, 0));
-    long long h2 = heap();
-    CK(cuGraphExecDestroy(x));
-    long long h3 = heap();
-    CK(cuGraphDestroy(g));
-    long long h4 = heap();
+    CK(cuGraphInstantiateWithFlags(&t.x, t.g, 0));
+    long long h2 = t.heap();
+    CK(cuGraphExecDestroy(t.x));
+    long long h3 = t.heap();
+    CK(cuGraphDestroy(t.g));
+    long long h4 = t.heap();
 
     cr_assert_gt(h0, 0, "simcuda holds its context, module and stream: %lld", h0);
     /* every node holds at least its record and its argument bytes */
@@ -2717,37 +2751,24 @@ Test(simcuda, heap_accounting)
  * after eight updates queued behind a gate, as after one that ran at once. */
 static void heap_set_all(CUgraphExec x, const CUgraphNode *nodes, CUdeviceptr buf, float s)
 {
-    unsigned long long n = 64;
-    void *args[] = {&buf, &buf, &s, &n};
-    CUDA_KERNEL_NODE_PARAMS p = {0};
-    p.func = f_scale;
-    p.gridDimX = p.gridDimY = p.gridDimZ = p.blockDimY = p.blockDimZ = 1;
-    p.blockDimX = 32;
-    p.kernelParams = args;
+    struct heap_args a;
+    CUDA_KERNEL_NODE_PARAMS p = heap_params(&a, buf, s);
     for (int i = 0; i < HEAP_NODES; i++)
         CK(cuGraphExecKernelNodeSetParams_v2(x, nodes[i], &p));
 }
 
 Test(simcuda, heap_leaves_out_recycled_versions)
 {
-    start();
-    long long (*heap)(void) = NULL;
-    void *sym = dlsym(RTLD_DEFAULT, "simcuda_heap_bytes");
-    cr_assert_not_null(sym, "simcuda exports simcuda_heap_bytes");
-    memcpy(&heap, &sym, sizeof sym);
-    CUdeviceptr buf = alloc_f32(64);
-    static CUgraphNode nodes[HEAP_NODES];
-    CUgraph g = heap_graph(nodes, buf);
-    CUgraphExec x;
-    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    static struct heap_fix t;
+    heap_start(&t);
     CUstream s;
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     for (int r = 0; r < 2; r++) { /* the stream keeps up: one version recycled per node */
-        heap_set_all(x, nodes, buf, 1.0f);
-        CK(cuGraphLaunch(x, s));
+        heap_set_all(t.x, t.nodes, t.buf, 1.0f);
+        CK(cuGraphLaunch(t.x, s));
         CK(cuStreamSynchronize(s));
     }
-    long long kept_up = heap();
+    long long kept_up = t.heap();
 
     hf_state = 0;
     CK(cuLaunchHostFunc(s, gate_host, NULL));
@@ -2757,19 +2778,19 @@ Test(simcuda, heap_leaves_out_recycled_versions)
     pthread_mutex_unlock(&hf_mu);
     enum { QUEUED = 8 };
     for (int r = 0; r < QUEUED; r++) { /* each launch holds its own version of every node */
-        heap_set_all(x, nodes, buf, 1.0f);
-        CK(cuGraphLaunch(x, s));
+        heap_set_all(t.x, t.nodes, t.buf, 1.0f);
+        CK(cuGraphLaunch(t.x, s));
     }
-    long long queued = heap();
+    long long queued = t.heap();
     pthread_mutex_lock(&hf_mu);
     hf_state = 2;
     pthread_cond_broadcast(&hf_cv);
     pthread_mutex_unlock(&hf_mu);
     CK(cuStreamSynchronize(s));
-    heap_set_all(x, nodes, buf, 1.0f);
-    CK(cuGraphLaunch(x, s));
+    heap_set_all(t.x, t.nodes, t.buf, 1.0f);
+    CK(cuGraphLaunch(t.x, s));
     CK(cuStreamSynchronize(s));
-    long long caught_up = heap();
+    long long caught_up = t.heap();
 
     /* the queued launches' versions are in use while they wait */
     cr_assert_geq(queued - kept_up, (QUEUED - 1) * HEAP_NODES * 32,
@@ -2777,14 +2798,11 @@ Test(simcuda, heap_leaves_out_recycled_versions)
     cr_assert(llabs(caught_up - kept_up) <= 256,
               "recycled versions are parked, not in use (%lld after a backlog, %lld without)",
               caught_up, kept_up);
-    long long (*parked)(void) = NULL;
-    sym = dlsym(RTLD_DEFAULT, "simcuda_heap_parked_bytes");
-    cr_assert_not_null(sym, "simcuda exports simcuda_heap_parked_bytes");
-    memcpy(&parked, &sym, sizeof sym);
+    long long (*parked)(void) = heap_query("simcuda_heap_parked_bytes");
     cr_assert_geq(parked(), (QUEUED - 1) * HEAP_NODES * 32, "the backlog's versions are parked: %lld",
                   parked());
-    CK(cuGraphExecDestroy(x));
-    CK(cuGraphDestroy(g));
+    CK(cuGraphExecDestroy(t.x));
+    CK(cuGraphDestroy(t.g));
     CK(cuStreamDestroy_v2(s));
 }
 
