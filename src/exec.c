@@ -16,7 +16,7 @@
  *           ACTIVE |    DISABLED <-- cuGraphExecUpdate (churning, orphan)
  *              |   |      ^
  *              |   +------|------ mode observe ------> OBSERVED
- *              +----------+ weigh_slices: two losing windows (settle)
+ *              +----------+ weigh_slices: the ledger short (settle)
  *
  *   cuGraphExecUpdate whose nodes cannot be paired: any state -> OPAQUE.
  *   destroy, or a stale handle: any state -> GONE (contents freed, record
@@ -266,6 +266,7 @@ void vr_ex_decide(struct vr_exec *e)
     e->peers = vr_alloc_peer_generation();
     vr_ex_transition(e);
     e->weighed = e->c; /* the transition is paid once; what follows is weighed */
+    e->ledger = (struct vr_slice_ledger){0};
     /* Needed by the transition only: 4 bytes per node less from here on. */
     free(e->anchored);
     e->anchored = NULL;

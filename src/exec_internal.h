@@ -95,8 +95,9 @@ struct vr_exec {
     uint64_t pass_since;   /* c.launches when it began to pass */
     uint32_t reprobe_after; /* launches of passing before the next reprobe; 0: none yet
                             * since the exec last absorbed */
-    unsigned losing;       /* weighings in a row that found the slices costlier */
-    struct counters weighed; /* the counters at the last weigh_slices */
+    unsigned losing;       /* weighings in a row that found compares not absorbing */
+    struct vr_slice_ledger ledger; /* the slices' windows since they were made */
+    struct counters weighed; /* the counters at the last weighing */
 
     struct vr_nodes ns;
     /* The exec's current graph (graph_rec.h): topology, node types and the

@@ -150,10 +150,9 @@ static void weigh_slices(struct vr_exec *e)
                                    vr_cost_get(VR_COST_ACCESS)
                              : 0;
     uint64_t cost = transition * sp + rebinds * remap, saved = kept * sp;
-    /* Two windows in a row: one busy stretch (a loaded machine, a burst of
-     * new buffers) is no verdict. */
-    e->losing = vr_policy_slices_losing(e->losing, cost, saved, kept, forwarded);
-    if (!vr_policy_settles(e->losing))
+    /* The ledger, not one window: one busy stretch (a loaded machine, a
+     * burst of new buffers) is no verdict. */
+    if (!vr_policy_slices_settle(&e->ledger, cost, saved))
         return;
     vr_ex_settle(e);
     if (vr_log_enabled(VR_LEVEL_INFO)) {

@@ -4,16 +4,20 @@
 
 #include "assert.h"
 
-unsigned vr_policy_slices_losing(unsigned losing, uint64_t cost, uint64_t saved, uint64_t kept,
-                                 uint64_t forwarded)
+/* A sum stays under four times the dearest window: no overflow where one
+ * window's figures fit. */
+static uint64_t discounted(uint64_t sum, uint64_t window) { return sum - sum / 4 + window; }
+
+bool vr_policy_slices_settle(struct vr_slice_ledger *l, uint64_t cost, uint64_t saved)
 {
     /* A pipeline bound by the GPU keeps the exec and every variant busy: a
      * new buffer can then only be passed as written and re-pointed later,
      * twice the updates dedup sends. Slices that saved nothing while
      * updates still went to the driver only add the translation to each. */
-    (void)kept;
-    (void)forwarded;
-    return cost > 0 && vr_policy_cheaper(saved, cost) ? losing + 1 : 0;
+    l->cost = discounted(l->cost, cost);
+    l->saved = discounted(l->saved, saved);
+    l->windows++;
+    return l->windows >= 2 && cost > 0 && vr_policy_cheaper(l->saved, l->cost);
 }
 
 uint64_t vr_policy_compare_ns(const struct vr_buffer_seen *b, const struct vr_prices *p)

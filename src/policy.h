@@ -46,18 +46,27 @@ static inline bool vr_policy_window_closed(uint64_t since, bool probing)
     return since >= (probing ? VR_REPROBE_WINDOW : VR_WEIGH_EVERY);
 }
 
-/* The slices' window, in ns (cost = the shim's own updates re-pointing
- * nodes at `sp` each and remaps at `remap` each; saved = the updates
- * absorbed only because the slices made them identical to what the driver
- * holds, at `sp` each). Returns the losing windows in a row after this one:
- * slices that cost more than they saved by the margin lose; a window in
- * which they cost nothing is no loss (`kept`, `forwarded`: reported, not
- * weighed: an update forwarded costs the same with slices and without). */
-unsigned vr_policy_slices_losing(unsigned losing, uint64_t cost, uint64_t saved, uint64_t kept,
-                                 uint64_t forwarded);
-/* Two losing windows in a row settle the exec (one busy stretch is no
- * verdict). */
-static inline bool vr_policy_settles(unsigned losing) { return losing >= 2; }
+/* What an exec's slices cost and saved, in ns, over the windows since they
+ * were made: each window's figures are added after the sums so far lost a
+ * quarter of their weight, so that about the last
+ * four windows speak. Zero: no window weighed yet. */
+struct vr_slice_ledger {
+    uint64_t cost, saved;
+    unsigned windows;
+};
+/* Enters one window (cost = the shim's own updates re-pointing nodes and
+ * its remaps, at their prices; saved = the updates absorbed only because
+ * the slices made them identical to what the driver holds, at the
+ * SetParams price; an update forwarded costs the same with slices and
+ * without, and is not weighed). Returns whether the exec settles (goes on
+ * without slices): from the second window on, a window that cost something
+ * and a ledger whose savings fall short of its cost by the margin. Whether
+ * the stream was behind (a busy slice: its new buffer passed as written,
+ * re-pointed later) moves one window's figures with the host's load; a
+ * verdict of one or two windows flipped with it (fanout on a loaded
+ * machine, 2 runs in 10), the discounted sums follow only a lasting change
+ * (a pipeline bound by the GPU loses by 2x or more, window after window). */
+bool vr_policy_slices_settle(struct vr_slice_ledger *l, uint64_t cost, uint64_t saved);
 
 /* The compares' window: `kept` of `seen` updates absorbed. Returns the
  * losing windows in a row after this one (fewer than one in eight absorbed,

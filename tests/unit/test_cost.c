@@ -61,13 +61,15 @@ Test(cost, model_mode_weighs_the_model_only)
 
 /* The weighing of an active exec's slices (launch.c's weigh_slices), with
  * the prices vr_cost_get gives: one remap against `kept` updates absorbed
- * in a window. */
+ * in each of two windows. */
 static bool slices_lose(uint64_t remaps, uint64_t kept)
 {
     uint64_t sp = vr_cost_get(VR_COST_SETPARAMS);
     uint64_t remap =
         vr_cost_get(VR_COST_MAP) + vr_cost_get(VR_COST_UNMAP) + vr_cost_get(VR_COST_ACCESS);
-    return vr_policy_slices_losing(0, remaps * remap, kept * sp, kept, 0) > 0;
+    struct vr_slice_ledger l = {0};
+    vr_policy_slices_settle(&l, remaps * remap, kept * sp);
+    return vr_policy_slices_settle(&l, remaps * remap, kept * sp);
 }
 
 /* What the bench suite's settle_fanout saw on simcuda: SetParams timed at

@@ -13,23 +13,43 @@ Test(policy, window_is_short_only_while_probing)
     cr_assert_lt(VR_REPROBE_WINDOW, VR_WEIGH_EVERY);
 }
 
-/* Slices that cost more than they saved lose; two losing windows settle. */
+/* Slices that cost more than they saved from the start settle at the
+ * second window (one window is no verdict). */
 Test(policy, slices_settle_after_two_losing_windows)
 {
-    unsigned l = vr_policy_slices_losing(0, 2000, 1000, 1, 0);
-    cr_assert_eq(l, 1);
-    cr_assert_not(vr_policy_settles(l));
-    l = vr_policy_slices_losing(l, 2000, 1000, 1, 0);
-    cr_assert(vr_policy_settles(l));
+    struct vr_slice_ledger l = {0};
+    cr_assert_not(vr_policy_slices_settle(&l, 2000, 1000));
+    cr_assert(vr_policy_slices_settle(&l, 2000, 1000));
 }
 
-/* One winning window in between is a fresh start. */
-Test(policy, a_winning_window_resets_the_count)
+/* A winning window among losing ones keeps the slices while the ledger is
+ * not short by the margin. */
+Test(policy, a_winning_window_weighs_in)
 {
-    unsigned l = vr_policy_slices_losing(0, 2000, 1000, 1, 0);
-    l = vr_policy_slices_losing(l, 1000, 2000, 2, 0);
-    cr_assert_eq(l, 0);
-    cr_assert_eq(vr_policy_slices_losing(0, 0, 0, 0, 0), 0, "an idle window is no loss");
+    struct vr_slice_ledger l = {0};
+    cr_assert_not(vr_policy_slices_settle(&l, 2000, 1000));
+    cr_assert_not(vr_policy_slices_settle(&l, 1000, 2000));
+    cr_assert_not(vr_policy_slices_settle(&l, 0, 0), "an idle window is no loss");
+}
+
+/* fanout at N = 1000 on simcuda at the measured prices, a loaded machine
+ * (check_bench.py repeat fanout): windows of 32 launches whose savings
+ * (31,936 updates absorbed at 228 ns) faced 0.64-0.84 of them in remaps and
+ * re-pointing updates, then two busy windows at 1.39. Counting losing
+ * windows in a row, those two settled the exec in 2 runs of 10 and not in
+ * the others; the ledger keeps the slices. A pipeline that stays bound by
+ * the GPU (2x, window after window) still settles within three windows. */
+Test(policy, two_busy_windows_flip_no_verdict_a_lasting_loss_does)
+{
+    static const unsigned hundredths[] = {77, 64, 65, 67, 73, 82, 64, 139, 139};
+    const uint64_t saved = 31936ull * 228;
+    struct vr_slice_ledger l = {0};
+    for (size_t i = 0; i < sizeof hundredths / sizeof *hundredths; i++)
+        cr_assert_not(vr_policy_slices_settle(&l, saved * hundredths[i] / 100, saved),
+                      "window %zu", i);
+    unsigned more = 0;
+    while (!vr_policy_slices_settle(&l, saved * 2, saved))
+        cr_assert_lt(++more, 3u, "a lasting loss settles");
 }
 
 /* Nothing is decided where both sides are 0 (issue 17: "slices cost 0 us
@@ -38,10 +58,16 @@ Test(policy, a_winning_window_resets_the_count)
  * flips a verdict. */
 Test(policy, no_verdict_on_zero_against_zero_or_within_the_margin)
 {
-    cr_assert_eq(vr_policy_slices_losing(0, 0, 0, 0, 32), 0);
-    cr_assert_eq(vr_policy_slices_losing(1, 0, 0, 0, 32), 0);
-    cr_assert_eq(vr_policy_slices_losing(0, 1000, 800, 1, 0), 0, "saved 0.8 of the cost");
-    cr_assert_eq(vr_policy_slices_losing(0, 1000, 750, 1, 0), 1, "saved 0.75 of the cost");
+    struct vr_slice_ledger zero = {0}, near = {0}, short_by_margin = {0};
+    cr_assert_not(vr_policy_slices_settle(&zero, 0, 0));
+    cr_assert_not(vr_policy_slices_settle(&zero, 0, 0));
+    struct vr_slice_ledger losing = {.cost = 4000, .saved = 1000, .windows = 4};
+    cr_assert_not(vr_policy_slices_settle(&losing, 0, 0), "a window that cost nothing");
+    for (int i = 0; i < 2; i++) {
+        cr_assert_not(vr_policy_slices_settle(&near, 4000, 3200), "saved 0.8 of the cost");
+        cr_assert_eq(vr_policy_slices_settle(&short_by_margin, 4000, 3000), i == 1,
+                     "saved 0.75 of the cost, window %d", i);
+    }
     cr_assert_not(vr_policy_cheaper(0, 0));
     cr_assert(vr_policy_cheaper(0, 1));
 }
