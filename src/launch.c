@@ -156,13 +156,16 @@ static void weigh_slices(struct vr_exec *e)
         return;
     vr_ex_settle(e);
     if (vr_log_enabled(VR_LEVEL_INFO)) {
-        char why[224];
+        char why[288];
         snprintf(why, sizeof why,
                  "slices cost %llu us (%llu updates, %llu remaps) for %llu us saved, %llu "
-                 "updates forwarded, in the last %d launches: the exec goes on without slices",
+                 "updates forwarded, in the last %d launches; %llu us for %llu us saved over "
+                 "%u windows, discounted: the exec goes on without slices",
                  (unsigned long long)(cost / 1000), (unsigned long long)transition,
                  (unsigned long long)rebinds, (unsigned long long)(saved / 1000),
-                 (unsigned long long)forwarded, VR_WEIGH_EVERY);
+                 (unsigned long long)forwarded, VR_WEIGH_EVERY,
+                 (unsigned long long)(e->ledger.cost / 1000),
+                 (unsigned long long)(e->ledger.saved / 1000), e->ledger.windows);
         vr_log_fallback("rebind", why);
     }
 }

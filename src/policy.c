@@ -4,9 +4,9 @@
 
 #include "assert.h"
 
-/* A sum stays under four times the dearest window: no overflow where one
+/* A sum stays under eight times the dearest window: no overflow where one
  * window's figures fit. */
-static uint64_t discounted(uint64_t sum, uint64_t window) { return sum - sum / 4 + window; }
+static uint64_t discounted(uint64_t sum, uint64_t window) { return sum - sum / 8 + window; }
 
 bool vr_policy_slices_settle(struct vr_slice_ledger *l, uint64_t cost, uint64_t saved)
 {
@@ -17,7 +17,8 @@ bool vr_policy_slices_settle(struct vr_slice_ledger *l, uint64_t cost, uint64_t 
     l->cost = discounted(l->cost, cost);
     l->saved = discounted(l->saved, saved);
     l->windows++;
-    return l->windows >= 2 && cost > 0 && vr_policy_cheaper(l->saved, l->cost);
+    return l->windows >= 2 && cost > 0 &&
+           l->saved * 8 <= l->cost * (8 - VR_SETTLE_MARGIN_EIGHTHS);
 }
 
 uint64_t vr_policy_compare_ns(const struct vr_buffer_seen *b, const struct vr_prices *p)

@@ -655,8 +655,8 @@ Test(alloc, busy_pipeline_stops_rebinding)
                                            "the exec goes on without slices", NULL };
     cr_assert_eq(vr_count_lines_with(&log, settled), 1, "%s", log.p);
     /* graph_bench's counters at the end of the warmup (launch 100, after the
-     * settling: two losing windows of 32 launches after the decision) and at
-     * the end */
+     * settling: the ledger's second window of 32 launches after the
+     * decision, 2.3-3.3x its savings) and at the end */
     const char *w = strstr(s.proc.out.p, "\"shim_at_warmup\"");
     const char *f = strstr(s.proc.out.p, "\"shim_final\"");
     cr_assert(w && f, "%s", s.proc.out.p);

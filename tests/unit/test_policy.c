@@ -13,7 +13,7 @@ Test(policy, window_is_short_only_while_probing)
     cr_assert_lt(VR_REPROBE_WINDOW, VR_WEIGH_EVERY);
 }
 
-/* Slices that cost more than they saved from the start settle at the
+/* Slices that cost twice what they saved from the start settle at the
  * second window (one window is no verdict). */
 Test(policy, slices_settle_after_two_losing_windows)
 {
@@ -27,7 +27,7 @@ Test(policy, slices_settle_after_two_losing_windows)
 Test(policy, a_winning_window_weighs_in)
 {
     struct vr_slice_ledger l = {0};
-    cr_assert_not(vr_policy_slices_settle(&l, 2000, 1000));
+    cr_assert_not(vr_policy_slices_settle(&l, 3000, 1000));
     cr_assert_not(vr_policy_slices_settle(&l, 1000, 2000));
     cr_assert_not(vr_policy_slices_settle(&l, 0, 0), "an idle window is no loss");
 }
@@ -35,21 +35,28 @@ Test(policy, a_winning_window_weighs_in)
 /* fanout at N = 1000 on simcuda at the measured prices, a loaded machine
  * (check_bench.py repeat fanout): windows of 32 launches whose savings
  * (31,936 updates absorbed at 228 ns) faced 0.64-0.84 of them in remaps and
- * re-pointing updates, then two busy windows at 1.39. Counting losing
- * windows in a row, those two settled the exec in 2 runs of 10 and not in
- * the others; the ledger keeps the slices. A pipeline that stays bound by
- * the GPU (2x, window after window) still settles within three windows. */
-Test(policy, two_busy_windows_flip_no_verdict_a_lasting_loss_does)
+ * re-pointing updates, then busy windows at 1.16-1.39. Counting losing
+ * windows in a row, two such settled the exec in 2 runs of 10; a ledger
+ * discounted by a quarter a window, short by a quarter, in 1 run of 10 in
+ * CI. A run of five windows at 1.6 keeps the slices as well. A pipeline
+ * bound by the GPU (e2e alloc/busy_pipeline: 3.3 then 2.3 of its savings)
+ * settles at its second window; one that becomes so (3x, window after
+ * window) after a good history within six. */
+Test(policy, busy_windows_flip_no_verdict_a_lasting_loss_does)
 {
-    static const unsigned hundredths[] = {77, 64, 65, 67, 73, 82, 64, 139, 139};
+    static const unsigned hundredths[] = {77, 64, 65, 67, 73, 82, 64, 139, 139,
+                                          116, 160, 160, 160, 160, 160, 64};
     const uint64_t saved = 31936ull * 228;
     struct vr_slice_ledger l = {0};
     for (size_t i = 0; i < sizeof hundredths / sizeof *hundredths; i++)
         cr_assert_not(vr_policy_slices_settle(&l, saved * hundredths[i] / 100, saved),
                       "window %zu", i);
     unsigned more = 0;
-    while (!vr_policy_slices_settle(&l, saved * 2, saved))
-        cr_assert_lt(++more, 3u, "a lasting loss settles");
+    while (!vr_policy_slices_settle(&l, saved * 3, saved))
+        cr_assert_lt(++more, 6u, "a lasting loss settles");
+    struct vr_slice_ledger busy = {0};
+    cr_assert_not(vr_policy_slices_settle(&busy, 1363415, 408348));
+    cr_assert(vr_policy_slices_settle(&busy, 419748, 181488), "the GPU-bound pipeline");
 }
 
 /* Nothing is decided where both sides are 0 (issue 17: "slices cost 0 us
@@ -64,9 +71,9 @@ Test(policy, no_verdict_on_zero_against_zero_or_within_the_margin)
     struct vr_slice_ledger losing = {.cost = 4000, .saved = 1000, .windows = 4};
     cr_assert_not(vr_policy_slices_settle(&losing, 0, 0), "a window that cost nothing");
     for (int i = 0; i < 2; i++) {
-        cr_assert_not(vr_policy_slices_settle(&near, 4000, 3200), "saved 0.8 of the cost");
-        cr_assert_eq(vr_policy_slices_settle(&short_by_margin, 4000, 3000), i == 1,
-                     "saved 0.75 of the cost, window %d", i);
+        cr_assert_not(vr_policy_slices_settle(&near, 4000, 2100), "saved 0.525 of the cost");
+        cr_assert_eq(vr_policy_slices_settle(&short_by_margin, 4000, 2000), i == 1,
+                     "saved half the cost, window %d", i);
     }
     cr_assert_not(vr_policy_cheaper(0, 0));
     cr_assert(vr_policy_cheaper(0, 1));
