@@ -10,15 +10,11 @@ static uint64_t discounted(uint64_t sum, uint64_t window) { return sum - sum / 8
 
 bool vr_policy_slices_settle(struct vr_slice_ledger *l, uint64_t cost, uint64_t saved)
 {
-    /* A pipeline bound by the GPU keeps the exec and every variant busy: a
-     * new buffer can then only be passed as written and re-pointed later,
-     * twice the updates dedup sends. Slices that saved nothing while
-     * updates still went to the driver only add the translation to each. */
     l->cost = discounted(l->cost, cost);
     l->saved = discounted(l->saved, saved);
     l->windows++;
     return l->windows >= 2 && cost > 0 &&
-           l->saved * 8 <= l->cost * (8 - VR_SETTLE_MARGIN_EIGHTHS);
+           vr_policy_cheaper_by(l->saved, l->cost, VR_SETTLE_MARGIN_EIGHTHS);
 }
 
 uint64_t vr_policy_compare_ns(const struct vr_buffer_seen *b, const struct vr_prices *p)

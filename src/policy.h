@@ -146,11 +146,16 @@ enum vr_slice_verdict {
     VR_SLICE_NOT_WORTH_IT,  /* a remap per move costs more than its updates */
 };
 
-/* True when `b` is cheaper than `a` by the margin; never when b is 0 and a
- * is 0. */
+/* True when `b` costs at most 1 - eighths/8 of `a`; never when b is 0 and
+ * a is 0. */
+static inline bool vr_policy_cheaper_by(uint64_t b, uint64_t a, unsigned eighths)
+{
+    return a > 0 && b * 8 <= a * (8 - eighths);
+}
+/* True when `b` is cheaper than `a` by a choice's margin. */
 static inline bool vr_policy_cheaper(uint64_t b, uint64_t a)
 {
-    return a > 0 && b * 8 <= a * (8 - VR_MARGIN_EIGHTHS);
+    return vr_policy_cheaper_by(b, a, VR_MARGIN_EIGHTHS);
 }
 
 /* Host ns per launch of serving one buffer that moves every launch by
