@@ -54,9 +54,12 @@
     static __attribute__((noinline)) CUresult changed_##suffix(struct vr_exec *e, \
                                                                 ptype *params)  \
     {                                                                               \
-        if (direct_same_call(e))                                                    \
-            return vr_exec_direct_##suffix(e, e->ns.cur, params);                   \
-        return other_##suffix(e, params);                                           \
+        if (!direct_same_call(e))                                                   \
+            return other_##suffix(e, params);                                       \
+        struct vr_node *n = e->ns.cur;                                              \
+        if (!e->slices && n->layout->end4 == n->layout->end)                        \
+            return vr_exec_forward_##suffix(e, n, params);                          \
+        return vr_exec_direct_##suffix(e, n, params);                               \
     }                                                                               \
     CUresult vr_absorb_##suffix(CUgraphExec exec, CUgraphNode node, ptype *params)  \
     {                                                                               \

@@ -319,5 +319,10 @@ CUresult vr_exec_pass_node(struct vr_exec *e, CUgraphNode node, CUgraphNodeParam
 CUresult vr_exec_direct_v1(struct vr_exec *e, struct vr_node *n, const CUDA_KERNEL_NODE_PARAMS_v1 *p);
 CUresult vr_exec_direct_v2(struct vr_exec *e, struct vr_node *n, const CUDA_KERNEL_NODE_PARAMS_v2 *p);
 CUresult vr_exec_direct_node(struct vr_exec *e, struct vr_node *n, CUgraphNodeParams *p);
+/* The same, for an exec without slices and a layout without units under 4
+ * bytes (the compare was exact and found a difference). */
+CUresult vr_exec_forward_v1(struct vr_exec *e, struct vr_node *n, const CUDA_KERNEL_NODE_PARAMS_v1 *p);
+CUresult vr_exec_forward_v2(struct vr_exec *e, struct vr_node *n, const CUDA_KERNEL_NODE_PARAMS_v2 *p);
+CUresult vr_exec_forward_node(struct vr_exec *e, struct vr_node *n, CUgraphNodeParams *p);
 
 #endif

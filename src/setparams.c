@@ -80,12 +80,16 @@ static int update_args(struct vr_exec *e, struct vr_node *n, CUgraphNode node,
                        enum vr_sp_entry entry, const void *params, const struct vr_fields *f,
                        bool same);
 
-/* One forwarded update in eight is timed: two clock reads are a sizeable
- * share of a fast driver's SetParams (230 ns on an H200), and the estimate
- * follows the driver well enough on a sample. sample_start's 0: not timed. */
+/* One forwarded update in 32 is timed: two clock reads and a note are a
+ * sizeable share of a fast driver's SetParams (230 ns on an H200); a price
+ * follows the median of VR_COST_RING samples (cost.h), which a 1,000-node
+ * graph whose updates go to the driver fills in two steps. sample_start's
+ * 0: not timed. */
+#define VR_SAMPLE_MASK 31
+
 static inline uint64_t sample_start(const struct vr_exec *e)
 {
-    return (e->c.forwarded & 7) == 0 ? vr_now_ns() : 0;
+    return (e->c.forwarded & VR_SAMPLE_MASK) == 0 ? vr_now_ns() : 0;
 }
 
 static inline void sample_end(uint64_t t0, CUresult r)
@@ -196,6 +200,54 @@ skip:
     return 0;
 }
 
+/* The update of an exec without slices whose arguments changed: the
+ * program's struct to the driver, then both shadows (equal without slices),
+ * and the node's index only where someone keeps it (a dedup exec has
+ * neither a profile nor variants). The timed call (one in 32) apart, so
+ * that the untimed one keeps only what the bookkeeping after the driver's
+ * call reads across it. */
+static inline __attribute__((always_inline)) void forwarded(struct vr_exec *e, struct vr_node *n,
+                                                            enum vr_sp_entry entry,
+                                                            const void *params, CUresult r)
+{
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    VR_ASSERT_INTERNAL(!e->slices && n->layout);
+    if (r == CUDA_SUCCESS) {
+        vr_layout_pack2(n->layout, vr_call_v2(entry, params)->kernelParams, n->intended,
+                        vr_installed(&e->ns, n));
+        if (e->prof || e->vars) {
+            size_t i = (size_t)(n - e->ns.v);
+            if (e->prof)
+                vr_profile_touch(e->prof, i);
+            vr_variants_touch(e->vars, i);
+        }
+    }
+    note_forward(e, n, "arguments");
+}
+
+static __attribute__((noinline, cold)) CUresult forward_timed(struct vr_exec *e, struct vr_node *n,
+                                                             enum vr_sp_entry entry,
+                                                             const void *params)
+{
+    uint64_t t0 = vr_now_ns();
+    CUresult r = forward_raw(e->handle, n->handle, entry, params);
+    sample_end(t0, r);
+    forwarded(e, n, entry, params, r);
+    return r;
+}
+
+static inline __attribute__((always_inline)) CUresult forward_changed(struct vr_exec *e,
+                                                                     struct vr_node *n,
+                                                                     enum vr_sp_entry entry,
+                                                                     const void *params)
+{
+    if (__builtin_expect((e->c.forwarded & VR_SAMPLE_MASK) == 0, 0))
+        return forward_timed(e, n, entry, params);
+    CUresult r = forward_raw(e->handle, n->handle, entry, params);
+    forwarded(e, n, entry, params, r);
+    return r;
+}
+
 /* An exec without slices (dedup, still profiling, settled) holds what the
  * program asked for (installed == intended): the program's own struct goes
  * to the driver as it is, and both shadows take its arguments. `changed`:
@@ -207,28 +259,11 @@ static inline __attribute__((always_inline)) int forward_plain(struct vr_exec *e
 {
     VR_ASSERT_HELD(VR_RANK_EXEC);
     VR_ASSERT_INTERNAL(!e->slices && n->layout);
-    const struct vr_layout *l = n->layout;
-    void *const *kp = vr_call_v2(entry, params)->kernelParams;
-    if (!changed && vr_layout_equal(l, kp, n->intended)) {
+    if (!changed && vr_layout_equal(n->layout, vr_call_v2(entry, params)->kernelParams, n->intended)) {
         e->c.skipped++;
         return 0;
     }
-    uint64_t t0 = sample_start(e);
-    CUresult r = forward_raw(e->handle, n->handle, entry, params);
-    sample_end(t0, r);
-    if (r == CUDA_SUCCESS) {
-        vr_layout_pack2(l, kp, n->intended, vr_installed(&e->ns, n));
-        /* The node's index only where someone keeps it (a dedup exec has
-         * neither a profile nor variants). */
-        if (e->prof || e->vars) {
-            size_t i = (size_t)(n - e->ns.v);
-            if (e->prof)
-                vr_profile_touch(e->prof, i);
-            vr_variants_touch(e->vars, i);
-        }
-    }
-    note_forward(e, n, "arguments");
-    return vr_err_cu(r);
+    return vr_err_cu(forward_changed(e, n, entry, params));
 }
 
 /* A direct update. `changed`: the caller's compare was exact and found a
@@ -311,11 +346,22 @@ int vr_ex_setparams_locked(struct vr_exec *e, CUgraphNode node, enum vr_sp_entry
         VR_ASSERT_HELD(VR_RANK_EXEC);                                               \
         e->c.seen++;                                                                \
         vr_in_shim = 1;                                                             \
-        /* vr_args_same is exact without units under 4 bytes */                  \
+        /* vr_args_diff is exact without units under 4 bytes */                  \
         int rc = direct_args(e, n, entry, params, n->layout->end4 == n->layout->end); \
         vr_in_shim = 0;                                                             \
         vr_ex_unlock(e);                                                            \
         return vr_err_to_cu(rc);                                                    \
+    }                                                                               \
+    CUresult vr_exec_forward_##suffix(struct vr_exec *e, struct vr_node *n, ptype *params) \
+    {                                                                               \
+        VR_ASSERT_HELD(VR_RANK_EXEC);                                               \
+        VR_ASSERT_INTERNAL(n->layout->end4 == n->layout->end);                      \
+        e->c.seen++;                                                                \
+        vr_in_shim = 1;                                                             \
+        CUresult r = forward_changed(e, n, entry, params);                          \
+        vr_in_shim = 0;                                                             \
+        vr_ex_unlock(e);                                                            \
+        return r;                                                                   \
     }                                                                               \
     int vr_exec_setparams_##suffix(CUgraphExec exec, CUgraphNode node, const void *params) \
     {                                                                               \

@@ -188,3 +188,48 @@ Test(entry, unrouted_launch_drops_the_variants)
     vr_run_free(&plain);
     vr_run_free(&shim);
 }
+
+/* A SetParams the driver refuses leaves the node as the driver holds it:
+ * the same arguments again reach the driver (and the launch writes them),
+ * under dedup and while still profiled, through each entry point. Fails if
+ * the shim records the refused arguments (the retry is absorbed: the
+ * launch writes 2.0, and the driver sees one call fewer). */
+static void refused_update(const char *mode, const char *entry_point, const char *sym)
+{
+    char tag[64], env_mode[64], env_fail[96];
+    snprintf(env_mode, sizeof env_mode, "VAREMAP_MODE=%s", mode);
+    snprintf(env_fail, sizeof env_fail, "SIMCUDA_FAIL=%s:2", sym);
+    const char *const env[] = { env_mode, env_fail, NULL };
+    const char *const args[] = { "--entry", entry_point, NULL };
+    struct vr_run plain, shim;
+    snprintf(tag, sizeof tag, "retry_plain_%s_%s", mode, entry_point);
+    run_plain_app(&plain, tag, "update_retry", args, 0, env);
+    static const char *const refused[] = { "set 3.0: CUDA_ERROR_", NULL };
+    cr_assert_eq(vr_count_lines_with(&plain.proc.out, refused), 1,
+                 "the second update was not refused: nothing tested:\n%s", plain.proc.out.p);
+    static const char *const retried[] = { "retried first=3.0 last=3.0", NULL };
+    cr_assert_eq(vr_count_lines_with(&plain.proc.out, retried), 1, "%s", plain.proc.out.p);
+    snprintf(tag, sizeof tag, "retry_shim_%s_%s", mode, entry_point);
+    run_plain_app(&shim, tag, "update_retry", args, VR_RUN_SHIM, env);
+    cr_assert_str_eq(plain.proc.out.p, shim.proc.out.p, "mode %s, entry %s: output differs",
+                     mode, entry_point);
+    /* Every update but the last (the driver holds 3.0 then) reaches it. */
+    cr_assert_geq(vr_sim_calls(&shim.stats, sym), 3, "mode %s, entry %s: the retry was absorbed",
+                  mode, entry_point);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
+
+Test(entry, refused_update_is_retried_dedup)
+{
+    refused_update("dedup", "v2", "cuGraphExecKernelNodeSetParams_v2");
+    refused_update("dedup", "v1", "cuGraphExecKernelNodeSetParams");
+    refused_update("dedup", "node", "cuGraphExecNodeSetParams");
+}
+
+Test(entry, refused_update_is_retried_profiled)
+{
+    refused_update("profiled", "v2", "cuGraphExecKernelNodeSetParams_v2");
+    refused_update("profiled", "v1", "cuGraphExecKernelNodeSetParams");
+    refused_update("profiled", "node", "cuGraphExecNodeSetParams");
+}
