@@ -73,6 +73,8 @@ struct counters {
     uint64_t absorbed; /* on the absorbed path: seen and skipped, one add */
     uint64_t xabsorbed; /* skipped because the slices made a changed update what the
                          * driver holds (a moved buffer): what dedup would have sent */
+    struct vr_remap_tally remaps; /* the rebinds' slots mapped anew (the variants' too),
+                                   * and their cuMemSetAccess calls */
 };
 
 struct vr_exec {
@@ -259,7 +261,8 @@ bool vr_ex_check(const struct vr_exec *e);
 static inline struct vr_var_ctx var_ctx(struct vr_exec *e)
 {
     return (struct vr_var_ctx){&e->ns, e->anchor_slot, e->slot_back, e->slices, e->xlat, e->kp,
-                               vr_ex_bury_after, e, &e->c.transition, &e->c.rebinds};
+                               vr_ex_bury_after, e, &e->c.transition, &e->c.rebinds,
+                               &e->c.remaps};
 }
 
 /* True when the program's exec's last launch is known complete. Asks the

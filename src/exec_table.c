@@ -134,6 +134,8 @@ static void add_counters(struct counters *to, const struct counters *c)
     to->rebind_waits += c->rebind_waits;
     to->absorbed += c->absorbed;
     to->xabsorbed += c->xabsorbed;
+    to->remaps.slots += c->remaps.slots;
+    to->remaps.calls += c->remaps.calls;
 }
 
 /* Called with e locked and dead: its counters move to the retired sum and

@@ -141,14 +141,18 @@ static void weigh_slices(struct vr_exec *e)
     uint64_t rebinds = e->c.rebinds - e->weighed.rebinds;
     uint64_t kept = e->c.xabsorbed - e->weighed.xabsorbed;
     uint64_t forwarded = e->c.forwarded - e->weighed.forwarded;
+    uint64_t mapped = e->c.remaps.slots - e->weighed.remaps.slots;
+    uint64_t grants = e->c.remaps.calls - e->weighed.remaps.calls;
     e->weighed = e->c;
     /* A price is read only when a count multiplies it: the estimates are
      * medians over a ring (a sort each), and a steady window (nothing
-     * moved, nothing rebound) would pay four sorts for two zeros. */
-    uint64_t sp = transition || kept ? vr_cost_get(VR_COST_SETPARAMS) : 0;
+     * moved, nothing rebound) would pay four sorts for two zeros. A
+     * rebind's access is priced at the window's share of cuMemSetAccess
+     * calls per slot mapped (adjacent slots share one). */
     uint64_t remap = rebinds ? vr_cost_get(VR_COST_MAP) + vr_cost_get(VR_COST_UNMAP) +
-                                   vr_cost_get(VR_COST_ACCESS)
+                                   vr_policy_share(vr_cost_get(VR_COST_ACCESS), grants, mapped)
                              : 0;
+    uint64_t sp = transition || kept ? vr_cost_get(VR_COST_SETPARAMS) : 0;
     uint64_t cost = transition * sp + rebinds * remap, saved = kept * sp;
     /* The ledger, not one window: one busy stretch (a loaded machine, a
      * burst of new buffers) is no verdict. */

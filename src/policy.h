@@ -152,6 +152,14 @@ static inline bool vr_policy_cheaper_by(uint64_t b, uint64_t a, unsigned eighths
 {
     return a > 0 && b * 8 <= a * (8 - eighths);
 }
+/* A per-slot price of a call that `calls` calls served for `slots` slots
+ * (one cuMemSetAccess over adjacent slots): price * calls / slots; the
+ * whole price where nothing was counted. */
+static inline uint64_t vr_policy_share(uint64_t price, uint64_t calls, uint64_t slots)
+{
+    return slots ? price * calls / slots : price;
+}
+
 /* True when `b` is cheaper than `a` by a choice's margin. */
 static inline bool vr_policy_cheaper(uint64_t b, uint64_t a)
 {

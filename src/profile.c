@@ -462,10 +462,12 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
     struct candidate *cand = calloc(nw, sizeof *cand);
     int32_t *cidx = malloc(nw * sizeof *cidx);
     size_t *sizes = calloc(nw, sizeof *sizes);
-    if (!cand || !cidx || !sizes) {
+    size_t *order = malloc(nw * sizeof *order);
+    if (!cand || !cidx || !sizes || !order) {
         free(cand);
         free(cidx);
         free(sizes);
+        free(order);
         return;
     }
     size_t ncand = group(p, cand, cidx);
@@ -523,11 +525,19 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
         movers_sliced += v == VR_SLICE_SELECTED;
     }
     bool still_sliced = slice_still || vr_policy_still_sliced(movers_sliced);
-    for (size_t k = 0; k < ncand; k++) {
+    for (size_t k = 0; k < ncand; k++)
         if (cand[k].verdict == V_STILL && still_sliced)
             cand[k].verdict = V_SELECTED;
-        if (cand[k].verdict != V_SELECTED)
-            continue;
+    /* The moving buffers' slots first, then the still ones': slots that
+     * are remapped together lie side by side, and adjacent slots get their
+     * access in one call (vr_slices_remap_many). */
+    size_t nord = 0;
+    for (int still = 0; still < 2; still++)
+        for (size_t k = 0; k < ncand; k++)
+            if (cand[k].verdict == V_SELECTED && (cand[k].moved || cand[k].back) == !still)
+                order[nord++] = k;
+    for (size_t o = 0; o < nord; o++) {
+        size_t k = order[o];
         /* Slots are named by two-byte anchor entries: past that many, the
          * reservation would be too large anyway (>= 64 GiB at 2 MiB). */
         if (nsel >= VR_ANCHOR_MAX) {
@@ -544,7 +554,8 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
             active = false;
         } else {
             size_t slot = 0, bound = 0;
-            for (size_t k = 0; k < ncand; k++) {
+            for (size_t o = 0; o < nord; o++) {
+                size_t k = order[o];
                 if (cand[k].verdict != V_SELECTED)
                     continue;
                 const struct vr_alloc_info *a = &cand[k].info;
@@ -588,6 +599,7 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
     }
     out->active = active;
     log_decision(p, exec, cand, ncand, active, active ? reserved : 0, observe);
+    free(order);
     free(sizes);
     free(cidx);
     free(cand);

@@ -453,17 +453,33 @@ int vr_ex_apply_pending(struct vr_exec *e)
         return vr_ex_fix_nodes(e);
     }
     int rc = 0;
-    for (size_t s = 0; s < vr_slices_count(e->slices); s++) {
-        if (!vr_slices_slot_pending(e->slices, s))
-            continue;
-        uint64_t from = vr_slices_current(e->slices, s)->base;
-        uint64_t to = vr_slices_target(e->slices, s)->base;
-        int r = vr_ex_remap(e, s);
-        e->c.rebinds++;
-        vr_stat_inc(VR_C_rebinds);
-        log_rebind(e, s, from, to, r);
-        if (r != 0)
-            rc = r;
+    /* In batches, so that adjacent slots get their access in one call. */
+    enum { BATCH = 32 };
+    size_t ns = vr_slices_count(e->slices);
+    for (size_t s = 0; s < ns;) {
+        size_t slot[BATCH], n = 0;
+        uint64_t from[BATCH], to[BATCH], want[BATCH];
+        int r[BATCH];
+        for (; s < ns && n < BATCH; s++) {
+            if (!vr_slices_slot_pending(e->slices, s))
+                continue;
+            slot[n] = s;
+            from[n] = vr_slices_current(e->slices, s)->base;
+            to[n] = vr_slices_target(e->slices, s)->base;
+            want[n++] = vr_slices_target(e->slices, s)->id;
+        }
+        vr_slices_remap_many(e->slices, slot, n, r, &e->c.remaps);
+        for (size_t i = 0; i < n; i++) {
+            /* A failed remap may change the target too (the slot left
+             * unbound): its nodes are checked again. */
+            if (r[i] != 0 || vr_slices_target(e->slices, slot[i])->id != want[i])
+                mark_slot(e, slot[i]);
+            e->c.rebinds++;
+            vr_stat_inc(VR_C_rebinds);
+            log_rebind(e, slot[i], from[i], to[i], r[i]);
+            if (r[i] != 0)
+                rc = r[i];
+        }
     }
     if (rc != 0) {
         vr_log_fallback("rebind", "a slice could not be remapped; its nodes pass through");

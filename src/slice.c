@@ -210,39 +210,75 @@ bool vr_slices_valid(const struct vr_slices *s)
            view_valid(s, &s->cur, false) && view_valid(s, &s->target, true);
 }
 
-static int map_slot_relaxed(struct slot *sl, const struct vr_slice_bind *b)
+/* The mapping of b into sl, not yet accessible: sl->cur = b on success. */
+static int map_only(struct slot *sl, const struct vr_slice_bind *b)
 {
-    CUmemAccessDesc access[VR_MAX_DEVICES];
     uint64_t t0 = vr_now_ns();
     CUresult r = vr_real.cuMemMap(sl->va, b->padded, 0, b->handle, 0);
     if (r != CUDA_SUCCESS)
         return vr_err_cu(r);
     vr_cost_note(VR_COST_MAP, t0);
-    t0 = vr_now_ns();
-    r = vr_real.cuMemSetAccess(sl->va, b->padded, access,
-                               vr_alloc_access_for(b->device, access, VR_MAX_DEVICES));
-    if (r == CUDA_SUCCESS)
-        vr_cost_note(VR_COST_ACCESS, t0);
-    if (r != CUDA_SUCCESS) {
-        /* Unmapping a mapping nobody can access yet cannot race a kernel; if
-         * even that fails the slot keeps it and a later remap retries. */
-        if (vr_real.cuMemUnmap(sl->va, b->padded) != CUDA_SUCCESS) {
-            sl->cur = *b;
-            vr_stat_add(VR_C_slices_bound, 1);
-        }
-        return vr_err_cu(r);
-    }
     sl->cur = *b;
-    vr_stat_add(VR_C_slices_bound, 1);
     return 0;
 }
 
-static int map_slot(struct slot *sl, const struct vr_slice_bind *b)
+/* The access of a just-mapped slot failed: unmapping a mapping nobody can
+ * access yet cannot race a kernel; if even that fails the slot keeps it
+ * (bound, mapped) and a later remap retries. */
+static void access_failed(struct slot *sl)
 {
-    vr_capture_relax();
-    int rc = map_slot_relaxed(sl, b);
-    vr_capture_restore();
-    return rc;
+    if (vr_real.cuMemUnmap(sl->va, sl->cur.padded) == CUDA_SUCCESS)
+        memset(&sl->cur, 0, sizeof sl->cur);
+    else
+        vr_stat_add(VR_C_slices_bound, 1);
+}
+
+/* cuMemSetAccess of [va, va + bytes) for the device of b. */
+static CUresult set_access(CUdeviceptr va, size_t bytes, const struct vr_slice_bind *b)
+{
+    CUmemAccessDesc access[VR_MAX_DEVICES];
+    uint64_t t0 = vr_now_ns();
+    CUresult r = vr_real.cuMemSetAccess(va, bytes, access,
+                                        vr_alloc_access_for(b->device, access, VR_MAX_DEVICES));
+    if (r == CUDA_SUCCESS)
+        vr_cost_note(VR_COST_ACCESS, t0);
+    return r;
+}
+
+/* Access for the n slots from sl on, each just mapped (sl->cur) for one
+ * device, each but the last filling its window: adjacent whole mappings,
+ * which the driver takes as one range ("a fully mapped address range
+ * containing all allocations", cuda.h). Where the one call fails, slot by
+ * slot; a slot that still fails is unmapped again and its error is in
+ * rc[k]. Returns the calls made. */
+static size_t grant(struct slot *sl, size_t n, int *rc)
+{
+    size_t bytes = 0;
+    for (size_t k = 0; k < n; k++) {
+        VR_ASSERT_INTERNAL(k + 1 == n || (sl[k].cur.padded == sl[k].size &&
+                                          sl[k + 1].va == sl[k].va + sl[k].size &&
+                                          sl[k + 1].cur.device == sl[k].cur.device));
+        bytes += sl[k].cur.padded;
+    }
+    CUresult r = set_access(sl->va, bytes, &sl->cur);
+    if (r == CUDA_SUCCESS) {
+        vr_stat_add(VR_C_slices_bound, (long long)n);
+        return 1;
+    }
+    size_t calls = 1;
+    for (size_t k = 0; k < n; k++) {
+        if (n > 1) {
+            calls++;
+            r = set_access(sl[k].va, sl[k].cur.padded, &sl[k].cur);
+        }
+        if (r == CUDA_SUCCESS) {
+            vr_stat_add(VR_C_slices_bound, 1);
+            continue;
+        }
+        access_failed(&sl[k]);
+        rc[k] = vr_err_cu(r);
+    }
+    return calls;
 }
 
 int vr_slices_bind(struct vr_slices *s, size_t slot, const struct vr_slice_bind *b)
@@ -251,7 +287,11 @@ int vr_slices_bind(struct vr_slices *s, size_t slot, const struct vr_slice_bind 
     struct slot *sl = &s->slots[slot];
     if (sl->cur.id || b->padded > sl->size)
         return -EINVAL;
-    int rc = map_slot(sl, b);
+    vr_capture_relax();
+    int rc = map_only(sl, b);
+    if (rc == 0)
+        grant(sl, 1, &rc);
+    vr_capture_restore();
     if (rc == 0)
         sl->target = *b;
     rebuild(s);
@@ -341,25 +381,81 @@ bool vr_slices_slot_pending(const struct vr_slices *s, size_t slot)
     return s->slots[slot].target.id != s->slots[slot].cur.id;
 }
 
-int vr_slices_remap(struct vr_slices *s, size_t slot)
+/* One slot's unmap and map (not its access): true when it was mapped anew
+ * and waits for grant(). */
+static bool remap_begin(struct slot *sl, int *rc)
 {
-    VR_ASSERT(slot < s->n);
-    struct slot *sl = &s->slots[slot];
+    *rc = 0;
     if (sl->target.id == sl->cur.id)
-        return 0;
-    int rc = unmap_slot(sl);
-    if (rc != 0) {
+        return false;
+    *rc = unmap_slot(sl);
+    if (*rc != 0) {
         /* A rebind is given up. An unbind is not: the allocation is gone and
          * its address may be handed out again, so the slot stays pending,
          * outside the stable view, until a later remap unmaps it. */
         if (sl->target.id)
             sl->target = sl->cur;
-    } else if (sl->target.id) {
-        rc = map_slot(sl, &sl->target);
-        if (rc != 0)
-            sl->target = sl->cur; /* unbound, or still holding what it could not unmap */
+        return false;
     }
+    if (!sl->target.id)
+        return false;
+    *rc = map_only(sl, &sl->target);
+    if (*rc != 0)
+        sl->target = sl->cur; /* unbound */
+    return *rc == 0;
+}
+
+/* grant() for a run of remap_many: a slot whose access was refused gives
+ * its rebind up (unbound, or still holding what it could not unmap). */
+static size_t grant_run(struct vr_slices *s, const size_t *slots, size_t len, int *rc)
+{
+    size_t calls = grant(&s->slots[slots[0]], len, rc);
+    for (size_t k = 0; k < len; k++)
+        if (rc[k] != 0)
+            s->slots[slots[k]].target = s->slots[slots[k]].cur;
+    return calls;
+}
+
+/* Whether slot b, mapped anew, continues the run that ends at slot a. */
+static bool continues(const struct vr_slices *s, size_t a, size_t b)
+{
+    const struct slot *x = &s->slots[a], *y = &s->slots[b];
+    return b == a + 1 && x->cur.padded == x->size && y->cur.device == x->cur.device;
+}
+
+void vr_slices_remap_many(struct vr_slices *s, const size_t *slots, size_t n, int *rc,
+                          struct vr_remap_tally *tally)
+{
+    size_t calls = 0, mapped = 0, run = 0, len = 0; /* waiting for access: slots[run..run+len) */
+    vr_capture_relax();
+    for (size_t i = 0; i < n; i++) {
+        VR_ASSERT(slots[i] < s->n && (i == 0 || slots[i] > slots[i - 1]));
+        bool fresh = remap_begin(&s->slots[slots[i]], &rc[i]);
+        if (len && !(fresh && continues(s, slots[run + len - 1], slots[i]))) {
+            calls += grant_run(s, slots + run, len, rc + run);
+            len = 0;
+        }
+        if (fresh) {
+            if (!len)
+                run = i;
+            len++;
+            mapped++;
+        }
+    }
+    if (len)
+        calls += grant_run(s, slots + run, len, rc + run);
+    vr_capture_restore();
     rebuild(s);
+    if (tally) {
+        tally->slots += mapped;
+        tally->calls += calls;
+    }
+}
+
+int vr_slices_remap(struct vr_slices *s, size_t slot)
+{
+    int rc;
+    vr_slices_remap_many(s, &slot, 1, &rc, NULL);
     return rc;
 }
 

@@ -100,6 +100,19 @@ bool vr_slices_slot_pending(const struct vr_slices *s, size_t slot);
  * 0: the allocation was freed), which stays pending; a failed map leaves
  * the slot unbound. Returns 0 or the driver's error. */
 int vr_slices_remap(struct vr_slices *s, size_t slot);
+/* How far remaps batched their access: slots mapped anew, and the
+ * cuMemSetAccess calls that made them accessible. */
+struct vr_remap_tally {
+    uint64_t slots, calls;
+};
+
+/* vr_slices_remap of slots[0..n) (ascending), with one cuMemSetAccess per
+ * run of adjacent slots mapped anew for one device, each but the last
+ * filling its window (cuda.h: the range may hold several whole mappings);
+ * where that call fails, slot by slot. rc[i]: slots[i]'s result; the
+ * tally (NULL: none) grows by what was mapped and called. */
+void vr_slices_remap_many(struct vr_slices *s, const size_t *slots, size_t n, int *rc,
+                          struct vr_remap_tally *tally);
 
 /* The slot bound to or targeting allocation id, or -1. */
 int vr_slices_find(const struct vr_slices *s, uint64_t id);

@@ -308,22 +308,37 @@ int vr_variants_ready(const struct vr_variants *vs, const struct vr_var_ctx *cx)
     return k && vs->v[k].synced == vs->clock ? (int)k : 0;
 }
 
+/* The variant's slots to the program's exec's targets, in batches so that
+ * adjacent slots get their access in one call (vr_slices_remap_many). */
 static int remap_to_targets(const struct vr_var_ctx *cx, struct variant *v, bool *vmm,
                             uint64_t *rebinds, bool fresh)
 {
-    for (size_t s = 0; s < vr_slices_count(cx->base); s++) {
-        const struct vr_slice_bind *want = vr_slices_target(cx->base, s);
-        if (!want->id || vr_slices_current(v->slices, s)->id == want->id)
-            continue;
-        *vmm = true;
-        if (vr_slices_retarget(v->slices, s, want) != 0 || vr_slices_remap(v->slices, s) != 0 ||
-            vr_slices_current(v->slices, s)->id != want->id)
-            return -EIO;
-        /* A new variant's slot counts when the program's exec could not
-         * have served it as it is. */
-        if (rebinds && (!fresh || vr_slices_current(cx->base, s)->id != want->id)) {
-            (*rebinds)++;
-            vr_stat_inc(VR_C_rebinds);
+    enum { BATCH = 32 };
+    size_t ns = vr_slices_count(cx->base);
+    for (size_t s = 0; s < ns;) {
+        size_t slot[BATCH], n = 0;
+        int rc[BATCH];
+        for (; s < ns && n < BATCH; s++) {
+            const struct vr_slice_bind *want = vr_slices_target(cx->base, s);
+            if (!want->id || vr_slices_current(v->slices, s)->id == want->id)
+                continue;
+            *vmm = true;
+            if (vr_slices_retarget(v->slices, s, want) != 0)
+                return -EIO; /* the caller drops the variant, pending slots and all */
+            slot[n++] = s;
+        }
+        vr_slices_remap_many(v->slices, slot, n, rc, cx->remaps);
+        for (size_t i = 0; i < n; i++) {
+            size_t k = slot[i];
+            if (rc[i] != 0 || vr_slices_current(v->slices, k)->id != vr_slices_target(cx->base, k)->id)
+                return -EIO;
+            /* A new variant's slot counts when the program's exec could not
+             * have served it as it is. */
+            if (rebinds && (!fresh || vr_slices_current(cx->base, k)->id !=
+                                          vr_slices_target(cx->base, k)->id)) {
+                (*rebinds)++;
+                vr_stat_inc(VR_C_rebinds);
+            }
         }
     }
     return 0;

@@ -60,6 +60,7 @@ struct vr_var_ctx {
     void *owner;
     uint64_t *pushes;             /* counts the node updates sent to variants */
     uint64_t *rebinds;            /* counts the slots of variants remapped */
+    struct vr_remap_tally *remaps; /* their mappings and access calls */
 };
 
 /* At instantiation, for an exec that may be varied (max > 1, no

@@ -9,7 +9,9 @@
  * answers), next_va/reserve_gap/reserve_align/reserve_fixed (where a
  * reservation lands: after a gap, sizes rounded to reserve_align, or always
  * at reserve_fixed), bad_handle (a map of it fails OUT_OF_MEMORY),
- * fail_unmaps (that many unmaps fail UNKNOWN). */
+ * fail_unmaps (that many unmaps fail UNKNOWN), fail_accesses (that many
+ * cuMemSetAccess calls fail UNKNOWN; every call's range is kept in
+ * access_va/access_size, the first 16). */
 #ifndef VR_TEST_FAKE_DRIVER_H
 #define VR_TEST_FAKE_DRIVER_H
 
@@ -23,8 +25,10 @@ static struct fake_driver {
     CUdeviceptr next_va, reserve_fixed;
     size_t reserve_gap, reserve_align;
     CUmemGenericAllocationHandle bad_handle;
-    int fail_unmaps;
-    int maps, unmaps, releases, va_frees, syncs;
+    int fail_unmaps, fail_accesses;
+    int maps, unmaps, releases, va_frees, syncs, accesses;
+    CUdeviceptr access_va[16];
+    size_t access_size[16];
     CUdeviceptr last_map_va;
     CUmemGenericAllocationHandle last_map_handle;
 } fk = { .gran = 0x1000, .vmm = 1, .next_va = 0x100000, .reserve_align = 1 };
@@ -112,9 +116,16 @@ static inline CUresult CUDAAPI fk_unmap(CUdeviceptr p, size_t s)
 static inline CUresult CUDAAPI fk_access(CUdeviceptr p, size_t s, const CUmemAccessDesc *d,
                                          size_t n)
 {
-    (void)p;
-    (void)s;
     (void)d;
+    if (fk.accesses < 16) {
+        fk.access_va[fk.accesses] = p;
+        fk.access_size[fk.accesses] = s;
+    }
+    fk.accesses++;
+    if (fk.fail_accesses) {
+        fk.fail_accesses--;
+        return CUDA_ERROR_UNKNOWN;
+    }
     return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 static inline CUresult CUDAAPI fk_release(CUmemGenericAllocationHandle h)
@@ -131,7 +142,7 @@ static inline CUresult CUDAAPI fk_sync(void)
 
 static inline void fake_vmm_install(void)
 {
-    fk.maps = fk.unmaps = fk.releases = fk.va_frees = fk.syncs = 0;
+    fk.maps = fk.unmaps = fk.releases = fk.va_frees = fk.syncs = fk.accesses = 0;
     vr_real.cuCtxGetDevice = fk_get_device;
     vr_real.cuCtxGetCurrent = fk_current;
     vr_real.cuDeviceGetAttribute = fk_attr;

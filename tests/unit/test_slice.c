@@ -139,3 +139,95 @@ Test(slice, failed_map_leaves_slot_unbound)
     cr_assert_eq(vr_slices_find(s, bad.id), -1);
     cr_assert_eq(vr_slices_current(s, 0)->id, 0);
 }
+
+/* Four slots of one page each, all bound: the fixture's two slots stay
+ * aside (their own reservation). */
+static struct vr_slices *four(void)
+{
+    fk.reserve_fixed = 0;
+    struct vr_slices *t;
+    const size_t sizes[] = {0x1000, 0x1000, 0x1000, 0x1000};
+    cr_assert_eq(vr_slices_create(&t, sizes, 4), 0);
+    for (size_t k = 0; k < 4; k++) {
+        struct vr_slice_bind b = {100 + k, 0x20000000 + k * 0x100000, 0x1000, 0x1000, 200 + k, 0};
+        cr_assert_eq(vr_slices_bind(t, k, &b), 0);
+    }
+    return t;
+}
+
+static void retarget(struct vr_slices *t, size_t k, uint64_t id, size_t padded, int device)
+{
+    struct vr_slice_bind b = {id, 0x30000000 + id * 0x100000, padded, padded, 300 + id, device};
+    cr_assert_eq(vr_slices_retarget(t, k, &b), 0);
+}
+
+/* Adjacent slots mapped anew share one cuMemSetAccess over their range; a
+ * gap (a slot not remapped), a mapping short of its window or another
+ * device starts a new call. Fails if each slot gets its own call, or if a
+ * call spans a slot that is not freshly mapped. */
+Test(slice, adjacent_remaps_share_one_access_call)
+{
+    struct vr_slices *t = four();
+    CUdeviceptr va0 = vr_slices_va(t, 0);
+    retarget(t, 0, 1, 0x1000, 0);
+    retarget(t, 1, 2, 0x1000, 0);
+    retarget(t, 3, 3, 0x1000, 0);
+    fk.accesses = 0;
+    size_t slots[] = {0, 1, 3};
+    int rc[3] = {-1, -1, -1};
+    struct vr_remap_tally tally = {0};
+    vr_slices_remap_many(t, slots, 3, rc, &tally);
+    cr_assert(rc[0] == 0 && rc[1] == 0 && rc[2] == 0);
+    cr_assert_eq(fk.accesses, 2, "slots 0 and 1 in one call, 3 in another");
+    cr_assert_eq(fk.access_va[0], va0);
+    cr_assert_eq(fk.access_size[0], 0x2000);
+    cr_assert_eq(fk.access_va[1], va0 + 0x3000);
+    cr_assert_eq(fk.access_size[1], 0x1000);
+    cr_assert_eq(tally.slots, 3);
+    cr_assert_eq(tally.calls, 2);
+    cr_assert_not(vr_slices_pending(t));
+    for (size_t k = 0; k < 3; k++)
+        cr_assert_eq(vr_slices_current(t, slots[k])->id, (uint64_t)k + 1);
+
+    /* Slot 0 mapped short of its window, then slot 2 on another device. */
+    retarget(t, 0, 4, 0x800, 0);
+    retarget(t, 1, 5, 0x1000, 0);
+    retarget(t, 2, 6, 0x1000, 1);
+    fk.accesses = 0;
+    size_t slots2[] = {0, 1, 2};
+    vr_slices_remap_many(t, slots2, 3, rc, &tally);
+    cr_assert_eq(fk.accesses, 3, "no run across a short mapping or another device");
+    cr_assert_eq(fk.access_size[0], 0x800);
+    cr_assert_eq(tally.slots, 6);
+    cr_assert_eq(tally.calls, 5);
+    cr_assert_eq(vr_slices_destroy(t), 0);
+}
+
+/* A refused access over the run is asked slot by slot; a slot still
+ * refused is unmapped and gives its rebind up (unbound, not pending), the
+ * others are bound. Fails if the run's refusal leaves any slot mapped
+ * without access, or fails a slot the driver accepted. */
+Test(slice, refused_run_access_falls_back_slot_by_slot)
+{
+    struct vr_slices *t = four();
+    retarget(t, 0, 1, 0x1000, 0);
+    retarget(t, 1, 2, 0x1000, 0);
+    retarget(t, 2, 3, 0x1000, 0);
+    fk.accesses = 0;
+    fk.fail_accesses = 2; /* the run's call and slot 0's own */
+    int unmaps = fk.unmaps;
+    size_t slots[] = {0, 1, 2};
+    int rc[3];
+    struct vr_remap_tally tally = {0};
+    vr_slices_remap_many(t, slots, 3, rc, &tally);
+    cr_assert_eq(fk.accesses, 4, "one for the run, then one per slot");
+    cr_assert_neq(rc[0], 0);
+    cr_assert(rc[1] == 0 && rc[2] == 0);
+    cr_assert_eq(vr_slices_current(t, 0)->id, 0, "refused: unmapped again");
+    cr_assert_eq(fk.unmaps, unmaps + 4, "three old mappings and the refused new one");
+    cr_assert_eq(vr_slices_current(t, 1)->id, 2);
+    cr_assert_eq(vr_slices_current(t, 2)->id, 3);
+    cr_assert_not(vr_slices_pending(t), "the refused rebind is given up");
+    cr_assert_eq(tally.calls, 4);
+    cr_assert_eq(vr_slices_destroy(t), 0);
+}

@@ -17,7 +17,9 @@
  *                                       between launches (not timed)
  *   cuMemAddressReserve, cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap,
  *   cuMemRelease, cuMemAddressFree      one recommended-granularity chunk
- *                                       (>= --bytes), in that order per round
+ *                                       (>= --bytes), in that order per round;
+ *                                       one cuMemSetAccess over 4 adjacent
+ *                                       mappings as a comment
  *   cuMemAlloc_v2, cuMemFree_v2         --bytes, native
  *   cuMemsetD32Async                    --elems words
  *   cuMemGetAllocationGranularity       the chunk's properties
@@ -322,6 +324,26 @@ int main(int argc, char **argv)
         TIME(vt[V_RELEASE], r, cuMemRelease(h));
         TIME(vt[V_FREE], r, cuMemAddressFree(va, sz));
     }
+    /* One cuMemSetAccess over ACC_RUN adjacent chunks, each its own
+     * mapping: what the shim pays for a run of slots remapped together
+     * (a comment line: whether the call's cost grows with the range). */
+    enum { ACC_RUN = 4 };
+    for (unsigned long r = 0; r < rounds; r++) {
+        CUdeviceptr va;
+        CUmemGenericAllocationHandle hs[ACC_RUN];
+        CK(cuMemAddressReserve(&va, ACC_RUN * sz, gran, 0, 0));
+        for (int k = 0; k < ACC_RUN; k++) {
+            CK(cuMemCreate(&hs[k], sz, &prop, 0));
+            CK(cuMemMap(va + (CUdeviceptr)k * sz, sz, 0, hs[k], 0));
+        }
+        TIME(t, r, cuMemSetAccess(va, ACC_RUN * sz, &acc, 1));
+        for (int k = 0; k < ACC_RUN; k++) {
+            CK(cuMemUnmap(va + (CUdeviceptr)k * sz, sz));
+            CK(cuMemRelease(hs[k]));
+        }
+        CK(cuMemAddressFree(va, ACC_RUN * sz));
+    }
+    uint64_t access_run_ns = median(t, rounds);
     uint64_t *at = malloc(rounds * sizeof *at);
     if (!at)
         die("out of memory");
@@ -420,6 +442,8 @@ int main(int argc, char **argv)
     for (int k = 0; k < NV; k++)
         printf("%s %llu  # %s: median, %zu bytes\n", vname[k],
                (unsigned long long)median(vt[k], rounds), src, sz);
+    printf("# cuMemSetAccess over %d adjacent mappings of %zu bytes, one call: %llu ns (%s: "
+           "median)\n", ACC_RUN, sz, (unsigned long long)access_run_ns, src);
     printf("cuMemAlloc_v2 %llu  # %s: median, %lu bytes\n", (unsigned long long)alloc_ns, src,
            bytes);
     printf("cuMemFree_v2 %llu  # %s: median, %lu bytes\n", (unsigned long long)free_ns, src,
