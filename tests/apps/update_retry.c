@@ -19,7 +19,7 @@
 #define VR_PROG "update_retry"
 #include "vr_check.h"
 
-enum { N = 64 };
+#include "fill_probe.h"
 
 static const char *entry = "v2";
 
@@ -49,15 +49,6 @@ static CUresult update(CUgraphExec x, CUgraphNode node, CUDA_KERNEL_NODE_PARAMS 
     return cuGraphExecKernelNodeSetParams_v2(x, node, p);
 }
 
-static void step(CUgraphExec x, CUstream s, CUdeviceptr out, const char *what)
-{
-    CK(cuGraphLaunch(x, s));
-    CK(cuStreamSynchronize(s));
-    float got[N];
-    CK(cuMemcpyDtoH_v2(got, out, sizeof got));
-    printf("%s first=%.1f last=%.1f\n", what, got[0], got[N - 1]);
-}
-
 int main(int argc, char **argv)
 {
     const char *ptx_path = getenv("VR_PTX");
@@ -71,54 +62,32 @@ int main(int argc, char **argv)
         fprintf(stderr, "update_retry: --entry v1, v2 or node, not %s\n", entry);
         return 2;
     }
-    char *ptx = vr_ptx_or_die(ptx_path);
-    CUstream s;
-    CUmodule mod;
-    CUfunction fill;
-    CK(cuInit(0));
-    CUdevice dev = vr_ctx_current(0, NULL);
-    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    CK(cuModuleLoadData(&mod, ptx));
-    CK(cuModuleGetFunction(&fill, mod, "vr_fill_f32"));
-    CUdeviceptr out;
-    CK(cuMemAlloc_v2(&out, N * sizeof(float)));
-
+    struct fill_probe f;
+    fill_open(&f, ptx_path);
     float value = 1.0f;
-    unsigned long long n = N;
-    void *args[] = {&out, &value, &n};
-    CUDA_KERNEL_NODE_PARAMS p;
-    memset(&p, 0, sizeof p);
-    p.func = fill;
-    p.gridDimX = p.gridDimY = p.gridDimZ = 1;
-    p.blockDimX = 32;
-    p.blockDimY = p.blockDimZ = 1;
-    p.kernelParams = args;
-    CUgraph g;
+    unsigned long long n = FILL_N;
+    void *args[] = {&f.out, &value, &n};
+    CUDA_KERNEL_NODE_PARAMS p = fill_params(&f, args);
     CUgraphNode node;
-    CK(cuGraphCreate(&g, 0));
-    CK(cuGraphAddKernelNode_v2(&node, g, NULL, 0, &p));
+    CUgraph g = fill_graph(&f, args, &node);
     CUgraphExec x;
     CK(cuGraphInstantiateWithFlags(&x, g, 0));
-    step(x, s, out, "instantiated");
+    fill_step(&f, x, "instantiated");
 
     value = 2.0f;
     printf("set 2.0: %s\n", vr_err_name(update(x, node, &p)));
-    step(x, s, out, "second");
+    fill_step(&f, x, "second");
     value = 3.0f;
     printf("set 3.0: %s\n", vr_err_name(update(x, node, &p)));
-    step(x, s, out, "refused");
+    fill_step(&f, x, "refused");
     printf("set 3.0 again: %s\n", vr_err_name(update(x, node, &p)));
-    step(x, s, out, "retried");
+    fill_step(&f, x, "retried");
     /* And once more: now the driver holds 3.0, so the shim may absorb it. */
     printf("set 3.0 once more: %s\n", vr_err_name(update(x, node, &p)));
-    step(x, s, out, "repeated");
+    fill_step(&f, x, "repeated");
 
     CK(cuGraphExecDestroy(x));
     CK(cuGraphDestroy(g));
-    CK(cuMemFree_v2(out));
-    CK(cuModuleUnload(mod));
-    CK(cuStreamDestroy_v2(s));
-    CK(cuDevicePrimaryCtxRelease_v2(dev));
-    free(ptx);
+    fill_close(&f);
     return 0;
 }

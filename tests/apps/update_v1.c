@@ -15,52 +15,17 @@
 #define VR_PROG "update_v1"
 #include "vr_check.h"
 
-enum { N = 64 };
-
-static CUgraph fill_graph(CUfunction fill, void **args, CUgraphNode *node)
-{
-    CUDA_KERNEL_NODE_PARAMS p;
-    memset(&p, 0, sizeof p);
-    p.func = fill;
-    p.gridDimX = p.gridDimY = p.gridDimZ = 1;
-    p.blockDimX = 32;
-    p.blockDimY = p.blockDimZ = 1;
-    p.kernelParams = args;
-    CUgraph g;
-    CK(cuGraphCreate(&g, 0));
-    CK(cuGraphAddKernelNode_v2(node, g, NULL, 0, &p));
-    return g;
-}
-
-static void step(CUgraphExec x, CUstream s, CUdeviceptr out, const char *what)
-{
-    CK(cuGraphLaunch(x, s));
-    CK(cuStreamSynchronize(s));
-    float got[N];
-    CK(cuMemcpyDtoH_v2(got, out, sizeof got));
-    printf("%s first=%.1f last=%.1f\n", what, got[0], got[N - 1]);
-}
+#include "fill_probe.h"
 
 int main(int argc, char **argv)
 {
-    const char *ptx_path = argc > 1 ? argv[1] : getenv("VR_PTX");
-    char *ptx = vr_ptx_or_die(ptx_path);
-    CUstream s;
-    CUmodule mod;
-    CUfunction fill;
-    CK(cuInit(0));
-    CUdevice dev = vr_ctx_current(0, NULL);
-    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    CK(cuModuleLoadData(&mod, ptx));
-    CK(cuModuleGetFunction(&fill, mod, "vr_fill_f32"));
-    CUdeviceptr out;
-    CK(cuMemAlloc_v2(&out, N * sizeof(float)));
-
+    struct fill_probe f;
+    fill_open(&f, argc > 1 ? argv[1] : getenv("VR_PTX"));
     float value = 1.0f;
-    unsigned long long n = N;
-    void *args[] = {&out, &value, &n};
+    unsigned long long n = FILL_N;
+    void *args[] = {&f.out, &value, &n};
     CUgraphNode node, node2;
-    CUgraph g1 = fill_graph(fill, args, &node);
+    CUgraph g1 = fill_graph(&f, args, &node);
     CUgraphExec x;
     CK(cuGraphInstantiateWithFlags(&x, g1, 0));
     CUDA_KERNEL_NODE_PARAMS p;
@@ -68,29 +33,25 @@ int main(int argc, char **argv)
     p.kernelParams = args;
     for (int i = 0; i < 4; i++) {
         CK(cuGraphExecKernelNodeSetParams_v2(x, node, &p));
-        step(x, s, out, "before");
+        fill_step(&f, x, "before");
     }
 
     value = 2.0f;
-    CUgraph g2 = fill_graph(fill, args, &node2);
+    CUgraph g2 = fill_graph(&f, args, &node2);
     CUgraphNode error_node = NULL;
     CUgraphExecUpdateResult result = CU_GRAPH_EXEC_UPDATE_ERROR;
     CK(cuGraphExecUpdate(x, g2, &error_node, &result));
     printf("update result=%d\n", (int)result);
-    step(x, s, out, "updated");
+    fill_step(&f, x, "updated");
 
     value = 1.0f; /* what the exec held before the update */
     for (int i = 0; i < 2; i++) {
         CK(cuGraphExecKernelNodeSetParams_v2(x, node, &p));
-        step(x, s, out, "after");
+        fill_step(&f, x, "after");
     }
     CK(cuGraphExecDestroy(x));
     CK(cuGraphDestroy(g2));
     CK(cuGraphDestroy(g1));
-    CK(cuMemFree_v2(out));
-    CK(cuModuleUnload(mod));
-    CK(cuStreamDestroy_v2(s));
-    CK(cuDevicePrimaryCtxRelease_v2(dev));
-    free(ptx);
+    fill_close(&f);
     return 0;
 }
