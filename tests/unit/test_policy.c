@@ -234,3 +234,14 @@ Test(policy, a_renewed_buffer_is_weighed_without_variants)
                                          true),
                  VR_SLICE_SELECTED);
 }
+
+/* A rebind's access at the window's share: two calls for six slots mapped
+ * price a third each; nothing mapped, the whole call. Fails if the share
+ * divides the wrong way or drops the call where nothing was counted. */
+Test(policy, a_shared_access_call_is_priced_per_slot)
+{
+    cr_assert_eq(vr_policy_share(18948, 2, 6), 6316);
+    cr_assert_eq(vr_policy_share(18948, 6, 6), 18948);
+    cr_assert_eq(vr_policy_share(18948, 0, 0), 18948);
+    cr_assert_eq(vr_policy_share(18948, 4, 3), 25264, "a refused run: the retries count");
+}
