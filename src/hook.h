@@ -1,6 +1,6 @@
 /* hook: what the files of the hook layer share (interpose.c holds the
- * exported wrappers, init and routing; hooks_mem.c and hooks_graph.c the
- * bodies of most hooks). Every hook of hooks.def has a body vr_on_<name>,
+ * exported wrappers and init, route.c the dlsym and cuGetProcAddress
+ * routing; hooks_mem.c and hooks_graph.c the bodies of most hooks). Every hook of hooks.def has a body vr_on_<name>,
  * called by its wrapper under the shim's guard with the shim initialized;
  * hidden like everything but the exports.
  */

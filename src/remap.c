@@ -110,15 +110,29 @@ void vr_ex_cancel(struct vr_exec *e, size_t s)
     vr_slices_cancel(e->slices, s);
 }
 
-/* A failed remap may change the target too (the slot left unbound). */
-int vr_ex_remap(struct vr_exec *e, size_t s)
+/* Remaps the pending slots[0..n) (ascending) in one batch; a failed remap
+ * may change the target too (the slot left unbound), so such a slot's
+ * nodes are checked again. rc[i]: slots[i]'s result. */
+static void remap_slots(struct vr_exec *e, const size_t *slots, size_t n, int *rc,
+                        struct vr_remap_tally *tally)
 {
     VR_ASSERT_HELD(VR_RANK_EXEC);
-    VR_ASSERT(vr_slices_slot_pending(e->slices, s));
-    uint64_t want = vr_slices_target(e->slices, s)->id;
-    int rc = vr_slices_remap(e->slices, s);
-    if (rc != 0 || vr_slices_target(e->slices, s)->id != want)
-        mark_slot(e, s);
+    VR_ASSERT_INTERNAL(n <= VR_REMAP_BATCH);
+    uint64_t want[VR_REMAP_BATCH];
+    for (size_t i = 0; i < n; i++) {
+        VR_ASSERT(vr_slices_slot_pending(e->slices, slots[i]));
+        want[i] = vr_slices_target(e->slices, slots[i])->id;
+    }
+    vr_slices_remap_many(e->slices, slots, n, rc, tally);
+    for (size_t i = 0; i < n; i++)
+        if (rc[i] != 0 || vr_slices_target(e->slices, slots[i])->id != want[i])
+            mark_slot(e, slots[i]);
+}
+
+int vr_ex_remap(struct vr_exec *e, size_t s)
+{
+    int rc;
+    remap_slots(e, &s, 1, &rc, NULL);
     return rc;
 }
 
@@ -454,26 +468,20 @@ int vr_ex_apply_pending(struct vr_exec *e)
     }
     int rc = 0;
     /* In batches, so that adjacent slots get their access in one call. */
-    enum { BATCH = 32 };
     size_t ns = vr_slices_count(e->slices);
     for (size_t s = 0; s < ns;) {
-        size_t slot[BATCH], n = 0;
-        uint64_t from[BATCH], to[BATCH], want[BATCH];
-        int r[BATCH];
-        for (; s < ns && n < BATCH; s++) {
+        size_t slot[VR_REMAP_BATCH], n = 0;
+        uint64_t from[VR_REMAP_BATCH], to[VR_REMAP_BATCH];
+        int r[VR_REMAP_BATCH];
+        for (; s < ns && n < VR_REMAP_BATCH; s++) {
             if (!vr_slices_slot_pending(e->slices, s))
                 continue;
             slot[n] = s;
             from[n] = vr_slices_current(e->slices, s)->base;
-            to[n] = vr_slices_target(e->slices, s)->base;
-            want[n++] = vr_slices_target(e->slices, s)->id;
+            to[n++] = vr_slices_target(e->slices, s)->base;
         }
-        vr_slices_remap_many(e->slices, slot, n, r, &e->c.remaps);
+        remap_slots(e, slot, n, r, &e->c.remaps);
         for (size_t i = 0; i < n; i++) {
-            /* A failed remap may change the target too (the slot left
-             * unbound): its nodes are checked again. */
-            if (r[i] != 0 || vr_slices_target(e->slices, slot[i])->id != want[i])
-                mark_slot(e, slot[i]);
             e->c.rebinds++;
             vr_stat_inc(VR_C_rebinds);
             log_rebind(e, slot[i], from[i], to[i], r[i]);

@@ -106,6 +106,10 @@ struct vr_remap_tally {
     uint64_t slots, calls;
 };
 
+/* How many slots a caller hands vr_slices_remap_many at once (its arrays
+ * stay on the stack). */
+#define VR_REMAP_BATCH 32
+
 /* vr_slices_remap of slots[0..n) (ascending), with one cuMemSetAccess per
  * run of adjacent slots mapped anew for one device, each but the last
  * filling its window (cuda.h: the range may hold several whole mappings);

@@ -313,12 +313,11 @@ int vr_variants_ready(const struct vr_variants *vs, const struct vr_var_ctx *cx)
 static int remap_to_targets(const struct vr_var_ctx *cx, struct variant *v, bool *vmm,
                             uint64_t *rebinds, bool fresh)
 {
-    enum { BATCH = 32 };
     size_t ns = vr_slices_count(cx->base);
     for (size_t s = 0; s < ns;) {
-        size_t slot[BATCH], n = 0;
-        int rc[BATCH];
-        for (; s < ns && n < BATCH; s++) {
+        size_t slot[VR_REMAP_BATCH], n = 0;
+        int rc[VR_REMAP_BATCH];
+        for (; s < ns && n < VR_REMAP_BATCH; s++) {
             const struct vr_slice_bind *want = vr_slices_target(cx->base, s);
             if (!want->id || vr_slices_current(v->slices, s)->id == want->id)
                 continue;
