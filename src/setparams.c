@@ -330,39 +330,30 @@ int vr_ex_setparams_locked(struct vr_exec *e, CUgraphNode node, enum vr_sp_entry
  * updates it found a node for but could not absorb: a passing exec's, and a
  * direct one (same call, new arguments). The exec's lock is held and
  * dropped here. */
+/* What the absorbed path hands over with the exec's lock held: counted,
+ * done inside the shim's guard, the lock dropped. */
+#define VR_SP_HANDED(fn, ntype, nname, ptype, check, call)                          \
+    CUresult fn(struct vr_exec *e, ntype nname, ptype *params)                      \
+    {                                                                               \
+        VR_ASSERT_HELD(VR_RANK_EXEC);                                               \
+        check;                                                                      \
+        e->c.seen++;                                                                \
+        vr_in_shim = 1;                                                             \
+        CUresult r = call;                                                          \
+        vr_in_shim = 0;                                                             \
+        vr_ex_unlock(e);                                                            \
+        return r;                                                                   \
+    }
 #define VR_SP_ENTRY(suffix, entry, ptype)                                           \
-    CUresult vr_exec_pass_##suffix(struct vr_exec *e, CUgraphNode node, ptype *params) \
-    {                                                                               \
-        VR_ASSERT_HELD(VR_RANK_EXEC);                                               \
-        e->c.seen++;                                                                \
-        vr_in_shim = 1;                                                             \
-        CUresult r = pass_update(e, node, entry, params);                           \
-        vr_in_shim = 0;                                                             \
-        vr_ex_unlock(e);                                                            \
-        return r;                                                                   \
-    }                                                                               \
-    CUresult vr_exec_direct_##suffix(struct vr_exec *e, struct vr_node *n, ptype *params) \
-    {                                                                               \
-        VR_ASSERT_HELD(VR_RANK_EXEC);                                               \
-        e->c.seen++;                                                                \
-        vr_in_shim = 1;                                                             \
-        /* vr_args_diff is exact without units under 4 bytes */                  \
-        int rc = direct_args(e, n, entry, params, n->layout->end4 == n->layout->end); \
-        vr_in_shim = 0;                                                             \
-        vr_ex_unlock(e);                                                            \
-        return vr_err_to_cu(rc);                                                    \
-    }                                                                               \
-    CUresult vr_exec_forward_##suffix(struct vr_exec *e, struct vr_node *n, ptype *params) \
-    {                                                                               \
-        VR_ASSERT_HELD(VR_RANK_EXEC);                                               \
-        VR_ASSERT_INTERNAL(n->layout->end4 == n->layout->end);                      \
-        e->c.seen++;                                                                \
-        vr_in_shim = 1;                                                             \
-        CUresult r = forward_changed(e, n, entry, params);                          \
-        vr_in_shim = 0;                                                             \
-        vr_ex_unlock(e);                                                            \
-        return r;                                                                   \
-    }                                                                               \
+    VR_SP_HANDED(vr_exec_pass_##suffix, CUgraphNode, node, ptype, (void)0,          \
+                 pass_update(e, node, entry, params))                               \
+    /* vr_args_diff is exact without units under 4 bytes */                      \
+    VR_SP_HANDED(vr_exec_direct_##suffix, struct vr_node *, n, ptype, (void)0,      \
+                 vr_err_to_cu(direct_args(e, n, entry, params,                      \
+                                          n->layout->end4 == n->layout->end)))      \
+    VR_SP_HANDED(vr_exec_forward_##suffix, struct vr_node *, n, ptype,              \
+                 VR_ASSERT_INTERNAL(n->layout->end4 == n->layout->end),             \
+                 forward_changed(e, n, entry, params))                              \
     int vr_exec_setparams_##suffix(CUgraphExec exec, CUgraphNode node, const void *params) \
     {                                                                               \
         return setparams_rest(exec, node, entry, params);                           \
@@ -371,6 +362,7 @@ VR_SP_ENTRY(v1, VR_SP_V1, const CUDA_KERNEL_NODE_PARAMS_v1)
 VR_SP_ENTRY(v2, VR_SP_V2, const CUDA_KERNEL_NODE_PARAMS_v2)
 VR_SP_ENTRY(node, VR_SP_NODE, CUgraphNodeParams)
 #undef VR_SP_ENTRY
+#undef VR_SP_HANDED
 
 int vr_exec_set_enabled(CUgraphExec exec, CUgraphNode node, unsigned enabled)
 {
