@@ -467,15 +467,31 @@ int vr_slices_find(const struct vr_slices *s, uint64_t id)
     return -1;
 }
 
+/* Whether bound slot b continues a run of bound slots that ends at a, for
+ * one cuMemSetAccess over both (as grant()'s runs). */
+static bool adjoins(const struct vr_slices *s, size_t a, size_t b)
+{
+    const struct slot *x = &s->slots[a], *y = &s->slots[b];
+    return b == a + 1 && y->cur.id && x->cur.padded == x->size && y->cur.device == x->cur.device;
+}
+
 void vr_slices_reaccess(struct vr_slices *s)
 {
-    CUmemAccessDesc access[VR_MAX_DEVICES];
     vr_capture_relax();
-    for (size_t i = 0; i < s->n; i++) {
-        const struct vr_slice_bind *b = &s->slots[i].cur;
-        if (b->id)
-            vr_real.cuMemSetAccess(s->slots[i].va, b->padded, access,
-                                   vr_alloc_access_for(b->device, access, VR_MAX_DEVICES));
+    for (size_t i = 0; i < s->n;) {
+        if (!s->slots[i].cur.id) {
+            i++;
+            continue;
+        }
+        size_t j = i + 1, bytes = s->slots[i].cur.padded;
+        for (; j < s->n && adjoins(s, j - 1, j); j++)
+            bytes += s->slots[j].cur.padded;
+        /* A refused call leaves the access a slot had; slot by slot, each
+         * that the driver takes gets the peers. */
+        if (set_access(s->slots[i].va, bytes, &s->slots[i].cur) != CUDA_SUCCESS && j > i + 1)
+            for (size_t k = i; k < j; k++)
+                set_access(s->slots[k].va, s->slots[k].cur.padded, &s->slots[k].cur);
+        i = j;
     }
     vr_capture_restore();
 }

@@ -121,7 +121,8 @@ void vr_slices_remap_many(struct vr_slices *s, const size_t *slots, size_t n, in
 /* The slot bound to or targeting allocation id, or -1. */
 int vr_slices_find(const struct vr_slices *s, uint64_t id);
 
-/* Sets access again on every mapped slot (a peer was enabled since). */
+/* Sets access again on every mapped slot (a peer was enabled since): one
+ * call per run of adjacent bound slots, as remaps do. */
 void vr_slices_reaccess(struct vr_slices *s);
 
 #endif

@@ -203,6 +203,43 @@ Test(slice, adjacent_remaps_share_one_access_call)
     cr_assert_eq(vr_slices_destroy(t), 0);
 }
 
+/* A peer enabled: access is set again over each run of adjacent bound
+ * slots, one call per run; an unbound slot ends a run, and a refused run
+ * is asked slot by slot. Fails if every slot gets its own call, or if a
+ * call spans an unbound slot. */
+Test(slice, reaccess_sets_access_per_run)
+{
+    struct vr_slices *t = four();
+    CUdeviceptr va0 = vr_slices_va(t, 0);
+    fk.accesses = 0;
+    vr_slices_reaccess(t);
+    cr_assert_eq(fk.accesses, 1, "four adjacent bound slots: one call");
+    cr_assert_eq(fk.access_va[0], va0);
+    cr_assert_eq(fk.access_size[0], 0x4000);
+
+    static const struct vr_slice_bind none = {0};
+    cr_assert_eq(vr_slices_retarget(t, 2, &none), 0);
+    size_t two = 2;
+    int rc;
+    vr_slices_remap_many(t, &two, 1, &rc, NULL);
+    cr_assert_eq(vr_slices_current(t, 2)->id, 0);
+    fk.accesses = 0;
+    vr_slices_reaccess(t);
+    cr_assert_eq(fk.accesses, 2, "slots 0-1, then 3");
+    cr_assert_eq(fk.access_size[0], 0x2000);
+    cr_assert_eq(fk.access_va[1], va0 + 0x3000);
+    cr_assert_eq(fk.access_size[1], 0x1000);
+
+    fk.accesses = 0;
+    fk.fail_accesses = 1;
+    vr_slices_reaccess(t);
+    cr_assert_eq(fk.accesses, 4, "the refused run, its two slots, then slot 3");
+    cr_assert_eq(fk.access_size[1], 0x1000);
+    cr_assert_eq(fk.access_va[2], va0 + 0x1000);
+    cr_assert_eq(vr_slices_current(t, 0)->id, 100, "a refused re-access unbinds nothing");
+    cr_assert_eq(vr_slices_destroy(t), 0);
+}
+
 /* A refused access over the run is asked slot by slot; a slot still
  * refused is unmapped and gives its rebind up (unbound, not pending), the
  * others are bound. Fails if the run's refusal leaves any slot mapped
