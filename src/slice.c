@@ -416,11 +416,13 @@ static size_t grant_run(struct vr_slices *s, const size_t *slots, size_t len, in
     return calls;
 }
 
-/* Whether slot b, mapped anew, continues the run that ends at slot a. */
-static bool continues(const struct vr_slices *s, size_t a, size_t b)
+/* Whether bound slot b continues a run of bound slots that ends at a, for
+ * one cuMemSetAccess over both (grant()): adjacent, a's mapping filling its
+ * window, one device. */
+static bool adjoins(const struct vr_slices *s, size_t a, size_t b)
 {
     const struct slot *x = &s->slots[a], *y = &s->slots[b];
-    return b == a + 1 && x->cur.padded == x->size && y->cur.device == x->cur.device;
+    return b == a + 1 && y->cur.id && x->cur.padded == x->size && y->cur.device == x->cur.device;
 }
 
 void vr_slices_remap_many(struct vr_slices *s, const size_t *slots, size_t n, int *rc,
@@ -431,7 +433,7 @@ void vr_slices_remap_many(struct vr_slices *s, const size_t *slots, size_t n, in
     for (size_t i = 0; i < n; i++) {
         VR_ASSERT(slots[i] < s->n && (i == 0 || slots[i] > slots[i - 1]));
         bool fresh = remap_begin(&s->slots[slots[i]], &rc[i]);
-        if (len && !(fresh && continues(s, slots[run + len - 1], slots[i]))) {
+        if (len && !(fresh && adjoins(s, slots[run + len - 1], slots[i]))) {
             calls += grant_run(s, slots + run, len, rc + run);
             len = 0;
         }
@@ -465,14 +467,6 @@ int vr_slices_find(const struct vr_slices *s, uint64_t id)
         if (s->slots[i].cur.id == id || s->slots[i].target.id == id)
             return (int)i;
     return -1;
-}
-
-/* Whether bound slot b continues a run of bound slots that ends at a, for
- * one cuMemSetAccess over both (as grant()'s runs). */
-static bool adjoins(const struct vr_slices *s, size_t a, size_t b)
-{
-    const struct slot *x = &s->slots[a], *y = &s->slots[b];
-    return b == a + 1 && y->cur.id && x->cur.padded == x->size && y->cur.device == x->cur.device;
 }
 
 void vr_slices_reaccess(struct vr_slices *s)
