@@ -9,6 +9,9 @@
 
 #include <cuda.h>
 
+/* The exported wrappers (interpose.c defines them, route.c hands them out). */
+#define VR_EXPORT __attribute__((visibility("default")))
+
 #define VR_HOOK(name, base, off, params, args) CUresult vr_on_##name params;
 #include "hooks.def"
 

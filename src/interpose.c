@@ -29,8 +29,6 @@
 #include "stats.h"
 #include "tomb.h"
 
-#define VR_EXPORT __attribute__((visibility("default")))
-
 static struct vr_config cfg;
 static pid_t start_pid;
 static atomic_bool started;

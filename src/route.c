@@ -20,8 +20,6 @@
 #include "log.h"
 #include "stats.h"
 
-#define VR_EXPORT __attribute__((visibility("default")))
-
 /* ---- the table of wrappers ------------------------------------------ */
 
 struct hook {
