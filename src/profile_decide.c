@@ -53,12 +53,6 @@ static struct vr_buffer_seen seen_of(const struct candidate *c)
                                    .back = c->back, .renewed = c->renewed};
 }
 
-/* What moving one slice to another buffer costs the host. */
-static uint64_t remap_ns(void)
-{
-    return vr_cost_get(VR_COST_UNMAP) + vr_cost_get(VR_COST_MAP) + vr_cost_get(VR_COST_ACCESS);
-}
-
 static void log_decision(const struct vr_profile *p, CUgraphExec exec,
                          const struct candidate *cand, size_t ncand, bool active,
                          size_t reserved, bool observe)
@@ -79,6 +73,8 @@ static void log_decision(const struct vr_profile *p, CUgraphExec exec,
     for (size_t i = 0; i < p->launches && i < p->capreads; i++)
         vr_jw_u64(&w, NULL, p->reads[i]);
     vr_jw_array_end(&w);
+    /* The prices the decision weighed: a rejected buffer shows both sides. */
+    struct vr_prices pr = prices_now();
     vr_jw_array_begin(&w, "candidates");
     for (size_t i = 0; i < ncand; i++) {
         vr_jw_object_begin(&w, NULL);
@@ -87,8 +83,8 @@ static void log_decision(const struct vr_profile *p, CUgraphExec exec,
         vr_jw_u64(&w, "anchors", cand[i].anchors);
         vr_jw_str(&w, "verdict", cand[i].verdict);
         if (cand[i].verdict == V_NOT_WORTH_IT) {
-            vr_jw_u64(&w, "saved_ns_per_change", cand[i].anchors * vr_cost_get(VR_COST_SETPARAMS));
-            vr_jw_u64(&w, "remap_ns", remap_ns());
+            vr_jw_u64(&w, "saved_ns_per_change", cand[i].anchors * pr.setparams);
+            vr_jw_u64(&w, "remap_ns", pr.remap);
         }
         vr_jw_object_end(&w);
     }

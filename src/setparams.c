@@ -327,11 +327,10 @@ int vr_ex_setparams_locked(struct vr_exec *e, CUgraphNode node, enum vr_sp_entry
 }
 
 /* The absorbed path (absorb.c, in the hook layer) hands over here the
- * updates it found a node for but could not absorb: a passing exec's, and a
- * direct one (same call, new arguments). The exec's lock is held and
- * dropped here. */
-/* What the absorbed path hands over with the exec's lock held: counted,
- * done inside the shim's guard, the lock dropped. */
+ * updates it found a node for but could not absorb: a passing exec's, a
+ * direct one (same call, new arguments) and, for an exec without slices, a
+ * forwarded one. Each is counted and done inside the shim's guard; the
+ * exec's lock, held on entry, is dropped here. */
 #define VR_SP_HANDED(fn, ntype, nname, ptype, check, call)                          \
     CUresult fn(struct vr_exec *e, ntype nname, ptype *params)                      \
     {                                                                               \
@@ -347,7 +346,7 @@ int vr_ex_setparams_locked(struct vr_exec *e, CUgraphNode node, enum vr_sp_entry
 #define VR_SP_ENTRY(suffix, entry, ptype)                                           \
     VR_SP_HANDED(vr_exec_pass_##suffix, CUgraphNode, node, ptype, (void)0,          \
                  pass_update(e, node, entry, params))                               \
-    /* vr_args_diff is exact without units under 4 bytes */                      \
+    /* vr_args_same is exact without units under 4 bytes */                      \
     VR_SP_HANDED(vr_exec_direct_##suffix, struct vr_node *, n, ptype, (void)0,      \
                  vr_err_to_cu(direct_args(e, n, entry, params,                      \
                                           n->layout->end4 == n->layout->end)))      \
