@@ -48,7 +48,7 @@
 #define VR_ASSERT_EXPENSIVE(cond) VR_UNCHECKED_(cond)
 #endif
 
-/* Defined in log.c. */
+/* assert.c: the message in one write(2), then abort. */
 _Noreturn void vr_assert_fail(const char *expr, const char *file, int line);
 
 #endif

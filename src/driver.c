@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "capture_guard.h"
 #include "log.h"
 
 struct vr_driver vr_real;
@@ -98,7 +97,6 @@ int vr_driver_resolve(struct vr_driver_image *img)
 void vr_driver_publish(const struct vr_driver_image *img)
 {
     vr_real = img->fns;
-    vr_capture_guard_table(&vr_real);
     cuda_lo = img->lo;
     cuda_hi = img->hi;
     atomic_store_explicit(&cuda_handle, img->handle, memory_order_release);

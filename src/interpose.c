@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "capture_guard.h"
 #include "config.h"
 #include "cost.h"
 #include "driver.h"
@@ -171,7 +172,10 @@ static void publish(const struct vr_driver_image *img, bool resolved)
     vr_log_start(&cfg);
     if (!resolved)
         vr_warn("cannot load libcuda.so.1: every call fails as the driver would be missing");
-    vr_driver_publish(img);
+    /* The guard wraps the table before any thread can read it. */
+    struct vr_driver_image guarded = *img;
+    vr_capture_guard_table(&guarded.fns);
+    vr_driver_publish(&guarded);
     if (cfg.cost_model[0])
         vr_cost_load(cfg.cost_model);
     vr_cost_configure(cfg.cost_measured);

@@ -387,16 +387,3 @@ void vr_log_fallback(const char *what, const char *reason)
     vr_jw_str(&w, "reason", reason);
     vr_log_emit(&w, VR_LEVEL_INFO);
 }
-
-/* ---- assertions (assert.h) ---- */
-
-void vr_assert_fail(const char *expr, const char *file, int line)
-{
-    char buf[MSG_MAX];
-    int n = snprintf(buf, sizeof(buf), "varemap: assertion failed: %s at %s:%d\n", expr, file,
-                     line);
-
-    if (n > 0)
-        (void)write_all(STDERR_FILENO, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
-    abort();
-}
