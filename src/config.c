@@ -391,54 +391,18 @@ static void file_warn(struct load *ld, unsigned lineno, const char *what, const 
     ld->warnings++;
 }
 
-static char *trim(char *s, char *end)
-{
-    while (s < end && vr_text_is_space((unsigned char)*s))
-        s++;
-    while (end > s && vr_text_is_space((unsigned char)end[-1]))
-        end--;
-    *end = '\0';
-    return s;
-}
-
-/* '#' opens a comment at the start of a line or after whitespace, so that
- * "mode = dedup  # note" works while a path such as "/tmp/run#3.log" stays
- * whole. */
-static char *comment_start(char *s)
-{
-    for (char *p = s; *p; p++)
-        if (*p == '#' && (p == s || vr_text_is_space((unsigned char)p[-1])))
-            return p;
-    return NULL;
-}
-
 static void file_line(struct load *ld, char *line, size_t len, unsigned lineno)
 {
-    char *hash, *eq, *key, *value;
+    char *key, *value;
+    const char *bad = vr_text_key_value(line, len, &key, &value);
     const struct setting *s;
 
-    if (memchr(line, '\0', len)) {
-        file_warn(ld, lineno, "expected 'key = value' (found a NUL byte)", NULL);
+    if (bad) {
+        file_warn(ld, lineno, bad, NULL);
         return;
     }
-    line[len] = '\0';
-    hash = comment_start(line);
-    if (hash)
-        *hash = '\0';
-    line = trim(line, line + strlen(line));
-    if (*line == '\0')
+    if (!key)
         return;
-    eq = strchr(line, '=');
-    if (!eq) {
-        file_warn(ld, lineno, "expected 'key = value'", NULL);
-        return;
-    }
-    value = trim(eq + 1, eq + 1 + strlen(eq + 1));
-    key = trim(line, eq);
-    if (*key == '\0') {
-        file_warn(ld, lineno, "expected 'key = value' (no key)", NULL);
-        return;
-    }
     s = find_key(key);
     if (!s) {
         file_warn(ld, lineno, "unknown key", key);

@@ -181,3 +181,48 @@ bool vr_path_has_pid(const char *pattern)
     }
     return false;
 }
+
+static char *trim(char *s, char *end)
+{
+    while (s < end && vr_text_is_space((unsigned char)*s))
+        s++;
+    while (end > s && vr_text_is_space((unsigned char)end[-1]))
+        end--;
+    *end = '\0';
+    return s;
+}
+
+/* '#' opens a comment at the start of a line or after whitespace, so that
+ * "mode = dedup  # note" works while a path such as "/tmp/run#3.log" stays
+ * whole. */
+static char *comment_start(char *s)
+{
+    for (char *p = s; *p; p++)
+        if (*p == '#' && (p == s || vr_text_is_space((unsigned char)p[-1])))
+            return p;
+    return NULL;
+}
+
+const char *vr_text_key_value(char *line, size_t len, char **key, char **value)
+{
+    if (memchr(line, '\0', len))
+        return "expected 'key = value' (found a NUL byte)";
+    line[len] = '\0';
+    char *hash = comment_start(line);
+    if (hash)
+        *hash = '\0';
+    line = trim(line, line + strlen(line));
+    *key = *value = NULL;
+    if (*line == '\0')
+        return NULL;
+    char *eq = strchr(line, '=');
+    if (!eq)
+        return "expected 'key = value'";
+    char *v = trim(eq + 1, eq + 1 + strlen(eq + 1));
+    char *k = trim(line, eq);
+    if (*k == '\0')
+        return "expected 'key = value' (no key)";
+    *key = k;
+    *value = v;
+    return NULL;
+}

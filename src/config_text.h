@@ -22,5 +22,10 @@ int vr_text_digits(const char **p, uint64_t *out);
 /* An enum vr_mode / vr_level by name, or -EINVAL. */
 int vr_mode_find(const char *text);
 int vr_level_find(const char *text);
+/* One line of a config file (line[len] must be writable), split in place:
+ * a '#' at the start or after a blank opens a comment, blanks around the
+ * key and the value go. NULL with *key NULL: a blank line; NULL with *key
+ * and *value set: "key = value"; else why it is not such a line. */
+const char *vr_text_key_value(char *line, size_t len, char **key, char **value);
 
 #endif
