@@ -863,11 +863,13 @@ static void stats_json(const char *key, const struct varemap_stats *s)
            ", \"execs_disabled\": %" PRIu64 ", \"slices_bound\": %" PRIu64
            ", \"rebinds\": %" PRIu64 ", \"rebind_waits\": %" PRIu64 ", \"vmm_bytes\": %" PRIu64
            ", \"padding_bytes\": %" PRIu64 ", \"vmm_fallbacks\": %" PRIu64
-           ", \"unrouted_procs\": %" PRIu64 ", \"variants\": %" PRIu64 "}",
+           ", \"unrouted_procs\": %" PRIu64 ", \"variants\": %" PRIu64
+           ", \"updates_seen\": %" PRIu64 ", \"updates_absorbed\": %" PRIu64 "}",
            key, s->setparams_seen, s->setparams_skipped, s->setparams_forwarded,
            s->transition_updates, s->launches, s->execs_active, s->execs_disabled,
            s->slices_bound, s->rebinds, s->rebind_waits, s->vmm_bytes, s->padding_bytes,
-           s->vmm_fallbacks, s->unrouted_procs, s->variants);
+           s->vmm_fallbacks, s->unrouted_procs, s->variants, s->updates_seen,
+           s->updates_absorbed);
 }
 
 int main(int argc, char **argv)
