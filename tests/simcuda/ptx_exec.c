@@ -7,8 +7,9 @@
  * program counter, the lanes with the smallest one run (and reconverge
  * where they meet); a group that reaches a .sync warp operation whose
  * membermask names lanes of another group waits there (parked) until those
- * lanes wait at one too, and the operations then run together. Registers are kept lane-major per register (32
- * consecutive slots), so an instruction is one loop over the lanes.
+ * lanes wait at one too, and the operations then run together. Registers
+ * are kept lane-major per register (32 consecutive slots), so an
+ * instruction is one loop over the lanes.
  *
  * Compiled with -frounding-math: the rounding modifiers other than .rn
  * switch the host's rounding mode around one operation, and the compiler

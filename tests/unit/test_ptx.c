@@ -849,6 +849,7 @@ static const char misc_ptx[] =
     "\tmembar.gl;\n\tmembar.cta;\n\tmembar.sys;\n\tfence.sc.gpu;\n\tfence.acq_rel.sys;\n"
     "\tmul24.hi.s32 %r4, %r1, %r2;\n\tmul24.hi.u32 %r5, %r1, %r2;\n"
     "\tmul24.hi.u32 %r6, %r3, %r3;\n\tmul24.lo.s32 %r7, %r3, 3;\n"
+    "\tmad24.hi.u32 %r11, %r1, %r2, 1;\n"
     "\tmov.u32 %r8, 7;\n"
     "\t{ .reg .pred p; setp.gt.s32 p, %r8, 5; selp.s32 %r9, 11, 22, p; }\n"
     "\t{ .reg .pred p; .reg .b32 t; setp.gt.s32 p, %r8, 9; selp.s32 t, 11, 22, p;"
@@ -856,11 +857,12 @@ static const char misc_ptx[] =
     "\tst.global.u32 [%rd1], %r4;\n\tst.global.u32 [%rd1+4], %r5;\n"
     "\tst.global.u32 [%rd1+8], %r6;\n\tst.global.u32 [%rd1+12], %r7;\n"
     "\tst.global.u32 [%rd1+16], %r9;\n\tst.global.u32 [%rd1+20], %r10;\n"
+    "\tst.global.u32 [%rd1+24], %r11;\n"
     "\tret;\n}\n";
 
 Test(ptx, fences_mul24_hi_and_scoped_registers)
 {
-    uint32_t o[6];
+    uint32_t o[7];
     run_one(misc_ptx, "misc", 1, o, sizeof o);
     /* 0x800001 is -0x7fffff as s24; * 0x400000 = -(2^45 - 2^22): as 48
      * bits 0xe00000400000, bits 47..16 0xe0000040 */
@@ -872,6 +874,7 @@ Test(ptx, fences_mul24_hi_and_scoped_registers)
     cr_assert_eq(o[3], 0xfffffffdu, "mul24.lo.s32 -1*3: %#x", o[3]);
     cr_assert_eq(o[4], 11u, "scoped predicate: %u", o[4]);
     cr_assert_eq(o[5], 23u, "scoped register: %u", o[5]);
+    cr_assert_eq(o[6], 0x20000041u, "mad24.hi.u32: bits 47..16, + 1: %#x", o[6]);
 }
 
 /* A module of many entries (the kernel array grows while they are decoded):
