@@ -120,7 +120,7 @@ static inline uint64_t of_f(float f)
  * 0x7fffffff (single precision keeps no payload, and no sign), where the
  * host would give 0xffc00000 or propagate an input's payload. f64 needs
  * nothing: its NaNs are the host's (0xfff8000000000000 for 0/0, payloads
- * kept), measured on an H200. */
+ * kept), measured on an H200 (docs/design.md). */
 static inline uint64_t of_fc(float f)
 {
     uint32_t u;
@@ -387,7 +387,9 @@ static uint64_t cvt(const struct ptx_ins *in, uint64_t v)
                 f = ftzf(f);
             if (in->sat)
                 f = isnan(f) ? 0.0f : f < 0.0f ? 0.0f : f > 1.0f ? 1.0f : f;
-            r = of_f(f); /* a NaN as the host converts it: so does an H200 */
+            /* a NaN: from f32 the canonical one, from f64 as the host
+             * converts it (what an H200 gives for each) */
+            r = sb == 32 ? of_fc(f) : of_f(f);
         } else {
             if (in->sat)
                 x = isnan(x) ? 0.0 : x < 0.0 ? 0.0 : x > 1.0 ? 1.0 : x;
@@ -631,16 +633,21 @@ static uint64_t alu(const struct blk *b, const struct warp *w, const struct ptx_
     uint64_t c2 = in->nops > 2 ? V(b, w, &in->o[2], l) : 0;
     uint64_t c3 = in->nops > 3 ? V(b, w, &in->o[3], l) : 0;
     switch (in->op) {
+    /* abs and neg of a NaN, as an H200: f32 gives the canonical NaN, f64
+     * the NaN quieted with its sign and payload kept */
     case OP_ABS:
         if (in->ty == TY_F)
-            return bits == 32 ? (in->ftz ? of_f(ftzf(fabsf(as_f(a)))) : (a & 0x7fffffffu))
-                              : a & 0x7fffffffffffffffull;
+            return bits == 32 ? (isnan(as_f(a)) ? 0x7fffffffu
+                                 : in->ftz ? of_f(ftzf(fabsf(as_f(a)))) : (a & 0x7fffffffu))
+                              : isnan(as_d(a)) ? a | 0x0008000000000000ull
+                                               : a & 0x7fffffffffffffffull;
         return zx((uint64_t)(sx(a, bits) < 0 ? -sx(a, bits) : sx(a, bits)), bits);
     case OP_NEG:
         if (in->ty == TY_F)
-            return bits == 32 ? (isnan(as_f(a)) ? 0x7fffffffu /* as an H200 */
+            return bits == 32 ? (isnan(as_f(a)) ? 0x7fffffffu
                                  : in->ftz ? of_f(ftzf(-as_f(a))) : (a ^ 0x80000000u))
-                              : a ^ 0x8000000000000000ull;
+                              : isnan(as_d(a)) ? a | 0x0008000000000000ull
+                                               : a ^ 0x8000000000000000ull;
         return zx(0 - a, bits);
     case OP_NOT:
         return in->ty == TY_PRED ? !a : zx(~a, bits);
@@ -713,6 +720,11 @@ static uint64_t alu(const struct blk *b, const struct warp *w, const struct ptx_
                     x = ftzf(x);
                     y = ftzf(y);
                 }
+                /* one NaN operand (signaling or not): the other, as an
+                 * H200 (the host's fminf quiets a signaling one into the
+                 * result); both: the canonical NaN */
+                if (isnan(x) || isnan(y))
+                    return of_fc(isnan(x) ? y : x);
                 return of_f(in->op == OP_MIN ? fminf(x, y) : fmaxf(x, y));
             }
             return of_d(in->op == OP_MIN ? fmin(as_d(a), as_d(c2)) : fmax(as_d(a), as_d(c2)));

@@ -687,7 +687,7 @@ Test(ptx, cvt_to_a_narrow_signed_type_sign_extends)
  * and an input's payload (CUDART_NAN; what an H200 gives too). */
 static const char nan_ptx[] =
     PTX_HEAD ".visible .entry nans(.param .u64 po)\n{\n"
-    "\t.reg .f32 %f<20>;\n\t.reg .f64 %fd<8>;\n\t.reg .b64 %rd<4>;\n"
+    "\t.reg .f32 %f<21>;\n\t.reg .f64 %fd<8>;\n\t.reg .b64 %rd<4>;\n"
     "\tld.param.u64 %rd1, [po];\n"
     "\tmov.f32 %f1, 0f00000000;\n\tmov.f32 %f2, 0f7F800000;\n\tmov.f32 %f3, 0fBF800000;\n"
     "\tmov.f32 %f4, 0f7F812345;\n\tmov.f32 %f5, 0f3F800000;\n"
@@ -695,28 +695,44 @@ static const char nan_ptx[] =
     "\tsqrt.rn.f32 %f9, %f3;\n\tfma.rn.f32 %f10, %f2, %f1, %f1;\n\tadd.f32 %f11, %f4, %f5;\n"
     "\tadd.f32 %f12, %f2, 0fFF800000;\n\tsqrt.approx.f32 %f13, %f3;\n\tneg.f32 %f14, %f4;\n"
     "\tdiv.approx.f32 %f15, %f1, %f1;\n\tmul.rz.f32 %f16, %f2, %f1;\n"
+    "\tabs.f32 %f17, %f4;\n\tmin.f32 %f18, %f4, %f4;\n\tcvt.rni.f32.f32 %f19, %f4;\n"
+    "\tmin.f32 %f20, %f4, %f5;\n"
     "\tst.global.f32 [%rd1], %f6;\n\tst.global.f32 [%rd1+4], %f7;\n"
     "\tst.global.f32 [%rd1+8], %f8;\n\tst.global.f32 [%rd1+12], %f9;\n"
     "\tst.global.f32 [%rd1+16], %f10;\n\tst.global.f32 [%rd1+20], %f11;\n"
     "\tst.global.f32 [%rd1+24], %f12;\n\tst.global.f32 [%rd1+28], %f13;\n"
     "\tst.global.f32 [%rd1+32], %f14;\n\tst.global.f32 [%rd1+36], %f15;\n"
-    "\tst.global.f32 [%rd1+40], %f16;\n"
+    "\tst.global.f32 [%rd1+40], %f16;\n\tst.global.f32 [%rd1+44], %f17;\n"
+    "\tst.global.f32 [%rd1+64], %f18;\n\tst.global.f32 [%rd1+68], %f19;\n"
+    "\tst.global.f32 [%rd1+72], %f20;\n"
     "\tmov.f64 %fd1, 0d0000000000000000;\n\tdiv.rn.f64 %fd2, %fd1, %fd1;\n"
     "\tmov.f64 %fd3, 0d7FF0000012345678;\n\tadd.f64 %fd4, %fd3, 0d3FF0000000000000;\n"
+    "\tmov.f64 %fd7, 0dFFF8000000000001;\n"
     "\tst.global.f64 [%rd1+48], %fd2;\n\tst.global.f64 [%rd1+56], %fd4;\n"
+    "\tneg.f64 %fd5, %fd3;\n\tabs.f64 %fd6, %fd7;\n"
+    "\tst.global.f64 [%rd1+80], %fd5;\n\tst.global.f64 [%rd1+88], %fd6;\n"
     "\tret;\n}\n";
 
 Test(ptx, nans_are_the_gpus)
 {
-    uint32_t o[16];
+    uint32_t o[24];
     run_one(nan_ptx, "nans", 1, o, sizeof o);
-    static const char *const what[11] = {
+    static const char *const what[12] = {
         "0/0", "inf-inf", "inf*0", "sqrt(-1)", "fma(inf,0,0)", "NaN(payload)+1",
         "inf+(-inf) immediate", "sqrt.approx(-1)", "neg NaN(payload)", "div.approx 0/0",
-        "mul.rz inf*0",
+        "mul.rz inf*0", "abs NaN(payload)",
     };
-    for (int i = 0; i < 11; i++)
+    for (int i = 0; i < 12; i++)
         cr_assert_eq(o[i], 0x7fffffffu, "f32 %s: %#x, want 0x7fffffff", what[i], o[i]);
+    cr_assert_eq(o[16], 0x7fffffffu, "f32 min(NaN, NaN): %#x", o[16]);
+    cr_assert_eq(o[17], 0x7fffffffu, "f32 cvt.rni NaN(payload): %#x", o[17]);
+    cr_assert_eq(o[18], 0x3f800000u, "f32 min(NaN, 1): %#x", o[18]);
+    uint64_t n64, a64;
+    memcpy(&n64, &o[20], 8);
+    memcpy(&a64, &o[22], 8);
+    /* f64 neg and abs of a NaN: quieted, sign and payload kept */
+    cr_assert_eq(n64, 0x7ff8000012345678ull, "f64 neg NaN: %#llx", (unsigned long long)n64);
+    cr_assert_eq(a64, 0xfff8000000000001ull, "f64 abs NaN: %#llx", (unsigned long long)a64);
     uint64_t d0, d1;
     memcpy(&d0, &o[12], 8);
     memcpy(&d1, &o[14], 8);
