@@ -743,8 +743,9 @@ Test(ptx, nans_are_the_gpus)
 
 /* Lanes of one warp reaching .sync warp operations from two branches with a
  * full membermask wait for each other (sm_70+): lanes 0-15 take the first
- * branch, 16-31 the second; each branch has its own vote, shfl, redux and
- * bar.warp.sync (which orders the shared-memory stores before it). */
+ * branch, 16-31 the second; each branch has its own vote, shfl, redux,
+ * match and bar.warp.sync (which orders the shared-memory stores before
+ * it). */
 static const char wsync_ptx[] =
     PTX_HEAD ".visible .entry wsync(.param .u64 po)\n{\n"
     "\t.reg .pred %p<4>;\n\t.reg .b32 %r<24>;\n\t.reg .b64 %rd<8>;\n"
@@ -757,6 +758,7 @@ static const char wsync_ptx[] =
     "\tmul.lo.u32 %r3, %r1, 10;\n\tadd.u32 %r4, %r1, 16;\n"
     "\tshfl.sync.idx.b32 %r5, %r3, %r4, 31, 0xffffffff;\n"
     "\tredux.sync.add.u32 %r6, %r1, 0xffffffff;\n"
+    "\tand.b32 %r12, %r1, 3;\n\tmatch.any.sync.b32 %r13, %r12, 0xffffffff;\n"
     "\tst.shared.u32 [%r22], %r23;\n\tbar.warp.sync 0xffffffff;\n"
     "\tld.shared.u32 %r7, [%r22+64];\n"
     "\tbra JOIN;\n"
@@ -766,17 +768,19 @@ static const char wsync_ptx[] =
     "\tmul.lo.u32 %r9, %r1, 100;\n\tsub.u32 %r10, %r1, 16;\n"
     "\tshfl.sync.idx.b32 %r5, %r9, %r10, 31, 0xffffffff;\n"
     "\tshl.b32 %r11, %r1, 1;\n\tredux.sync.add.u32 %r6, %r11, 0xffffffff;\n"
+    "\tand.b32 %r14, %r1, 3;\n\tmatch.any.sync.b32 %r13, %r14, 0xffffffff;\n"
     "\tst.shared.u32 [%r22], %r23;\n\tbar.warp.sync 0xffffffff;\n"
     "\tld.shared.u32 %r7, [%r22+-64];\n"
     "JOIN:\n"
-    "\tmul.wide.u32 %rd2, %r1, 16;\n\tadd.s64 %rd3, %rd1, %rd2;\n"
+    "\tmul.wide.u32 %rd2, %r1, 20;\n\tadd.s64 %rd3, %rd1, %rd2;\n"
     "\tst.global.u32 [%rd3], %r2;\n\tst.global.u32 [%rd3+4], %r5;\n"
     "\tst.global.u32 [%rd3+8], %r6;\n\tst.global.u32 [%rd3+12], %r7;\n"
+    "\tst.global.u32 [%rd3+16], %r13;\n"
     "\tret;\n}\n";
 
 Test(ptx, sync_warp_operations_wait_across_branches)
 {
-    uint32_t o[32][4];
+    uint32_t o[32][5];
     run_one(wsync_ptx, "wsync", 32, o, sizeof o);
     /* ballot: lanes 0-15 vote 1, lanes 16-31 their lane's low bit */
     uint32_t ballot = 0xffffu;
@@ -793,6 +797,9 @@ Test(ptx, sync_warp_operations_wait_across_branches)
         cr_assert_eq(o[l][1], shfl, "lane %u shfl %u, want %u", l, o[l][1], shfl);
         cr_assert_eq(o[l][2], sum, "lane %u redux %u, want %u", l, o[l][2], sum);
         cr_assert_eq(o[l][3], seen, "lane %u after bar.warp.sync %u, want %u", l, o[l][3], seen);
+        /* match.any on l & 3: every 4th lane of the warp, both branches */
+        uint32_t same = 0x11111111u << (l & 3);
+        cr_assert_eq(o[l][4], same, "lane %u match %#x, want %#x", l, o[l][4], same);
     }
 }
 
