@@ -15,8 +15,10 @@
  *   module unloaded while a launch is queued stays valid until it ran.
  * - ptx_run() executes one launch: blocks one after the other, each as
  *   warps of 32 lanes in lockstep with an active mask; divergent lanes run
- *   smallest program counter first, so structured code reconverges; a
- *   barrier waits for every thread of the block that has not exited. A
+ *   smallest program counter first, so structured code reconverges; lanes
+ *   reaching `.sync` warp operations from different branches wait for each
+ *   other (sm_70+); a barrier waits for every thread of the block that has
+ *   not exited. A
  *   fault the GPU would raise (shared/local/param access out of bounds, a
  *   barrier only part of the block can reach, `trap`) prints one line and
  *   aborts the process, as a GPU fault kills the context; global memory is

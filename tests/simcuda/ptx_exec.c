@@ -5,8 +5,11 @@
  * releases when every warp of the block that still has live threads is
  * waiting in it. Divergence: while the lanes of a warp disagree on the
  * program counter, the lanes with the smallest one run (and reconverge
- * where they meet). Registers are kept lane-major per register (32
- * consecutive slots), so an instruction is one loop over the lanes.
+ * where they meet); a group that reaches a .sync warp operation whose
+ * membermask names lanes of another group waits there (parked) until those
+ * lanes wait at one too, and the operations then run together. Registers
+ * are kept lane-major per register (32 consecutive slots), so an
+ * instruction is one loop over the lanes.
  *
  * Compiled with -frounding-math: the rounding modifiers other than .rn
  * switch the host's rounding mode around one operation, and the compiler
@@ -31,6 +34,8 @@ struct warp {
     uint32_t live;    /* lanes not exited */
     uint32_t pc;      /* while converged */
     uint32_t lpc[32]; /* while diverged */
+    uint32_t parked;  /* lanes waiting at a .sync warp operation (at lpc[]) */
+    uint32_t need;    /* the lanes they wait for */
     bool div, done, at_bar;
     unsigned id;
     const struct ptx_ins *red; /* waiting in a bar.red: its result goes here */
@@ -109,6 +114,18 @@ static inline uint64_t of_f(float f)
     uint32_t u;
     memcpy(&u, &f, 4);
     return u;
+}
+
+/* An f32 result of arithmetic: a NaN is the GPU's one canonical NaN
+ * 0x7fffffff (single precision keeps no payload, and no sign), where the
+ * host would give 0xffc00000 or propagate an input's payload. f64 needs
+ * nothing: its NaNs are the host's (0xfff8000000000000 for 0/0, payloads
+ * kept), measured on an H200 (docs/design.md). */
+static inline uint64_t of_fc(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return f != f ? 0x7fffffffu : u;
 }
 
 static inline uint64_t of_d(double d)
@@ -242,7 +259,7 @@ static uint64_t fop(const struct ptx_ins *in, uint64_t a, uint64_t b, uint64_t c
             v = ftzf(v);
         if (in->sat)
             v = isnan(v) ? 0.0f : v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
-        r = of_f(v);
+        r = of_fc(v);
     } else {
         double x = as_d(a), y = as_d(b), z = as_d(c), v = 0;
         switch (in->op) {
@@ -337,15 +354,17 @@ static uint64_t cvt(const struct ptx_ins *in, uint64_t v)
             if (ssrc) {
                 int64_t x = sx(v, sb);
                 x = x < lo ? lo : x > hi ? hi : x;
-                return zx((uint64_t)x, db);
+                return in->ty == TY_S ? (uint64_t)x : zx((uint64_t)x, db);
             }
             uint64_t x = zx(v, sb);
             if (x > (uint64_t)hi && !(db == 64 && in->ty != TY_S))
                 x = (uint64_t)hi;
             return zx(x, db);
         }
+        /* chopped to the destination type, then extended as that type says
+         * (a signed one sign-extends into the wider register, as ld does) */
         uint64_t x = in->sty == TY_S ? (uint64_t)sx(v, sb) : zx(v, sb);
-        return zx(x, db);
+        return in->ty == TY_S ? (uint64_t)sx(x, db) : zx(x, db);
     }
     int mode = round_mode(in->rnd), old = 0;
     if (mode != FE_TONEAREST) {
@@ -368,7 +387,9 @@ static uint64_t cvt(const struct ptx_ins *in, uint64_t v)
                 f = ftzf(f);
             if (in->sat)
                 f = isnan(f) ? 0.0f : f < 0.0f ? 0.0f : f > 1.0f ? 1.0f : f;
-            r = of_f(f);
+            /* a NaN: from f32 the canonical one, from f64 as the host
+             * converts it (what an H200 gives for each) */
+            r = sb == 32 ? of_fc(f) : of_f(f);
         } else {
             if (in->sat)
                 x = isnan(x) ? 0.0 : x < 0.0 ? 0.0 : x > 1.0 ? 1.0 : x;
@@ -396,7 +417,7 @@ static uint64_t cvt(const struct ptx_ins *in, uint64_t v)
             double hi = ldexp(1.0, (int)db - 1);
             int64_t m = db >= 64 ? INT64_MAX : (int64_t)((1ull << (db - 1)) - 1);
             int64_t y = x >= hi ? m : x < -hi ? -m - 1 : (int64_t)x;
-            r = zx((uint64_t)y, db);
+            r = (uint64_t)y; /* sign-extended, as the integer conversions */
         } else {
             double hi = ldexp(1.0, (int)db);
             uint64_t y = x <= 0 ? 0 : x >= hi ? zx(~0ull, db) : (uint64_t)x;
@@ -421,7 +442,7 @@ static uint64_t atomic_rmw(const struct blk *b, uint32_t pc, const struct ptx_in
             if (in->ty == TY_F) {
                 uint32_t old = __atomic_load_n(q, __ATOMIC_RELAXED), nw;
                 do
-                    nw = (uint32_t)of_f(as_f(old) + as_f(v));
+                    nw = (uint32_t)of_fc(as_f(old) + as_f(v));
                 while (!__atomic_compare_exchange_n(q, &old, nw, false, __ATOMIC_SEQ_CST,
                                                     __ATOMIC_RELAXED));
                 return old;
@@ -593,6 +614,8 @@ static uint64_t int_binop(const struct ptx_ins *in, uint64_t a, uint64_t b, uint
     case OP_MAD24: {
         int64_t x = s ? sx(a, 24) : (int64_t)zx(a, 24), y = s ? sx(b, 24) : (int64_t)zx(b, 24);
         uint64_t r = (uint64_t)(x * y);
+        if (in->sub == SUB_HI) /* bits 47..16 of the 48-bit product */
+            r = (uint64_t)((x * y) >> 16);
         if (in->op == OP_MAD24)
             r += c;
         return zx(r, 32);
@@ -610,15 +633,21 @@ static uint64_t alu(const struct blk *b, const struct warp *w, const struct ptx_
     uint64_t c2 = in->nops > 2 ? V(b, w, &in->o[2], l) : 0;
     uint64_t c3 = in->nops > 3 ? V(b, w, &in->o[3], l) : 0;
     switch (in->op) {
+    /* abs and neg of a NaN, as an H200: f32 gives the canonical NaN, f64
+     * the NaN quieted with its sign and payload kept */
     case OP_ABS:
         if (in->ty == TY_F)
-            return bits == 32 ? (in->ftz ? of_f(ftzf(fabsf(as_f(a)))) : (a & 0x7fffffffu))
-                              : a & 0x7fffffffffffffffull;
+            return bits == 32 ? (isnan(as_f(a)) ? 0x7fffffffu
+                                 : in->ftz ? of_f(ftzf(fabsf(as_f(a)))) : (a & 0x7fffffffu))
+                              : isnan(as_d(a)) ? a | 0x0008000000000000ull
+                                               : a & 0x7fffffffffffffffull;
         return zx((uint64_t)(sx(a, bits) < 0 ? -sx(a, bits) : sx(a, bits)), bits);
     case OP_NEG:
         if (in->ty == TY_F)
-            return bits == 32 ? (in->ftz ? of_f(ftzf(-as_f(a))) : (a ^ 0x80000000u))
-                              : a ^ 0x8000000000000000ull;
+            return bits == 32 ? (isnan(as_f(a)) ? 0x7fffffffu
+                                 : in->ftz ? of_f(ftzf(-as_f(a))) : (a ^ 0x80000000u))
+                              : isnan(as_d(a)) ? a | 0x0008000000000000ull
+                                               : a ^ 0x8000000000000000ull;
         return zx(0 - a, bits);
     case OP_NOT:
         return in->ty == TY_PRED ? !a : zx(~a, bits);
@@ -691,6 +720,11 @@ static uint64_t alu(const struct blk *b, const struct warp *w, const struct ptx_
                     x = ftzf(x);
                     y = ftzf(y);
                 }
+                /* one NaN operand (signaling or not): the other, as an
+                 * H200 (the host's fminf quiets a signaling one into the
+                 * result); both: the canonical NaN */
+                if (isnan(x) || isnan(y))
+                    return of_fc(isnan(x) ? y : x);
                 return of_f(in->op == OP_MIN ? fminf(x, y) : fmaxf(x, y));
             }
             return of_d(in->op == OP_MIN ? fmin(as_d(a), as_d(c2)) : fmax(as_d(a), as_d(c2)));
@@ -703,6 +737,167 @@ static uint64_t alu(const struct blk *b, const struct warp *w, const struct ptx_
             return fop(in, a, c2, c3);
         return int_binop(in, a, c2, c3);
     }
+}
+
+/* The warp operations (shfl, vote, match, redux, bar.warp.sync) for the
+ * lanes of em, lane l running instruction li[l] (the same one, or, for lanes
+ * that reached the operation from different branches, one with the same
+ * qualifiers: each lane's operands are its own instruction's). */
+static void warp_op(const struct blk *b, struct warp *w, const struct ptx_ins *const *li,
+                    uint32_t em)
+{
+    const struct ptx_ins *in = li[__builtin_ctz(em)];
+    switch (in->op) {
+    case OP_SHFL: {
+        /* a lane outside em is read through the first lane's instruction */
+        uint64_t val[32];
+        for (int l = 0; l < 32; l++)
+            val[l] = in->o[1].kind == OK_REG ? R(in->o[1].reg[0], l) : in->o[1].imm;
+        LANES {
+            LANE;
+            const struct ptx_opnd *a = &li[l]->o[1];
+            val[l] = a->kind == OK_REG ? R(a->reg[0], l) : a->imm;
+        }
+        uint64_t outv[32];
+        bool pv[32];
+        LANES {
+            LANE;
+            const struct ptx_opnd *o = li[l]->o;
+            uint32_t bv = (uint32_t)V(b, w, &o[2], l), cv = (uint32_t)V(b, w, &o[3], l);
+            uint32_t seg = (cv >> 8) & 0x1f, clamp = cv & 0x1f;
+            uint32_t minl = (uint32_t)l & seg, maxl = minl | (clamp & ~seg);
+            int64_t j = 0;
+            bool ok = false;
+            switch (in->sub) {
+            case SUB_UP: j = l - (int64_t)bv; ok = j >= (int64_t)maxl; break;
+            case SUB_DOWN: j = l + (int64_t)bv; ok = j <= (int64_t)maxl; break;
+            case SUB_BFLY: j = l ^ (int64_t)bv; ok = j <= (int64_t)maxl; break;
+            default: j = minl | (bv & 0x1f & ~seg); ok = j <= (int64_t)maxl; break;
+            }
+            if (!ok)
+                j = l;
+            outv[l] = zx(val[j], 32);
+            pv[l] = ok;
+        }
+        LANES {
+            LANE;
+            const struct ptx_opnd *o = li[l]->o;
+            if (o[0].kind == OK_REG)
+                R(o[0].reg[0], l) = outv[l];
+            if (o[5].kind == OK_REG)
+                R(o[5].reg[0], l) = pv[l];
+        }
+        break;
+    }
+    case OP_VOTE: {
+        uint32_t ballot = 0;
+        LANES {
+            LANE;
+            const struct ptx_opnd *p = &li[l]->o[1];
+            ballot |= (uint32_t)((V(b, w, p, l) != 0) ^ p->neg) << l;
+        }
+        uint64_t r = 0;
+        switch (in->sub) {
+        case SUB_ALL: r = ballot == em; break;
+        case SUB_ANY: r = ballot != 0; break;
+        case SUB_UNI: r = ballot == 0 || ballot == em; break;
+        default: r = ballot; break;
+        }
+        LANES {
+            LANE;
+            R(li[l]->o[0].reg[0], l) = r;
+        }
+        break;
+    }
+    case OP_MATCH: {
+        uint64_t v[32];
+        LANES {
+            LANE;
+            v[l] = zx(V(b, w, &li[l]->o[1], l), in->bits);
+        }
+        uint32_t same[32];
+        bool all = true;
+        LANES {
+            LANE;
+            uint32_t s = 0;
+            for (uint32_t m2 = em; m2; m2 &= m2 - 1) {
+                int j = __builtin_ctz(m2);
+                s |= (uint32_t)(v[j] == v[l]) << j;
+            }
+            same[l] = s;
+            all = all && s == em;
+        }
+        LANES {
+            LANE;
+            const struct ptx_opnd *o = li[l]->o;
+            R(o[0].reg[0], l) = in->sub == SUB_ANY ? same[l] : (all ? em : 0);
+            if (o[5].kind == OK_REG)
+                R(o[5].reg[0], l) = all;
+        }
+        break;
+    }
+    case OP_REDUX: {
+        /* over the lanes taking part; .add wraps to 32 bits */
+        const bool sg = in->ty == TY_S;
+        uint32_t r = 0;
+        bool first = true;
+        LANES {
+            LANE;
+            uint32_t x = (uint32_t)V(b, w, &li[l]->o[1], l);
+            if (first) {
+                r = x;
+                first = false;
+                continue;
+            }
+            switch (in->sub) {
+            case SUB_A_ADD: r += x; break;
+            case SUB_A_MIN: r = (sg ? (int32_t)x < (int32_t)r : x < r) ? x : r; break;
+            case SUB_A_MAX: r = (sg ? (int32_t)x > (int32_t)r : x > r) ? x : r; break;
+            case SUB_A_AND: r &= x; break;
+            case SUB_A_OR: r |= x; break;
+            default: r ^= x; break;
+            }
+        }
+        LANES {
+            LANE;
+            R(li[l]->o[0].reg[0], l) = r;
+        }
+        break;
+    }
+    default: /* bar.warp.sync: the wait is all it does */
+        break;
+    }
+}
+
+/* Runs the .sync warp operations the parked lanes wait at, together (lanes
+ * at instructions of different kinds or qualifiers apart), and moves each
+ * parked lane past its instruction. */
+static void sync_release(const struct blk *b, struct warp *w)
+{
+    const struct ptx_ins *ins = b->k->ins;
+    const uint32_t parked = w->parked & w->live;
+    for (uint32_t left = parked; left;) {
+        const struct ptx_ins *first = &ins[w->lpc[__builtin_ctz(left)]];
+        const struct ptx_ins *li[32];
+        uint32_t cls = 0, em = 0;
+        for (uint32_t mm = left; mm; mm &= mm - 1) {
+            int l = __builtin_ctz(mm);
+            const struct ptx_ins *in = &ins[w->lpc[l]];
+            if (in->op != first->op || in->sub != first->sub || in->ty != first->ty ||
+                in->bits != first->bits)
+                continue;
+            cls |= 1u << l;
+            li[l] = in;
+            if (in->guard < 0 || ((R(in->guard, l) != 0) ^ in->guard_neg))
+                em |= 1u << l;
+        }
+        if (em)
+            warp_op(b, w, li, em);
+        left &= ~cls;
+    }
+    for (uint32_t mm = parked; mm; mm &= mm - 1)
+        w->lpc[__builtin_ctz(mm)]++;
+    w->parked = w->need = 0;
 }
 
 /* The specialised instructions (ptx_prepare picks them; each must compute
@@ -837,6 +1032,38 @@ void ptx_prepare(struct ptx_kernel *k)
 
 #define ROW(op_) (&w->r[(size_t)(op_).reg[0] * 32u])
 
+/* f32 add, sub or mul (enum ptx_fast) of a full warp, four lanes at a time
+ * (the NaN check, canonical NaNs, costs nothing then): registers are 64-bit
+ * slots, an f32 in the low half, the high half zero. */
+typedef float v4f __attribute__((vector_size(16)));
+typedef uint32_t v4u __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+#if defined(__clang__)
+#define SHUF(a_, b_, i0, i1, i2, i3) __builtin_shufflevector(a_, b_, i0, i1, i2, i3)
+#else
+#define SHUF(a_, b_, i0, i1, i2, i3) __builtin_shuffle(a_, b_, (v4u){i0, i1, i2, i3})
+#endif
+
+static inline void f32_warp(uint64_t *d, const uint64_t *x, const uint64_t *y, int fo)
+{
+    const v4u zero = {0, 0, 0, 0}, canon = {0x7fffffffu, 0x7fffffffu, 0x7fffffffu, 0x7fffffffu};
+    for (unsigned l = 0; l < 32; l += 4) {
+        v4u x0, x1, y0, y1;
+        memcpy(&x0, x + l, 16);
+        memcpy(&x1, x + l + 2, 16);
+        memcpy(&y0, y + l, 16);
+        memcpy(&y1, y + l + 2, 16);
+        v4f a = (v4f)SHUF(x0, x1, 0, 2, 4, 6), c = (v4f)SHUF(y0, y1, 0, 2, 4, 6);
+        v4f r = fo == F_F32_ADD ? a + c : fo == F_F32_SUB ? a - c : a * c;
+        v4u nan = (v4u)(r != r);
+        v4u u = ((v4u)r & ~nan) | (canon & nan);
+        v4u lo = SHUF(u, zero, 0, 4, 1, 4), hi = SHUF(u, zero, 2, 4, 3, 4);
+        memcpy(d + l, &lo, 16);
+        memcpy(d + l + 2, &hi, 16);
+    }
+}
+#undef SHUF
+
 /* Runs a specialised instruction for the lanes of em; false: in->fast is
  * F_NONE. */
 static inline bool run_fast(const struct blk *b, struct warp *w, const struct ptx_ins *in,
@@ -895,9 +1122,23 @@ static inline bool run_fast(const struct blk *b, struct warp *w, const struct pt
     case F_IMULW_RI: BIN_RI(zx((uint64_t)(sx(x[l], bits) * sx(y, bits)), 2 * bits))
     case F_UMULW_RR: BIN_RR(zx(zx(x[l], bits) * zx(y[l], bits), 2 * bits))
     case F_UMULW_RI: BIN_RI(zx(zx(x[l], bits) * zx(y, bits), 2 * bits))
-    case F_F32_ADD: BIN_RR(of_f(as_f(x[l]) + as_f(y[l])))
-    case F_F32_SUB: BIN_RR(of_f(as_f(x[l]) - as_f(y[l])))
-    case F_F32_MUL: BIN_RR(of_f(as_f(x[l]) * as_f(y[l])))
+    case F_F32_ADD:
+    case F_F32_SUB:
+    case F_F32_MUL: {
+        const uint64_t *x = ROW(o[1]), *y = ROW(o[2]);
+        uint64_t *d = ROW(o[0]);
+        const int fo = in->fast;
+        if (em == ~0u) {
+            f32_warp(d, x, y, fo);
+            return true;
+        }
+        for (uint32_t mm = em; mm; mm &= mm - 1) {
+            const unsigned l = (unsigned)__builtin_ctz(mm);
+            const float a = as_f(x[l]), c = as_f(y[l]);
+            d[l] = of_fc(fo == F_F32_ADD ? a + c : fo == F_F32_SUB ? a - c : a * c);
+        }
+        return true;
+    }
     case F_F64_ADD: BIN_RR(of_d(as_d(x[l]) + as_d(y[l])))
     case F_F64_SUB: BIN_RR(of_d(as_d(x[l]) - as_d(y[l])))
     case F_F64_MUL: BIN_RR(of_d(as_d(x[l]) * as_d(y[l])))
@@ -912,7 +1153,7 @@ static inline bool run_fast(const struct blk *b, struct warp *w, const struct pt
     case F_F32_FMA: {
         const uint64_t *x = ROW(o[1]), *y = ROW(o[2]), *z = ROW(o[3]);
         uint64_t *d = ROW(o[0]);
-        EACH(d[l] = of_f(fmaf(as_f(x[l]), as_f(y[l]), as_f(z[l]))));
+        EACH(d[l] = of_fc(fmaf(as_f(x[l]), as_f(y[l]), as_f(z[l]))));
         return true;
     }
     case F_F64_FMA: {
@@ -930,12 +1171,17 @@ static inline bool run_fast(const struct blk *b, struct warp *w, const struct pt
     case F_CVT_II: {
         const uint64_t *x = ROW(o[1]);
         uint64_t *d = ROW(o[0]);
-        const unsigned sb = in->sbits;
-        const uint64_t dm = in->bits >= 64 ? ~0ull : (1ull << in->bits) - 1;
-        if (in->sty == TY_S)
+        const unsigned sb = in->sbits, db = in->bits;
+        const uint64_t dm = db >= 64 ? ~0ull : (1ull << db) - 1;
+        if (in->ty == TY_S && (db <= sb || in->sty == TY_S)) {
+            /* a signed destination: sign-extended from the narrower width */
+            const unsigned sh = 64 - (db < sb ? db : sb);
+            EACH(d[l] = (uint64_t)((int64_t)(x[l] << sh) >> sh));
+        } else if (in->sty == TY_S) {
             EACH(d[l] = (uint64_t)sx(x[l], sb) & dm);
-        else
+        } else {
             EACH(d[l] = zx(x[l], sb) & dm);
+        }
         return true;
     }
     case F_SETP_U:
@@ -1092,7 +1338,7 @@ regroup:
     } else {
         pc = bound = UINT32_MAX;
         mask = 0;
-        for (uint32_t mm = w->live; mm; mm &= mm - 1) {
+        for (uint32_t mm = w->live & ~w->parked; mm; mm &= mm - 1) {
             int l = __builtin_ctz(mm);
             uint32_t p = w->lpc[l];
             if (p < pc) {
@@ -1104,6 +1350,11 @@ regroup:
             } else if (p < bound) {
                 bound = p;
             }
+        }
+        if (!mask && w->parked) {
+            /* nothing else can run: the lanes waited for have exited */
+            sync_release(b, w);
+            goto regroup;
         }
         if (mask == w->live) {
             w->div = false;
@@ -1452,7 +1703,7 @@ top:
                 uint64_t *d = &w->r[(size_t)o[0].reg[0] * 32u];
                 LANES {
                     LANE;
-                    d[l] = of_f(as_f(x[l]) * as_f(y[l]));
+                    d[l] = of_fc(as_f(x[l]) * as_f(y[l]));
                 }
                 break;
             }
@@ -1467,7 +1718,7 @@ top:
                 const bool sub = in->op == OP_SUB;
                 LANES {
                     LANE;
-                    d[l] = of_f(sub ? as_f(x[l]) - as_f(y[l]) : as_f(x[l]) + as_f(y[l]));
+                    d[l] = of_fc(sub ? as_f(x[l]) - as_f(y[l]) : as_f(x[l]) + as_f(y[l]));
                 }
                 break;
             }
@@ -1486,7 +1737,10 @@ top:
                         u128 t = x;
                         if (in->op == OP_MAD) {
                             u128 p = x * y;
-                            t = in->sub == SUB_HI ? p >> bits : zx((uint64_t)p, bits);
+                            if (in->sub == SUB_HI && in->ty == TY_S) /* the signed product */
+                                p = (u128)((i128)sx((uint64_t)x, bits) * sx((uint64_t)y, bits));
+                            t = in->sub == SUB_HI ? zx((uint64_t)(p >> bits), bits)
+                                                  : zx((uint64_t)p, bits);
                             y = zx(V(b, w, &o[3], l), bits);
                         }
                         r = t + y + cin;
@@ -1525,56 +1779,34 @@ top:
             }
             break;
         }
-        case OP_SHFL: {
-            uint64_t val[32];
-            for (int l = 0; l < 32; l++)
-                val[l] = R(o[1].kind == OK_REG ? o[1].reg[0] : 0, l);
-            uint64_t outv[32];
-            bool pv[32];
-            LANES {
-                LANE;
-                uint32_t bv = (uint32_t)V(b, w, &o[2], l), cv = (uint32_t)V(b, w, &o[3], l);
-                uint32_t seg = (cv >> 8) & 0x1f, clamp = cv & 0x1f;
-                uint32_t minl = (uint32_t)l & seg, maxl = minl | (clamp & ~seg);
-                int64_t j = 0;
-                bool ok = false;
-                switch (in->sub) {
-                case SUB_UP: j = l - (int64_t)bv; ok = j >= (int64_t)maxl; break;
-                case SUB_DOWN: j = l + (int64_t)bv; ok = j <= (int64_t)maxl; break;
-                case SUB_BFLY: j = l ^ (int64_t)bv; ok = j <= (int64_t)maxl; break;
-                default: j = minl | (bv & 0x1f & ~seg); ok = j <= (int64_t)maxl; break;
+        case OP_SHFL:
+        case OP_VOTE:
+        case OP_MATCH:
+        case OP_REDUX:
+        case OP_WSYNC: {
+            if (in->wsync && w->div && em) {
+                uint32_t want = (uint32_t)V(b, w, &o[in->wsync - 1], __builtin_ctz(em));
+                if (want & w->live & ~mask) {
+                    /* lanes of another branch are in the membermask: this
+                     * group waits here (parked) while the others run, as
+                     * on sm_70+, until every lane it waits for is parked
+                     * at a .sync warp operation too */
+                    w->parked |= mask;
+                    w->need |= want;
+                    for (uint32_t mm = mask; mm; mm &= mm - 1)
+                        w->lpc[__builtin_ctz(mm)] = pc;
+                    if (!(w->need & w->live & ~w->parked))
+                        sync_release(b, w);
+                    goto regroup;
                 }
-                if (!ok)
-                    j = l;
-                uint64_t src = o[1].kind == OK_REG ? val[j] : o[1].imm;
-                outv[l] = zx(src, 32);
-                pv[l] = ok;
             }
-            LANES {
-                LANE;
-                if (o[0].kind == OK_REG)
-                    R(o[0].reg[0], l) = outv[l];
-                if (o[5].kind == OK_REG)
-                    R(o[5].reg[0], l) = pv[l];
-            }
-            break;
-        }
-        case OP_VOTE: {
-            uint32_t ballot = 0;
-            LANES {
-                LANE;
-                ballot |= (uint32_t)((V(b, w, &o[1], l) != 0) ^ o[1].neg) << l;
-            }
-            uint64_t r = 0;
-            switch (in->sub) {
-            case SUB_ALL: r = ballot == em; break;
-            case SUB_ANY: r = ballot != 0; break;
-            case SUB_UNI: r = ballot == 0 || ballot == em; break;
-            default: r = ballot; break;
-            }
-            LANES {
-                LANE;
-                R(o[0].reg[0], l) = r;
+            if (em) {
+                const struct ptx_ins *li[32];
+                LANES {
+                    LANE;
+                    li[l] = in;
+                }
+                warp_op(b, w, li, em);
             }
             break;
         }
@@ -1584,32 +1816,6 @@ top:
                 R(o[0].reg[0], l) = em;
             }
             break;
-        case OP_MATCH: {
-            uint64_t v[32];
-            LANES {
-                LANE;
-                v[l] = zx(V(b, w, &o[1], l), in->bits);
-            }
-            uint32_t same[32];
-            bool all = true;
-            LANES {
-                LANE;
-                uint32_t s = 0;
-                for (uint32_t m2 = em; m2; m2 &= m2 - 1) {
-                    int j = __builtin_ctz(m2);
-                    s |= (uint32_t)(v[j] == v[l]) << j;
-                }
-                same[l] = s;
-                all = all && s == em;
-            }
-            LANES {
-                LANE;
-                R(o[0].reg[0], l) = in->sub == SUB_ANY ? same[l] : (all ? em : 0);
-                if (o[5].kind == OK_REG)
-                    R(o[5].reg[0], l) = all;
-            }
-            break;
-        }
         }
     seq:
         pc = next;
@@ -1669,6 +1875,7 @@ uint64_t ptx_run(const struct ptx_kernel *k, const struct ptx_launch *l)
                     ws[i].live = n >= 32 ? ~0u : (1u << n) - 1;
                     ws[i].pc = 0;
                     ws[i].div = ws[i].done = ws[i].at_bar = false;
+                    ws[i].parked = ws[i].need = 0;
                 }
                 for (;;) {
                     bool any_bar = false, any_live = false;

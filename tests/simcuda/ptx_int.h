@@ -24,7 +24,7 @@ enum ptx_op {
     OP_SETP, OP_SELP, OP_BRA, OP_RET, OP_BAR, OP_NOP,
     OP_ATOM, OP_RED, OP_SHFL, OP_VOTE, OP_ACTIVEMASK, OP_MATCH,
     OP_SQRT, OP_RSQRT, OP_RCP, OP_EX2, OP_LG2, OP_SIN, OP_COS, OP_TANH,
-    OP_COPYSIGN, OP_TRAP, OP_MUL24, OP_MAD24, OP_CALL,
+    OP_COPYSIGN, OP_TRAP, OP_MUL24, OP_MAD24, OP_CALL, OP_REDUX, OP_WSYNC,
 };
 
 /* value types */
@@ -81,6 +81,7 @@ struct ptx_ins {
     uint8_t guard_neg;
     uint8_t nops;
     uint8_t fast;           /* enum ptx_fast: set by ptx_prepare() */
+    uint8_t wsync;          /* a .sync warp operation: 1 + its membermask's operand index */
     struct ptx_opnd o[6];   /* destination(s) first, as written */
 };
 
@@ -102,7 +103,9 @@ struct ptx_kernel {
     struct ptx_call *calls; /* OP_CALL: o[0].imm indexes this */
     size_t ncalls;
     char *name;
-    const char *error;      /* set: cannot run (points into errbuf) */
+    /* set: cannot run, errbuf says why (a flag, not a pointer into errbuf:
+     * the kernel array moves while later entries are decoded) */
+    bool error;
     char errbuf[96];
     struct ptx_ins *ins;
     size_t nins;

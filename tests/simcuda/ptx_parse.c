@@ -185,7 +185,7 @@ static void fail(struct dec *d, const char *what, const char *t, size_t n)
     if (!k || k->error)
         return;
     snprintf(k->errbuf, sizeof k->errbuf, "%s '%.*s'", what, (int)(n > 60 ? 60 : n), t);
-    k->error = k->errbuf;
+    k->error = true;
 }
 
 static struct sym *sym_add(struct dec *d, const char *name, size_t n)
@@ -538,13 +538,17 @@ static bool parse_opnd(struct dec *d, const char *t, size_t n, uint8_t ty, uint8
         o->kind = OK_SINK;
         return true;
     }
-    if (*t == '%' || tokeq(t, n, "WARP_SZ")) {
+    if (*t == '%' || tokeq(t, n, "WARP_SZ") || isalpha((unsigned char)*t) || *t == '_' ||
+        *t == '$') {
+        /* registers need no `%`: inline asm declares `{ .reg .pred p; ...}` */
         int64_t r = reg_find(d, t, n);
         if (r >= 0) {
             o->kind = OK_REG;
             o->reg[0] = (uint32_t)r;
             return true;
         }
+    }
+    if (*t == '%' || tokeq(t, n, "WARP_SZ")) {
         for (size_t i = 0; i < sizeof g_sregs / sizeof g_sregs[0]; i++)
             if (tokeq(t, n, g_sregs[i].s)) {
                 o->kind = OK_SREG;
@@ -599,6 +603,7 @@ static const struct {
     {"trap", OP_TRAP},     {"mul24", OP_MUL24},   {"mad24", OP_MAD24},  {"prefetch", OP_NOP},
     {"prefetchu", OP_NOP}, {"pmevent", OP_NOP},   {"nanosleep", OP_NOP},
     {"call", OP_CALL},     {"addc", OP_ADD},      {"subc", OP_SUB},     {"madc", OP_MAD},
+    {"redux", OP_REDUX},
 };
 
 /* Modifiers that change nothing in a sequential, coherent memory model. */
@@ -607,7 +612,7 @@ static const char *const g_ignored[] = {
     ".acq_rel", ".sc", ".weak", ".cta", ".gpu", ".sys", ".cluster", ".nc", ".ca", ".cg",
     ".cs", ".lu", ".cv", ".wb", ".wt", ".full", ".noftz", ".L1::evict_normal",
     ".L1::evict_last", ".L1::evict_first", ".L1::no_allocate", ".L2::64B", ".L2::128B",
-    ".L2::256B", ".mmio", ".proxy", ".alias",
+    ".L2::256B", ".mmio", ".proxy", ".alias", ".gl",
 };
 
 static bool modifier(struct dec *d, struct ptx_ins *in, const char *t, size_t n, int *ntypes)
@@ -750,7 +755,7 @@ static unsigned min_operands(uint8_t op)
     switch (op) {
     case OP_BRA: return 1;
     case OP_RET: case OP_NOP: case OP_TRAP: case OP_BAR: case OP_CALL: return 0;
-    case OP_ACTIVEMASK: case OP_RED: return 1 + (op == OP_RED);
+    case OP_ACTIVEMASK: case OP_RED: case OP_WSYNC: return 1 + (op == OP_RED);
     case OP_MOV: case OP_LD: case OP_ST: case OP_CVTA: case OP_CVTA_TO: case OP_CVT:
     case OP_ABS: case OP_NEG: case OP_NOT: case OP_CNOT: case OP_POPC: case OP_CLZ:
     case OP_BREV: case OP_SQRT: case OP_RSQRT: case OP_RCP: case OP_EX2: case OP_LG2:
@@ -759,6 +764,7 @@ static unsigned min_operands(uint8_t op)
     case OP_MAD: case OP_FMA: case OP_SELP: case OP_BFE: case OP_PRMT: case OP_MAD24:
         return 4;
     case OP_BFI: case OP_LOP3: case OP_SHFL: return 5;
+    case OP_VOTE: case OP_MATCH: case OP_REDUX: return 3;
     default: return 3;
     }
 }
@@ -770,7 +776,7 @@ static bool ins_ok(const struct ptx_ins *in)
         return false;
     /* every destination a register (or a vector of them, or `_`) */
     bool has_dest = in->op != OP_BRA && in->op != OP_RET && in->op != OP_NOP &&
-                    in->op != OP_CALL &&
+                    in->op != OP_CALL && in->op != OP_WSYNC &&
                     in->op != OP_TRAP && in->op != OP_BAR && in->op != OP_ST &&
                     in->op != OP_RED;
     if (has_dest && in->o[0].kind != OK_REG && in->o[0].kind != OK_SINK &&
@@ -816,7 +822,15 @@ static bool ins_ok(const struct ptx_ins *in)
         return in->nops == 4;
     case OP_MUL24:
     case OP_MAD24:
-        return in->sub == SUB_LO && in->bits == 32;
+        return (in->sub == SUB_LO || in->sub == SUB_HI) && in->bits == 32 && in->ty != TY_F;
+    case OP_REDUX: /* .add/.min/.max on .u32/.s32, .and/.or/.xor on .b32 */
+        return in->nops == 3 && in->bits == 32 &&
+               (in->sub == SUB_A_ADD || in->sub == SUB_A_MIN || in->sub == SUB_A_MAX
+                    ? in->ty == TY_U || in->ty == TY_S
+                    : (in->sub == SUB_A_AND || in->sub == SUB_A_OR || in->sub == SUB_A_XOR) &&
+                          in->ty == TY_B);
+    case OP_WSYNC:
+        return in->nops == 1;
     default:
         return true;
     }
@@ -963,7 +977,7 @@ static void decode_ins(struct dec *d, const char *p, const char *end, struct ptx
     if (in->op == OP_CVTA && in->space2)
         in->op = OP_CVTA_TO;
     if (in->op == OP_BAR && in->space2 == 2)
-        in->op = OP_NOP; /* bar.warp.sync: the lanes of a warp run in lockstep */
+        in->op = OP_WSYNC; /* bar.warp.sync membermask */
     if (in->op == OP_CVT && ntypes < 2) {
         fail(d, "unsupported PTX instruction", opc, oplen);
         return;
@@ -1020,6 +1034,11 @@ static void decode_ins(struct dec *d, const char *p, const char *end, struct ptx
     }
     if (in->space == SP_PARAM && d->addr_space == SP_LOCAL)
         in->space = SP_LOCAL; /* a call's parameter: in the thread's local memory */
+    /* the warp operations that wait for the lanes of their membermask
+     * (the forms without one, shfl and vote of sm_6x, do not wait) */
+    if ((in->op == OP_SHFL && in->nops == 5) || (in->op == OP_VOTE && in->nops == 3) ||
+        in->op == OP_MATCH || in->op == OP_REDUX || in->op == OP_WSYNC)
+        in->wsync = (uint8_t)in->nops;
     if (skipws(p) < end || !ins_ok(in))
         fail(d, "unsupported PTX instruction", opc, oplen);
 }
@@ -1635,7 +1654,7 @@ struct ptx_kernel *ptx_module_kernel(struct ptx_module *m, const char *name)
 
 const char *ptx_kernel_error(const struct ptx_kernel *k)
 {
-    return k->error;
+    return k->error ? k->errbuf : NULL;
 }
 
 const char *ptx_kernel_name(const struct ptx_kernel *k)

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CK(call)                                                               \
     do {                                                                       \
@@ -579,4 +580,357 @@ Test(ptx, calls_of_device_functions)
     free(in);
     free(dres);
     free(res);
+}
+
+/* ---- exact semantics (issue 32): expected values from the PTX ISA's
+ * definitions, worked out by hand (and seen on an H200) ----------------------- */
+
+/* Loads `ptx`, runs entry `name` on one block of `threads` with a zeroed
+ * device buffer of `bytes` as its one parameter, and copies it to out. */
+static void run_one(const char *ptx, const char *name, unsigned threads, void *out,
+                    size_t bytes)
+{
+    setup();
+    CUmodule m;
+    CUfunction f;
+    CK(cuModuleLoadData(&m, ptx));
+    CK(cuModuleGetFunction(&f, m, name));
+    CUdeviceptr d = dalloc(bytes, NULL);
+    void *a[] = {&d};
+    launch(f, 1, threads, 0, a);
+    CK(cuMemcpyDtoH_v2(out, d, bytes));
+    CK(cuMemFree_v2(d));
+    CK(cuModuleUnload(m));
+}
+
+#define PTX_HEAD ".version 8.0\n.target sm_90\n.address_size 64\n"
+
+/* mad.hi.cc.s32/.s64: the high half of the SIGNED product, plus c, with
+ * the carry out of that addition. -3 * 5 = -15: high half all ones;
+ * + 1 = 0 with a carry. (Unsigned, the high half would be 4.) */
+static const char madhicc_ptx[] =
+    PTX_HEAD ".visible .entry madhicc(.param .u64 po)\n{\n"
+    "\t.reg .b32 %r<12>;\n\t.reg .b64 %rd<8>;\n"
+    "\tld.param.u64 %rd1, [po];\n"
+    "\tmov.u32 %r1, -3;\n\tmov.u32 %r2, 5;\n\tmov.u32 %r3, 1;\n\tmov.u32 %r4, 0;\n"
+    "\tmad.hi.cc.s32 %r5, %r1, %r2, %r3;\n\taddc.u32 %r6, 0, 0;\n"
+    "\tmad.hi.cc.s32 %r7, %r1, %r2, %r4;\n\taddc.u32 %r8, 0, 0;\n"
+    "\tmov.u64 %rd2, -3;\n\tmov.u64 %rd3, 5;\n\tmov.u64 %rd4, 1;\n"
+    "\tmad.hi.cc.s64 %rd5, %rd2, %rd3, %rd4;\n\taddc.u32 %r9, 0, 0;\n"
+    "\tmad.hi.cc.u32 %r10, %r1, %r2, %r3;\n\taddc.u32 %r11, 0, 0;\n"
+    "\tst.global.u32 [%rd1], %r5;\n\tst.global.u32 [%rd1+4], %r6;\n"
+    "\tst.global.u32 [%rd1+8], %r7;\n\tst.global.u32 [%rd1+12], %r8;\n"
+    "\tst.global.u64 [%rd1+16], %rd5;\n\tst.global.u32 [%rd1+24], %r9;\n"
+    "\tst.global.u32 [%rd1+28], %r10;\n\tst.global.u32 [%rd1+32], %r11;\n"
+    "\tret;\n}\n";
+
+Test(ptx, mad_hi_cc_uses_the_signed_product)
+{
+    uint32_t o[9];
+    run_one(madhicc_ptx, "madhicc", 1, o, sizeof o);
+    uint64_t s64;
+    memcpy(&s64, &o[4], 8);
+    cr_assert_eq(o[0], 0u, "mad.hi.cc.s32 -3*5+1: %#x", o[0]);
+    cr_assert_eq(o[1], 1u, "its carry: %u", o[1]);
+    cr_assert_eq(o[2], 0xffffffffu, "mad.hi.cc.s32 -3*5+0: %#x", o[2]);
+    cr_assert_eq(o[3], 0u, "its carry: %u", o[3]);
+    cr_assert_eq(s64, 0u, "mad.hi.cc.s64 -3*5+1: %#llx", (unsigned long long)s64);
+    cr_assert_eq(o[6], 1u, "its carry: %u", o[6]);
+    /* unsigned: 0xfffffffd * 5 = 0x4_fffffff1, high half 4, + 1 = 5 */
+    cr_assert_eq(o[7], 5u, "mad.hi.cc.u32: %#x", o[7]);
+    cr_assert_eq(o[8], 0u, "its carry: %u", o[8]);
+}
+
+/* cvt to a narrower signed type into a wider register: chopped to the
+ * type, then sign-extended to the register (as ld.s8 does), both through
+ * a register source and an immediate one. */
+static const char cvtsx_ptx[] =
+    PTX_HEAD ".visible .entry cvtsx(.param .u64 po)\n{\n"
+    "\t.reg .b32 %r<12>;\n\t.reg .f32 %f<3>;\n\t.reg .b64 %rd<4>;\n"
+    "\tld.param.u64 %rd1, [po];\n"
+    "\tmov.u32 %r1, 0x180;\n\tcvt.s8.s32 %r2, %r1;\n"
+    "\tmov.u32 %r3, 0x18000;\n\tcvt.s16.s32 %r4, %r3;\n"
+    "\tmov.f32 %f1, 0fC2FB0000;\n\tcvt.rzi.s8.f32 %r5, %f1;\n"
+    "\tcvt.s8.s32 %r6, 0x17f;\n\tcvt.s8.s32 %r7, 0x1ff;\n"
+    "\tmov.u32 %r8, -1000;\n\tcvt.sat.s8.s32 %r9, %r8;\n"
+    "\tcvt.u8.s32 %r10, %r8;\n\tcvt.s8.s32 %rd2, %r1;\n"
+    "\tst.global.u32 [%rd1], %r2;\n\tst.global.u32 [%rd1+4], %r4;\n"
+    "\tst.global.u32 [%rd1+8], %r5;\n\tst.global.u32 [%rd1+12], %r6;\n"
+    "\tst.global.u32 [%rd1+16], %r7;\n\tst.global.u32 [%rd1+20], %r9;\n"
+    "\tst.global.u32 [%rd1+24], %r10;\n\tst.global.u64 [%rd1+32], %rd2;\n"
+    "\tret;\n}\n";
+
+Test(ptx, cvt_to_a_narrow_signed_type_sign_extends)
+{
+    uint32_t o[10];
+    run_one(cvtsx_ptx, "cvtsx", 1, o, sizeof o);
+    static const uint32_t want[7] = {
+        0xffffff80u, /* 0x180 -> s8 0x80 = -128 */
+        0xffff8000u, /* 0x18000 -> s16 0x8000 = -32768 */
+        0xffffff83u, /* -125.5 truncated: -125 = s8 0x83 */
+        0x7fu,       /* 0x17f -> s8 0x7f = 127 */
+        0xffffffffu, /* 0x1ff -> s8 0xff = -1 */
+        0xffffff80u, /* -1000 saturated to s8: -128 */
+        0x18u,       /* -1000 = 0xfffffc18 -> u8 0x18: zero-extended */
+    };
+    for (int i = 0; i < 7; i++)
+        cr_assert_eq(o[i], want[i], "result %d: %#x, want %#x", i, o[i], want[i]);
+    uint64_t w64;
+    memcpy(&w64, &o[8], 8);
+    cr_assert_eq(w64, 0xffffffffffffff80ull, "into a 64-bit register: %#llx",
+                 (unsigned long long)w64);
+}
+
+/* A NaN that f32 arithmetic makes is the one canonical NaN 0x7fffffff
+ * (CUDART_NAN_F; single precision keeps no payload), through the general
+ * and the specialised paths; f64 keeps the IEEE default 0xfff8000000000000
+ * and an input's payload (CUDART_NAN; what an H200 gives too). */
+static const char nan_ptx[] =
+    PTX_HEAD ".visible .entry nans(.param .u64 po)\n{\n"
+    "\t.reg .f32 %f<21>;\n\t.reg .f64 %fd<8>;\n\t.reg .b64 %rd<4>;\n"
+    "\tld.param.u64 %rd1, [po];\n"
+    "\tmov.f32 %f1, 0f00000000;\n\tmov.f32 %f2, 0f7F800000;\n\tmov.f32 %f3, 0fBF800000;\n"
+    "\tmov.f32 %f4, 0f7F812345;\n\tmov.f32 %f5, 0f3F800000;\n"
+    "\tdiv.rn.f32 %f6, %f1, %f1;\n\tsub.f32 %f7, %f2, %f2;\n\tmul.f32 %f8, %f2, %f1;\n"
+    "\tsqrt.rn.f32 %f9, %f3;\n\tfma.rn.f32 %f10, %f2, %f1, %f1;\n\tadd.f32 %f11, %f4, %f5;\n"
+    "\tadd.f32 %f12, %f2, 0fFF800000;\n\tsqrt.approx.f32 %f13, %f3;\n\tneg.f32 %f14, %f4;\n"
+    "\tdiv.approx.f32 %f15, %f1, %f1;\n\tmul.rz.f32 %f16, %f2, %f1;\n"
+    "\tabs.f32 %f17, %f4;\n\tmin.f32 %f18, %f4, %f4;\n\tcvt.rni.f32.f32 %f19, %f4;\n"
+    "\tmin.f32 %f20, %f4, %f5;\n"
+    "\tst.global.f32 [%rd1], %f6;\n\tst.global.f32 [%rd1+4], %f7;\n"
+    "\tst.global.f32 [%rd1+8], %f8;\n\tst.global.f32 [%rd1+12], %f9;\n"
+    "\tst.global.f32 [%rd1+16], %f10;\n\tst.global.f32 [%rd1+20], %f11;\n"
+    "\tst.global.f32 [%rd1+24], %f12;\n\tst.global.f32 [%rd1+28], %f13;\n"
+    "\tst.global.f32 [%rd1+32], %f14;\n\tst.global.f32 [%rd1+36], %f15;\n"
+    "\tst.global.f32 [%rd1+40], %f16;\n\tst.global.f32 [%rd1+44], %f17;\n"
+    "\tst.global.f32 [%rd1+64], %f18;\n\tst.global.f32 [%rd1+68], %f19;\n"
+    "\tst.global.f32 [%rd1+72], %f20;\n"
+    "\tmov.f64 %fd1, 0d0000000000000000;\n\tdiv.rn.f64 %fd2, %fd1, %fd1;\n"
+    "\tmov.f64 %fd3, 0d7FF0000012345678;\n\tadd.f64 %fd4, %fd3, 0d3FF0000000000000;\n"
+    "\tmov.f64 %fd7, 0dFFF8000000000001;\n"
+    "\tst.global.f64 [%rd1+48], %fd2;\n\tst.global.f64 [%rd1+56], %fd4;\n"
+    "\tneg.f64 %fd5, %fd3;\n\tabs.f64 %fd6, %fd7;\n"
+    "\tst.global.f64 [%rd1+80], %fd5;\n\tst.global.f64 [%rd1+88], %fd6;\n"
+    "\tret;\n}\n";
+
+Test(ptx, nans_are_the_gpus)
+{
+    uint32_t o[24];
+    run_one(nan_ptx, "nans", 1, o, sizeof o);
+    static const char *const what[12] = {
+        "0/0", "inf-inf", "inf*0", "sqrt(-1)", "fma(inf,0,0)", "NaN(payload)+1",
+        "inf+(-inf) immediate", "sqrt.approx(-1)", "neg NaN(payload)", "div.approx 0/0",
+        "mul.rz inf*0", "abs NaN(payload)",
+    };
+    for (int i = 0; i < 12; i++)
+        cr_assert_eq(o[i], 0x7fffffffu, "f32 %s: %#x, want 0x7fffffff", what[i], o[i]);
+    cr_assert_eq(o[16], 0x7fffffffu, "f32 min(NaN, NaN): %#x", o[16]);
+    cr_assert_eq(o[17], 0x7fffffffu, "f32 cvt.rni NaN(payload): %#x", o[17]);
+    cr_assert_eq(o[18], 0x3f800000u, "f32 min(NaN, 1): %#x", o[18]);
+    uint64_t n64, a64;
+    memcpy(&n64, &o[20], 8);
+    memcpy(&a64, &o[22], 8);
+    /* f64 neg and abs of a NaN: quieted, sign and payload kept */
+    cr_assert_eq(n64, 0x7ff8000012345678ull, "f64 neg NaN: %#llx", (unsigned long long)n64);
+    cr_assert_eq(a64, 0xfff8000000000001ull, "f64 abs NaN: %#llx", (unsigned long long)a64);
+    uint64_t d0, d1;
+    memcpy(&d0, &o[12], 8);
+    memcpy(&d1, &o[14], 8);
+    cr_assert_eq(d0, 0xfff8000000000000ull, "f64 0/0: %#llx", (unsigned long long)d0);
+    cr_assert_eq(d1, 0x7ff8000012345678ull, "f64 NaN(payload)+1: %#llx",
+                 (unsigned long long)d1);
+}
+
+/* Lanes of one warp reaching .sync warp operations from two branches with a
+ * full membermask wait for each other (sm_70+): lanes 0-15 take the first
+ * branch, 16-31 the second; each branch has its own vote, shfl, redux,
+ * match and bar.warp.sync (which orders the shared-memory stores before
+ * it). */
+static const char wsync_ptx[] =
+    PTX_HEAD ".visible .entry wsync(.param .u64 po)\n{\n"
+    "\t.reg .pred %p<4>;\n\t.reg .b32 %r<24>;\n\t.reg .b64 %rd<8>;\n"
+    "\t.shared .align 4 .b8 sh[128];\n"
+    "\tld.param.u64 %rd1, [po];\n\tmov.u32 %r1, %laneid;\n"
+    "\tmov.u32 %r20, sh;\n\tshl.b32 %r21, %r1, 2;\n\tadd.s32 %r22, %r20, %r21;\n"
+    "\tadd.s32 %r23, %r1, 1;\n"
+    "\tsetp.ge.u32 %p1, %r1, 16;\n\t@%p1 bra HIGH;\n"
+    "\tsetp.ge.u32 %p2, %r1, 0;\n\tvote.sync.ballot.b32 %r2, %p2, 0xffffffff;\n"
+    "\tmul.lo.u32 %r3, %r1, 10;\n\tadd.u32 %r4, %r1, 16;\n"
+    "\tshfl.sync.idx.b32 %r5, %r3, %r4, 31, 0xffffffff;\n"
+    "\tredux.sync.add.u32 %r6, %r1, 0xffffffff;\n"
+    "\tand.b32 %r12, %r1, 3;\n\tmatch.any.sync.b32 %r13, %r12, 0xffffffff;\n"
+    "\tst.shared.u32 [%r22], %r23;\n\tbar.warp.sync 0xffffffff;\n"
+    "\tld.shared.u32 %r7, [%r22+64];\n"
+    "\tbra JOIN;\n"
+    "HIGH:\n"
+    "\tand.b32 %r8, %r1, 1;\n\tsetp.ne.u32 %p3, %r8, 0;\n"
+    "\tvote.sync.ballot.b32 %r2, %p3, 0xffffffff;\n"
+    "\tmul.lo.u32 %r9, %r1, 100;\n\tsub.u32 %r10, %r1, 16;\n"
+    "\tshfl.sync.idx.b32 %r5, %r9, %r10, 31, 0xffffffff;\n"
+    "\tshl.b32 %r11, %r1, 1;\n\tredux.sync.add.u32 %r6, %r11, 0xffffffff;\n"
+    "\tand.b32 %r14, %r1, 3;\n\tmatch.any.sync.b32 %r13, %r14, 0xffffffff;\n"
+    "\tst.shared.u32 [%r22], %r23;\n\tbar.warp.sync 0xffffffff;\n"
+    "\tld.shared.u32 %r7, [%r22+-64];\n"
+    "JOIN:\n"
+    "\tmul.wide.u32 %rd2, %r1, 20;\n\tadd.s64 %rd3, %rd1, %rd2;\n"
+    "\tst.global.u32 [%rd3], %r2;\n\tst.global.u32 [%rd3+4], %r5;\n"
+    "\tst.global.u32 [%rd3+8], %r6;\n\tst.global.u32 [%rd3+12], %r7;\n"
+    "\tst.global.u32 [%rd3+16], %r13;\n"
+    "\tret;\n}\n";
+
+Test(ptx, sync_warp_operations_wait_across_branches)
+{
+    uint32_t o[32][5];
+    run_one(wsync_ptx, "wsync", 32, o, sizeof o);
+    /* ballot: lanes 0-15 vote 1, lanes 16-31 their lane's low bit */
+    uint32_t ballot = 0xffffu;
+    for (unsigned l = 17; l < 32; l += 2)
+        ballot |= 1u << l;
+    /* redux: sum of l over 0-15 plus 2l over 16-31 */
+    uint32_t sum = 0;
+    for (unsigned l = 0; l < 32; l++)
+        sum += l < 16 ? l : 2 * l;
+    for (unsigned l = 0; l < 32; l++) {
+        uint32_t shfl = l < 16 ? (l + 16) * 100 : (l - 16) * 10;
+        uint32_t seen = l < 16 ? l + 17 : l - 15; /* the other lane's store, l+1 */
+        cr_assert_eq(o[l][0], ballot, "lane %u ballot %#x, want %#x", l, o[l][0], ballot);
+        cr_assert_eq(o[l][1], shfl, "lane %u shfl %u, want %u", l, o[l][1], shfl);
+        cr_assert_eq(o[l][2], sum, "lane %u redux %u, want %u", l, o[l][2], sum);
+        cr_assert_eq(o[l][3], seen, "lane %u after bar.warp.sync %u, want %u", l, o[l][3], seen);
+        /* match.any on l & 3: every 4th lane of the warp, both branches */
+        uint32_t same = 0x11111111u << (l & 3);
+        cr_assert_eq(o[l][4], same, "lane %u match %#x, want %#x", l, o[l][4], same);
+    }
+}
+
+/* redux.sync over a converged warp, every operation: values computed here
+ * from the definition (over lanes 0-31, .add truncated to 32 bits). */
+static const char redux_ptx[] =
+    PTX_HEAD ".visible .entry redux(.param .u64 po)\n{\n"
+    "\t.reg .b32 %r<20>;\n\t.reg .b64 %rd<4>;\n"
+    "\tld.param.u64 %rd1, [po];\n\tmov.u32 %r1, %laneid;\n"
+    "\tsub.s32 %r2, %r1, 20;\n\tmul.lo.u32 %r3, %r1, %r1;\n\tor.b32 %r4, %r3, 0xf00;\n"
+    "\tmul.lo.u32 %r5, %r1, 0x9e3779b9;\n"
+    "\tredux.sync.add.s32 %r10, %r2, 0xffffffff;\n"
+    "\tredux.sync.min.s32 %r11, %r2, 0xffffffff;\n"
+    "\tredux.sync.max.s32 %r12, %r2, 0xffffffff;\n"
+    "\tredux.sync.min.u32 %r13, %r2, 0xffffffff;\n"
+    "\tredux.sync.max.u32 %r14, %r2, 0xffffffff;\n"
+    "\tredux.sync.and.b32 %r15, %r4, 0xffffffff;\n"
+    "\tredux.sync.or.b32 %r16, %r4, 0xffffffff;\n"
+    "\tredux.sync.xor.b32 %r17, %r3, 0xffffffff;\n"
+    "\tredux.sync.add.u32 %r18, %r5, 0xffffffff;\n"
+    "\tmul.wide.u32 %rd2, %r1, 36;\n\tadd.s64 %rd3, %rd1, %rd2;\n"
+    "\tst.global.u32 [%rd3], %r10;\n\tst.global.u32 [%rd3+4], %r11;\n"
+    "\tst.global.u32 [%rd3+8], %r12;\n\tst.global.u32 [%rd3+12], %r13;\n"
+    "\tst.global.u32 [%rd3+16], %r14;\n\tst.global.u32 [%rd3+20], %r15;\n"
+    "\tst.global.u32 [%rd3+24], %r16;\n\tst.global.u32 [%rd3+28], %r17;\n"
+    "\tst.global.u32 [%rd3+32], %r18;\n"
+    "\tret;\n}\n";
+
+Test(ptx, redux_sync)
+{
+    uint32_t o[32][9];
+    run_one(redux_ptx, "redux", 32, o, sizeof o);
+    uint32_t want[9] = {0, 0x7fffffff, 0x80000000u, 0xffffffffu, 0, ~0u, 0, 0, 0};
+    for (uint32_t l = 0; l < 32; l++) {
+        int32_t v = (int32_t)l - 20;
+        uint32_t sq = l * l;
+        want[0] += (uint32_t)v;
+        if (v < (int32_t)want[1])
+            want[1] = (uint32_t)v;
+        if (v > (int32_t)want[2])
+            want[2] = (uint32_t)v;
+        if ((uint32_t)v < want[3])
+            want[3] = (uint32_t)v;
+        if ((uint32_t)v > want[4])
+            want[4] = (uint32_t)v;
+        want[5] &= sq | 0xf00;
+        want[6] |= sq | 0xf00;
+        want[7] ^= sq;
+        want[8] += l * 0x9e3779b9u;
+    }
+    /* by hand: -144, -20, 11, 0 (lane 20), 0xffffffff (lane 19), 0xf00 */
+    cr_assert_eq(want[0], (uint32_t)-144);
+    cr_assert_eq(want[1], (uint32_t)-20);
+    cr_assert_eq(want[2], 11u);
+    for (unsigned l = 0; l < 32; l++)
+        for (int i = 0; i < 9; i++)
+            cr_assert_eq(o[l][i], want[i], "lane %u, result %d: %#x, want %#x", l, i, o[l][i],
+                         want[i]);
+}
+
+/* What real programs emit and the interpreter refused: __threadfence()
+ * (membar.gl) and the other fences, mul24.hi, and inline asm declaring its
+ * own scoped registers (named without %). mul24.hi: bits 47..16 of the
+ * 48-bit product of the low 24 bits. */
+static const char misc_ptx[] =
+    PTX_HEAD ".visible .entry misc(.param .u64 po)\n{\n"
+    "\t.reg .b32 %r<16>;\n\t.reg .b64 %rd<4>;\n"
+    "\tld.param.u64 %rd1, [po];\n"
+    "\tmov.u32 %r1, 0x00800001;\n\tmov.u32 %r2, 0x00400000;\n\tmov.u32 %r3, 0xffffff;\n"
+    "\tmembar.gl;\n\tmembar.cta;\n\tmembar.sys;\n\tfence.sc.gpu;\n\tfence.acq_rel.sys;\n"
+    "\tmul24.hi.s32 %r4, %r1, %r2;\n\tmul24.hi.u32 %r5, %r1, %r2;\n"
+    "\tmul24.hi.u32 %r6, %r3, %r3;\n\tmul24.lo.s32 %r7, %r3, 3;\n"
+    "\tmad24.hi.u32 %r11, %r1, %r2, 1;\n"
+    "\tmov.u32 %r8, 7;\n"
+    "\t{ .reg .pred p; setp.gt.s32 p, %r8, 5; selp.s32 %r9, 11, 22, p; }\n"
+    "\t{ .reg .pred p; .reg .b32 t; setp.gt.s32 p, %r8, 9; selp.s32 t, 11, 22, p;"
+    " add.s32 %r10, t, 1; }\n"
+    "\tst.global.u32 [%rd1], %r4;\n\tst.global.u32 [%rd1+4], %r5;\n"
+    "\tst.global.u32 [%rd1+8], %r6;\n\tst.global.u32 [%rd1+12], %r7;\n"
+    "\tst.global.u32 [%rd1+16], %r9;\n\tst.global.u32 [%rd1+20], %r10;\n"
+    "\tst.global.u32 [%rd1+24], %r11;\n"
+    "\tret;\n}\n";
+
+Test(ptx, fences_mul24_hi_and_scoped_registers)
+{
+    uint32_t o[7];
+    run_one(misc_ptx, "misc", 1, o, sizeof o);
+    /* 0x800001 is -0x7fffff as s24; * 0x400000 = -(2^45 - 2^22): as 48
+     * bits 0xe00000400000, bits 47..16 0xe0000040 */
+    cr_assert_eq(o[0], 0xe0000040u, "mul24.hi.s32: %#x", o[0]);
+    /* 0x800001 * 0x400000 = 0x200000400000 */
+    cr_assert_eq(o[1], 0x20000040u, "mul24.hi.u32: %#x", o[1]);
+    /* 0xffffff^2 = 0xfffffe000001 */
+    cr_assert_eq(o[2], 0xfffffe00u, "mul24.hi.u32 max: %#x", o[2]);
+    cr_assert_eq(o[3], 0xfffffffdu, "mul24.lo.s32 -1*3: %#x", o[3]);
+    cr_assert_eq(o[4], 11u, "scoped predicate: %u", o[4]);
+    cr_assert_eq(o[5], 23u, "scoped register: %u", o[5]);
+    cr_assert_eq(o[6], 0x20000041u, "mad24.hi.u32: bits 47..16, + 1: %#x", o[6]);
+}
+
+/* A module of many entries (the kernel array grows while they are decoded):
+ * the refused one still says which instruction it lacks. */
+Test(ptx, refused_kernel_names_its_instruction_in_a_large_module)
+{
+    setup();
+    static char ptx[16384];
+    size_t n = (size_t)snprintf(ptx, sizeof ptx,
+                                PTX_HEAD ".visible .entry bad0()\n{\n"
+                                "\t.reg .b32 %%r<3>;\n\tfrobnicate.b32 %%r2, %%r1;\n\tret;\n}\n");
+    for (int i = 1; i < 40; i++)
+        n += (size_t)snprintf(ptx + n, sizeof ptx - n,
+                              ".visible .entry ok%d()\n{\n\tret;\n}\n", i);
+    CUmodule m;
+    CUfunction f;
+    CK(cuModuleLoadData(&m, ptx));
+    CK(cuModuleGetFunction(&f, m, "bad0"));
+    fflush(stderr);
+    FILE *cap = tmpfile();
+    cr_assert(cap);
+    int saved = dup(2);
+    dup2(fileno(cap), 2);
+    CUresult r = cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char msg[512] = {0};
+    rewind(cap);
+    size_t got = fread(msg, 1, sizeof msg - 1, cap);
+    fclose(cap);
+    cr_assert_eq(r, CUDA_ERROR_NOT_SUPPORTED, "launch -> %d", (int)r);
+    cr_assert(got > 0 && strstr(msg, "cannot run: unsupported PTX instruction 'frobnicate.b32'"),
+              "message: %s", msg);
+    CK(cuModuleUnload(m));
 }
