@@ -289,9 +289,14 @@ static int export_fd(CUmemGenericAllocationHandle h)
 int vr_alloc_ipc_get(CUipcMemHandle *out, CUdeviceptr dptr)
 {
     struct vr_alloc_info rec;
-    if (vr_reg_find_span(dptr, &rec) != 0 || !rec.vmm || !rec.shareable ||
-        dptr - rec.base >= rec.size)
+    if (vr_reg_find_span(dptr, &rec) != 0 || !rec.vmm || dptr - rec.base >= rec.size)
         return vr_err_cu(vr_real.cuIpcGetMemHandle(out, dptr));
+    if (!rec.shareable) {
+        /* the device refused the handle type at cuMemCreate: not exportable */
+        vr_alloc_fallback_once(FB_IPC, "cuIpcGetMemHandle",
+                               "the device gives VMM memory no POSIX fd handle");
+        return vr_err_cu(vr_real.cuIpcGetMemHandle(out, dptr));
+    }
     CUcontext ctx;
     int rc = vr_alloc_need_context(&ctx);
     if (rc != 0)

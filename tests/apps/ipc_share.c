@@ -2,7 +2,7 @@
  * as PyTorch shares a CUDA tensor (torch.multiprocessing, DataLoader
  * workers; issue 30, item 6).
  *
- *   ipc_share [--case share|bare|stale|forged|freed] [PTX]
+ *   ipc_share [--case share|bare|peeroff|stale|forged|freed] [PTX]
  *
  * The parent allocates A (2 MiB: VMM-backed under the shim) and B, fills A
  * with a kernel, replays a graph B = 2 * A whose graph it destroyed after
@@ -13,6 +13,7 @@
  * parent waits, replays the graph again and prints A and B. Cases:
  *   share   the above;
  *   bare    the peer runs without LD_PRELOAD (under the shim: without it);
+ *   peeroff the peer runs with VAREMAP_MODE=off (the parent as told);
  *   stale   the parent frees A before the peer opens its handle;
  *   forged  the peer opens the handle with its id bytes changed, an
  *           all-zero handle, and the handle with its first byte changed;
@@ -100,6 +101,10 @@ static int handle_of(const char *hex, CUipcMemHandle *h)
 }
 
 /* ---- the peer ---- */
+
+/* Itself, to exec as the peer: argv[0] when it is a path (what a tool
+ * running the program, valgrind say, traces), else /proc/self/exe. */
+static const char *self = "/proc/self/exe";
 
 /* The pipes of case freed: the peer says it opened A, the parent says it freed it. */
 static int sync_rd = -1, sync_wr = -1;
@@ -210,9 +215,11 @@ static int run_peer(const CUipcMemHandle *h, unsigned long long n, const char *p
         peer_file("VAREMAP_LOG");
         if (!strcmp(which, "bare"))
             unsetenv("LD_PRELOAD");
+        if (!strcmp(which, "peeroff"))
+            setenv("VAREMAP_MODE", "off", 1);
         char *argv[] = {"ipc_share", "--case", (char *)which, "--sync", rd, wr, "--peer", hex,
                         num, (char *)(ptx_path ? ptx_path : ""), NULL};
-        execv("/proc/self/exe", argv);
+        execv(self, argv);
         _exit(127);
     }
     if (freed) {
@@ -236,6 +243,8 @@ int main(int argc, char **argv)
 {
     const char *ptx_path = getenv("VR_PTX");
     const char *peer_hex = NULL;
+    if (strchr(argv[0], '/'))
+        self = argv[0];
     unsigned long long peer_n = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--case") && i + 1 < argc)

@@ -78,6 +78,54 @@ Test(ipc, shared_buffer_identical_in_every_mode)
         share_in_mode(modes[i]);
 }
 
+/* A peer in mode off (a pure pass-through otherwise) still opens the
+ * shim's handle: its open and close take the full path in every mode. */
+Test(ipc, peer_in_mode_off_opens_the_shims_handle)
+{
+    static const char *const args[] = { "--case", "peeroff", NULL };
+    struct pair p;
+    pair_run_app(&p, "peeroff", "ipc_share", args, NULL, NULL, NULL, 0);
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    has_line(&p.shim, "peer open=CUDA_SUCCESS");
+    has_line(&p.shim, "parent A first=3 last=3 fnv=cc5f8ce6d14dc383");
+    cr_assert_geq(vr_sim_calls(&p.shim.stats, "cuMemExportToShareableHandle"), 1);
+    struct vr_buf peer;
+    peer_stats("peeroff_shim", &peer);
+    cr_assert_eq(vr_sim_calls(&peer, "cuMemImportFromShareableHandle"), 1, "%s", peer.p);
+    nothing_alive(&peer, "peer");
+    vr_buf_free(&peer);
+    pair_free(&p);
+}
+
+/* A device whose driver refuses POSIX fd handles (SIMCUDA_VMM_FD=0): the
+ * shim's cuMemCreate asks once with the handle type, then without, and the
+ * buffers are VMM-backed all the same; their IPC export is the driver's
+ * refusal for VMM memory, said once in the log (README's limits). */
+Test(ipc, device_without_fd_handles_still_backs_memory)
+{
+    static const char *const args[] = { "--case", "share", NULL };
+    static const char *const env[] = { "SIMCUDA_VMM_FD=0", NULL };
+    struct pair p;
+    pair_run_app(&p, "nofd", "ipc_share", args, env, NULL, NULL, 0);
+    has_line(&p.plain, "parent ipc_get=CUDA_SUCCESS");
+    has_line(&p.shim, "parent ipc_get=CUDA_ERROR_INVALID_VALUE");
+    has_line(&p.shim, "parent B first=3 last=3 fnv=cc5f8ce6d14dc383");
+    /* A and B, and the first try with the handle type */
+    cr_assert_eq(vr_sim_calls(&p.shim.stats, "cuMemCreate"), 3);
+    cr_assert_eq(vr_sim_calls(&p.shim.stats, "cuMemExportToShareableHandle"), 0);
+    size_t len;
+    const char *line = vr_log_event(&p.shim.log, "fallback", 0, &len);
+    bool said = false;
+    for (size_t i = 0; line; line = vr_log_event(&p.shim.log, "fallback", ++i, &len)) {
+        char what[64];
+        said |= vr_json_str(line, len, "what", what, sizeof what) &&
+                !strcmp(what, "cuIpcGetMemHandle");
+    }
+    cr_assert(said, "no fallback for cuIpcGetMemHandle in:\n%s", p.shim.log.p);
+    nothing_alive(&p.shim.stats, "parent");
+    pair_free(&p);
+}
+
 /* The exporter freed the buffer before the peer opened its handle. */
 Test(ipc, stale_handle_is_the_drivers_error)
 {

@@ -71,6 +71,7 @@ struct sim_knobs {
     int devices;             /* SIMCUDA_DEVICES, 1..SIM_MAX_DEVICES */
     size_t mem_bytes;        /* SIMCUDA_MEM_BYTES: each device's total memory */
     bool kernels_ptx;        /* SIMCUDA_KERNELS (default ptx): standard kernels interpreted too */
+    bool vmm_fd;             /* SIMCUDA_VMM_FD (default on): cuMemCreate grants POSIX fd handles */
 };
 extern struct sim_knobs sim_knob;
 

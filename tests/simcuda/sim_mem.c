@@ -1219,6 +1219,10 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         return r;
     if (size == 0 || size % sim_knob.granularity != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    /* SIMCUDA_VMM_FD=0: a device without POSIX fd handles (the attribute
+     * reads 0); asking for one is refused, as cuda.h lets a driver. */
+    if ((prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) && !sim_knob.vmm_fd)
+        return CUDA_ERROR_NOT_SUPPORTED;
     struct sim_phys *ph = sim_calloc(1, sizeof *ph);
     if (!ph)
         return CUDA_ERROR_OUT_OF_MEMORY;
