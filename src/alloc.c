@@ -163,7 +163,16 @@ static int vmm_create(CUdevice dev, size_t size, size_t padded, struct vr_alloc_
     undo.steps = STEP_ADDRESS_FREE;
     *step = "cuMemCreate";
     *bit = FB_CREATE;
+    /* Exportable (cuIpcGetMemHandle, alloc_ipc.c) where the device can;
+     * a refusal other than out of memory is asked again without, once. */
+    if (vr_vmm_shareable(dev))
+        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     r = vr_real.cuMemCreate(&h, padded, &prop, 0);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_OUT_OF_MEMORY && prop.requestedHandleTypes) {
+        vr_vmm_unshareable(dev);
+        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+        r = vr_real.cuMemCreate(&h, padded, &prop, 0);
+    }
     if (r != CUDA_SUCCESS)
         goto undo;
     undo.rec.handle = h;
@@ -181,7 +190,8 @@ static int vmm_create(CUdevice dev, size_t size, size_t padded, struct vr_alloc_
         goto undo;
     *rec = (struct vr_alloc_info){ .base = va, .size = size, .padded = padded,
                                    .reserved = reserved, .device = dev, .vmm = true,
-                                   .eligible = true, .handle = h };
+                                   .eligible = true, .handle = h,
+                                   .shareable = prop.requestedHandleTypes != 0 };
     return 0;
 undo:
     vr_park_release(&undo, false, 0);
@@ -379,5 +389,6 @@ void vr_alloc_after_fork(void)
 {
     vr_reg_after_fork();
     vr_cache_after_fork();
+    vr_alloc_ipc_after_fork();
     vr_waitq_after_fork(VR_WAIT_MASK(VR_WAIT_RELEASE) | VR_WAIT_MASK(VR_WAIT_CACHE));
 }

@@ -108,6 +108,7 @@ struct vr_alloc_info {
     int device;         /* the current context's device at cuMemAlloc; -1 when unknown */
     bool vmm;           /* backed by varemap's own cuMemCreate */
     bool eligible;      /* would have been VMM-backed (what mode observe assumes) */
+    bool shareable;     /* VMM: created with a POSIX fd handle type (IPC export, alloc_ipc.c) */
     CUmemGenericAllocationHandle handle; /* VMM only */
     CUcontext ctx;      /* VMM only: current at cuMemAlloc (NULL when unknown) */
 };
@@ -135,6 +136,14 @@ int vr_alloc_enable_peer(CUcontext peer, unsigned int flags);              /* cu
  * attribute of cuPointerGetAttribute (n is 1). */
 int vr_alloc_pointer_attributes(bool single, unsigned n, CUpointer_attribute *attrs, void **data,
                                 CUdeviceptr ptr);
+
+/* Legacy IPC (alloc_ipc.c): cuIpcGetMemHandle on a VMM-backed allocation
+ * exports the shim's own handle; cuIpcOpenMemHandle maps such a handle of
+ * another process (any other goes to the driver), cuIpcCloseMemHandle
+ * unmaps it. The driver's answers elsewhere. */
+int vr_alloc_ipc_get(CUipcMemHandle *out, CUdeviceptr dptr);
+int vr_alloc_ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned flags);
+int vr_alloc_ipc_close(CUdeviceptr dptr);
 
 /* After an allocation ran out of device memory: the kept memory of every
  * device goes back. Returns whether any did (then a retry may succeed). */

@@ -37,7 +37,7 @@ enum {
     FB_NO_VMM = 1u << 0, FB_PADDING = 1u << 1, FB_RESERVE = 1u << 2, FB_CREATE = 1u << 3,
     FB_MAP = 1u << 4, FB_ACCESS = 1u << 5, FB_TRACK = 1u << 6, FB_LOW_MEMORY = 1u << 7,
     FB_SYNC = 1u << 8, FB_UNMAP = 1u << 9, FB_RELEASE = 1u << 10, FB_ADDRESS_FREE = 1u << 11,
-    FB_EVENT = 1u << 12,
+    FB_EVENT = 1u << 12, FB_IPC = 1u << 13,
 };
 void vr_alloc_fallback_once(unsigned bit, const char *what, const char *reason);
 /* A cuMemAlloc served natively although it was a candidate. */
@@ -93,6 +93,14 @@ CUresult vr_alloc_wait_by_native_free(CUresult r);
 void vr_park_release(struct parked *p, bool may_sync, size_t counted);
 /* Retries every queued release (blocking on the device only when may_sync). */
 void vr_park_drain(bool may_sync);
+
+/* ---- IPC (alloc_ipc.c) ---- */
+/* The handle was released: its exported fd (if any) goes. */
+void vr_ipc_released(CUmemGenericAllocationHandle h);
+/* p inside memory this process opened with the shim's IPC handle: 1 (its
+ * base and the exporter's size in *base, *size), -1 in its padding, 0 not. */
+int vr_alloc_ipc_range(CUdeviceptr p, CUdeviceptr *base, size_t *size);
+void vr_alloc_ipc_after_fork(void);
 
 /* ---- cache (alloc_cache.c) ---- */
 struct cache_wait;

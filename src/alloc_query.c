@@ -37,11 +37,16 @@ int vr_alloc_address_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
     struct vr_alloc_info rec = { 0 };
     CUcontext ctx = NULL;
     bool kept_mem = false;
-    if ((vr_reg_find_span(dptr, &rec) != 0 || !rec.vmm) && !(kept_mem = vr_cache_holds(dptr)))
+    int opened = 0;
+    if ((vr_reg_find_span(dptr, &rec) != 0 || !rec.vmm) && !(kept_mem = vr_cache_holds(dptr)) &&
+        !(opened = vr_alloc_ipc_range(dptr, &rec.base, &rec.size)))
         return vr_err_cu(vr_real.cuMemGetAddressRange_v2(pbase, psize, dptr));
     int rc = vr_alloc_need_context(&ctx);
     if (rc != 0)
         return rc;
+    /* memory opened by IPC: the exporter's allocation, as the driver maps it */
+    if (opened < 0)
+        return vr_err_cu(CUDA_ERROR_NOT_FOUND);
     /* Padding, guard gap and kept memory are the shim's, not memory the
      * program has. */
     if (kept_mem || dptr - rec.base >= rec.size)
@@ -83,13 +88,22 @@ int vr_alloc_get_access(unsigned long long *flags, const CUmemLocation *location
 #define VR_BUFFER_ID_BIT (UINT64_C(1) << 63)
 
 /* Overrides, in the driver's answer for a live shim-backed allocation, what
- * would show the padded mapping, the reservation or the cache. The legacy
- * IPC and handle-type answers stay the driver's: they tell what works on
- * this memory (cuIpcGetMemHandle does not). */
+ * would show the padded mapping, the reservation or the cache, and the
+ * IPC answers: cuIpcGetMemHandle works on memory created exportable
+ * (alloc_ipc.c), and cuMemAlloc memory has no shareable handle type. */
 static void native_attribute(const struct vr_alloc_info *rec, CUpointer_attribute a, void *data)
 {
     uint64_t v;
+    int flag; /* the 4-byte answers */
     switch (a) {
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        flag = rec->shareable;
+        memcpy(data, &flag, sizeof flag);
+        return;
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+        flag = CU_MEM_HANDLE_TYPE_NONE;
+        memcpy(data, &flag, sizeof flag);
+        return;
     case CU_POINTER_ATTRIBUTE_CONTEXT:
         if (!rec->ctx)
             return;

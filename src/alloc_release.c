@@ -125,8 +125,10 @@ static unsigned release_steps(struct parked *p, bool may_sync)
     }
     if (p->steps & STEP_RELEASE) {
         r = vr_real.cuMemRelease(rec->handle);
-        if (r == CUDA_SUCCESS)
+        if (r == CUDA_SUCCESS) {
             p->steps &= ~(unsigned)STEP_RELEASE;
+            vr_ipc_released(rec->handle);
+        }
         else
             step_failed(FB_RELEASE, "cuMemRelease", r, p);
     }

@@ -58,6 +58,21 @@ CUresult vr_on_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
     return vr_err_to_cu(vr_alloc_free_async(dptr, stream, true));
 }
 
+CUresult vr_on_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)
+{
+    return vr_err_to_cu(vr_alloc_ipc_get(handle, dptr));
+}
+
+CUresult vr_on_cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int flags)
+{
+    return vr_err_to_cu(vr_alloc_ipc_open(pdptr, handle, flags));
+}
+
+CUresult vr_on_cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    return vr_err_to_cu(vr_alloc_ipc_close(dptr));
+}
+
 CUresult vr_on_cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
     return vr_err_to_cu(vr_alloc_mem_info(free_bytes, total));

@@ -49,6 +49,9 @@
  *             are taken out (or marked busy) before a driver call.
  *   7 WAIT    waitq.c, the queue of things waiting for the GPU (vr_mutex).
  *             A leaf: a drain takes entries out before retrying them.
+ *   7a IPC    alloc_ipc.c, the exported fds and the opened IPC mappings
+ *             (vr_mutex). A leaf: memory, close and dup only; the fd
+ *             server's socket calls and every driver call outside it.
  *   8 LOG     log.c, the log file's reopen (pthread mutex). Only open,
  *             fstat, close and the log's own bookkeeping under it.
  *
@@ -72,6 +75,7 @@ enum vr_rank {
     VR_RANK_LAYOUT,    /* kernel parameter layouts (rwlock) */
     VR_RANK_CACHE,     /* freed-memory cache */
     VR_RANK_WAIT,      /* the queue of things waiting for the GPU */
+    VR_RANK_IPC,       /* alloc_ipc.c: exported fds, opened IPC mappings */
     VR_RANK_LOG,       /* log file reopen */
     VR_RANK_COUNT
 };

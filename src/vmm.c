@@ -17,6 +17,8 @@ _Atomic unsigned vr_peer_generation_; /* vmm.h */
 /* Per device: 0 unknown, 1 supported, 2 not supported. */
 static _Atomic int vmm_state[VR_MAX_DEVICES];
 static _Atomic size_t granularity[VR_MAX_DEVICES];
+/* Per device: whether cuMemCreate refused the POSIX fd handle type once. */
+static _Atomic bool fd_refused[VR_MAX_DEVICES];
 
 _Static_assert(VR_MAX_DEVICES <= 64, "a device's peers fit one 64-bit mask");
 
@@ -34,6 +36,17 @@ void vr_vmm_device_prop(CUmemAllocationProp *prop, CUdevice dev)
     prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop->location.id = dev;
+}
+
+bool vr_vmm_shareable(int dev)
+{
+    return vr_vmm_valid_device(dev) && !atomic_load(&fd_refused[dev]);
+}
+
+void vr_vmm_unshareable(int dev)
+{
+    if (vr_vmm_valid_device(dev))
+        atomic_store(&fd_refused[dev], true);
 }
 
 /* Asks the driver once per device. */

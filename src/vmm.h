@@ -31,6 +31,12 @@ int vr_vmm_current_device(CUdevice *dev);
 /* A pinned device allocation on dev, as cuMemCreate wants it. */
 void vr_vmm_device_prop(CUmemAllocationProp *prop, CUdevice dev);
 
+/* Whether the shim's cuMemCreate on dev asks for a POSIX fd handle type
+ * (what its IPC export needs, alloc_ipc.c): until the driver refused it
+ * once, then never again on that device. */
+bool vr_vmm_shareable(int dev);
+void vr_vmm_unshareable(int dev);
+
 /* Recommended granularity of `device` / the current device, or 0 when VMM
  * is unsupported or the device unknown. */
 size_t vr_alloc_granularity_for(int device);

@@ -228,6 +228,81 @@ static void native(void)
 /* What the shim's exit-time releases meet: the driver may already have shut
  * down. Registered before cuInit, so it runs after any handler the driver
  * registers there; library destructors run later still. */
+/* Legacy IPC and POSIX-fd shareable handles (issue 30): the shim's export
+ * of VMM-backed memory rests on these answers. One process only: what a
+ * second process sees is ipc_share's (the e2e suite, gpu-check's apps). */
+static void ipc(CUdevice dev)
+{
+    const char *q = "ipc";
+    CUmemAllocationProp prop = device_prop(dev);
+    size_t gran = 0;
+    SETUP(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CUipcMemHandle h, h2;
+    CUdeviceptr nat, opened = 0;
+    SETUP(cuMemAlloc(&nat, 2 * gran));
+    answer("ipc.get_native", cuIpcGetMemHandle(&h, nat));
+    answer("ipc.get_native_interior", cuIpcGetMemHandle(&h2, nat + 256));
+    CUresult r = cuIpcOpenMemHandle(&opened, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    answer("ipc.open_own_handle", r);
+    if (r == CUDA_SUCCESS)
+        cuIpcCloseMemHandle(opened);
+    memset(&h2, 0, sizeof h2);
+    r = cuIpcOpenMemHandle(&opened, h2, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    answer("ipc.open_zero_handle", r);
+    if (r == CUDA_SUCCESS)
+        cuIpcCloseMemHandle(opened);
+    answer("ipc.close_not_opened", cuIpcCloseMemHandle(nat));
+    cuMemFree(nat);
+
+    CUmemGenericAllocationHandle mh, ih;
+    CUdeviceptr va;
+    int fd = -1;
+    CUmemAccessDesc acc = { .location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    SETUP(cuMemAddressReserve(&va, 2 * gran, 0, 0, 0));
+    SETUP(cuMemCreate(&mh, gran, &prop, 0));
+    r = cuMemExportToShareableHandle(&fd, mh, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    answer("ipc.export_fd_not_requested", r);
+    if (r == CUDA_SUCCESS)
+        close(fd);
+    SETUP(cuMemMap(va, gran, 0, mh, 0));
+    SETUP(cuMemSetAccess(va, gran, &acc, 1));
+    answer("ipc.get_vmm", cuIpcGetMemHandle(&h, va));
+    SETUP(cuMemUnmap(va, gran));
+    SETUP(cuMemRelease(mh));
+
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    r = cuMemCreate(&mh, gran, &prop, 0);
+    answer("ipc.create_fd_type", r);
+    if (r != CUDA_SUCCESS)
+        return;
+    r = cuMemExportToShareableHandle(&fd, mh, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    answer("ipc.export_fd", r);
+    if (r == CUDA_SUCCESS) {
+        r = cuMemImportFromShareableHandle(&ih, (void *)(intptr_t)fd,
+                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        answer("ipc.import_fd", r);
+        if (r == CUDA_SUCCESS) {
+            /* the same memory twice: written through one, read through the other */
+            unsigned got = 0;
+            SETUP(cuMemMap(va, gran, 0, mh, 0));
+            SETUP(cuMemMap(va + gran, gran, 0, ih, 0));
+            SETUP(cuMemSetAccess(va, 2 * gran, &acc, 1));
+            SETUP(cuMemsetD32(va, 0x5eedf00du, gran / 4));
+            SETUP(cuCtxSynchronize());
+            SETUP(cuMemcpyDtoH(&got, va + gran + gran - 4, sizeof got));
+            printf("ipc.import_same_memory %s\n", got == 0x5eedf00du ? "yes" : "no");
+            SETUP(cuMemUnmap(va, gran));
+            SETUP(cuMemUnmap(va + gran, gran));
+            SETUP(cuMemRelease(ih));
+        }
+        close(fd);
+    }
+    SETUP(cuMemRelease(mh));
+    SETUP(cuMemAddressFree(va, 2 * gran));
+    answer("ipc.import_bad_fd", cuMemImportFromShareableHandle(&ih, (void *)(intptr_t)-1,
+                                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+}
+
 static CUdeviceptr kept_native, kept_va;
 static size_t kept_size;
 static void at_exit(void)
@@ -616,6 +691,7 @@ int main(int argc, char **argv)
     setparams_edges();
     vmm(dev);
     native();
+    ipc(dev);
     capture_global(dev);
     other_context(dev);
     context_memory(dev);

@@ -71,6 +71,7 @@ struct sim_knobs {
     int devices;             /* SIMCUDA_DEVICES, 1..SIM_MAX_DEVICES */
     size_t mem_bytes;        /* SIMCUDA_MEM_BYTES: each device's total memory */
     bool kernels_ptx;        /* SIMCUDA_KERNELS (default ptx): standard kernels interpreted too */
+    bool vmm_fd;             /* SIMCUDA_VMM_FD (default on): cuMemCreate grants POSIX fd handles */
 };
 extern struct sim_knobs sim_knob;
 
@@ -446,6 +447,34 @@ void sim_mem_live(long *mappings, long *handles, long *reservations, long *alloc
 void sim_mem_ctx_destroyed(const struct sim_ctx *c);
 /* Release a native allocation queued by cuMemFreeAsync (stream worker). */
 void sim_mem_free_now(uintptr_t base);
+
+/* ---- IPC (sim_ipc.c; the tables are sim_mem.c's) ---- */
+
+/* memfd names: a VMM handle's ("...d<device>") and an exported native
+ * allocation's ("...<buffer id>"); an importer reads them back through
+ * /proc to tell what an fd is. */
+#define SIM_VMM_MEMFD "simcuda-vmm-d"
+#define SIM_IPC_MEMFD "simcuda-ipc-"
+
+struct sim_ipc_mem {
+    int fd;          /* export: the allocation's memfd (still its own); import: handed over */
+    uint64_t id;     /* the exporter's buffer id */
+    size_t size, maplen;
+    int dev;
+};
+/* cuIpcGetMemHandle's work: the allocation based at p shared (its memfd). */
+CUresult sim_mem_ipc_export(uintptr_t p, struct sim_ipc_mem *out);
+/* Maps another process's exported allocation for c (or counts one more
+ * open of it); takes m->fd either way. */
+CUresult sim_mem_ipc_import(struct sim_ctx *c, int pid, const struct sim_ipc_mem *m,
+                            CUdeviceptr *out);
+/* Already opened by c: one more open, the same pointer (no /proc needed:
+ * the exporter may have freed it since). */
+bool sim_mem_ipc_reopen(struct sim_ctx *c, int pid, uint64_t id, CUdeviceptr *out);
+CUresult sim_mem_ipc_close(struct sim_ctx *c, uintptr_t p);
+/* cuMemExportToShareableHandle / cuMemImportFromShareableHandle, POSIX fds. */
+CUresult sim_phys_export_fd(CUmemGenericAllocationHandle h, int *fd);
+CUresult sim_phys_import_fd(int fd, int dev, CUmemGenericAllocationHandle *out);
 
 /* Events as graph nodes use them (sim_stream.c): a referenced event, or
  * NULL for a handle that names none. */

@@ -44,7 +44,7 @@ _Atomic uint64_t sim_calls[SIM_N_ENTRIES];
 _Atomic long sim_live_events, sim_live_execs;
 atomic_bool sim_knobs_any;
 atomic_bool sim_initialized;
-struct sim_knobs sim_knob = {0, (size_t)2 << 20, true, false, 1, SIM_TOTAL_MEM, false};
+struct sim_knobs sim_knob = {0, (size_t)2 << 20, true, false, 1, SIM_TOTAL_MEM, false, true};
 
 static _Atomic uint64_t g_fail_nth[SIM_N_ENTRIES]; /* 0: never, UINT64_MAX: every call */
 /* SIMCUDA_FAIL=name:N@other:M counts name's calls from the Mth call of
@@ -256,6 +256,10 @@ static void knobs_load(void)
     if ((s = getenv("SIMCUDA_VMM")) && *s)
         sim_knob.vmm = !(strcmp(s, "0") == 0 || strcmp(s, "false") == 0 || strcmp(s, "no") == 0 ||
                          strcmp(s, "off") == 0);
+    sim_knob.vmm_fd = true;
+    if ((s = getenv("SIMCUDA_VMM_FD")) && *s)
+        sim_knob.vmm_fd = !(strcmp(s, "0") == 0 || strcmp(s, "false") == 0 ||
+                            strcmp(s, "no") == 0 || strcmp(s, "off") == 0);
 
     sim_free(g_stats_path);
     g_stats_path = NULL;
@@ -602,6 +606,10 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
     int v = 0; /* attributes simcuda does not model read as 0 */
     switch (attrib) {
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: v = sim_knob.vmm ? 1 : 0; break;
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
+        v = sim_knob.vmm && sim_knob.vmm_fd;
+        break;
+    case CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED: v = 1; break; /* cuda.h: tells IPC works */
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: v = 9; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = 132; break;

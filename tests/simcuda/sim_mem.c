@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SIM_PAGE ((size_t)4096)
@@ -27,6 +29,16 @@ struct nat {
     uint64_t id;   /* CU_POINTER_ATTRIBUTE_BUFFER_ID */
     struct sim_ctx *ctx;   /* the context it was allocated in: unless async, destroyed with it */
     CUmemoryPool pool;     /* cuMemAllocFromPoolAsync's pool, else NULL */
+    /* IPC (sim_ipc.c). Exported: its pages moved into the memfd `fd` at the
+     * first cuIpcGetMemHandle, so another process can map them. Imported:
+     * another process's memory mapped by cuIpcOpenMemHandle, `refs` opens,
+     * released by cuIpcCloseMemHandle only (never by cuMemFree); `src_pid`
+     * and `src_id` name the exporter's allocation. */
+    bool exported, imported;
+    int fd;
+    int refs;
+    int src_pid;
+    uint64_t src_id;
 };
 
 /* A memory pool: only the device its allocations come from. */
@@ -42,6 +54,7 @@ struct sim_phys {
     CUmemAllocationProp prop;
     int handle_refs; /* cuMemCreate/cuMemRetainAllocationHandle minus cuMemRelease */
     int maps;        /* live cuMemMap mappings */
+    bool imported;   /* cuMemImportFromShareableHandle: the exporter's memory, not charged here */
 };
 
 struct vmap {
@@ -152,7 +165,8 @@ static void phys_maybe_destroy(struct sim_phys *ph)
     if (ph->handle_refs > 0 || ph->maps > 0)
         return;
     close(ph->fd);
-    g_phys_bytes[ph->dev] -= ph->size;
+    if (!ph->imported)
+        g_phys_bytes[ph->dev] -= ph->size;
     g_nphys--;
     sim_free(ph);
 }
@@ -194,6 +208,21 @@ bool sim_mem_valid(uintptr_t p, size_t n, bool write)
 
 /* ---- native allocations ------------------------------------------------------- */
 
+/* Under g_mem_mu: n into the sorted table, charged to its device. */
+static void nat_insert(const struct nat *n)
+{
+    if (g_nnat == g_nat_cap)
+        g_nat = grow(g_nat, &g_nat_cap, sizeof *g_nat);
+    long i;
+    SIM_FLOOR(g_nat, g_nnat, n->base, i);
+    size_t at = (size_t)(i + 1);
+    memmove(&g_nat[at + 1], &g_nat[at], (g_nnat - at) * sizeof *g_nat);
+    g_nat[at] = *n;
+    g_nnat++;
+    g_mem_gen++;
+    g_native_bytes[n->acct] += n->charged;
+}
+
 /* dev: the owning device (-1: managed, charged to acct). */
 static CUresult native_alloc(CUdeviceptr *dptr, size_t bytesize, bool async, int dev, int acct,
                              struct sim_ctx *ctx, CUmemoryPool pool)
@@ -216,17 +245,9 @@ static CUresult native_alloc(CUdeviceptr *dptr, size_t bytesize, bool async, int
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     uintptr_t b = (uintptr_t)p;
-    if (g_nnat == g_nat_cap)
-        g_nat = grow(g_nat, &g_nat_cap, sizeof *g_nat);
-    long i;
-    SIM_FLOOR(g_nat, g_nnat, b, i);
-    size_t at = (size_t)(i + 1);
-    memmove(&g_nat[at + 1], &g_nat[at], (g_nnat - at) * sizeof *g_nat);
-    g_nat[at] = (struct nat){b, bytesize, len, charged, dev, acct, async, false, g_next_id++, ctx,
-                             pool};
-    g_nnat++;
-    g_mem_gen++;
-    g_native_bytes[acct] += charged;
+    nat_insert(&(struct nat){.base = b, .size = bytesize, .maplen = len, .charged = charged,
+                             .dev = dev, .acct = acct, .async = async, .id = g_next_id++,
+                             .ctx = ctx, .pool = pool});
     pthread_mutex_unlock(&g_mem_mu);
     *dptr = (CUdeviceptr)b;
     return CUDA_SUCCESS;
@@ -242,6 +263,8 @@ static void native_release(struct nat *a)
     g_mem_gen++;
     g_native_bytes[n.acct] -= n.charged;
     munmap((void *)n.base, n.maplen); /* use after free crashes */
+    if (n.exported || n.imported)
+        close(n.fd); /* a later cuIpcOpenMemHandle of its handle fails */
 }
 
 void sim_mem_ctx_destroyed(const struct sim_ctx *c)
@@ -478,7 +501,8 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
         return r;
     pthread_mutex_lock(&g_mem_mu);
     struct nat *a = nat_find((uintptr_t)dptr);
-    bool ok = a && a->base == (uintptr_t)dptr && !a->freeing;
+    /* memory opened by cuIpcOpenMemHandle goes by cuIpcCloseMemHandle only */
+    bool ok = a && a->base == (uintptr_t)dptr && !a->freeing && !a->imported;
     bool async = ok && a->async;
     pthread_mutex_unlock(&g_mem_mu);
     if (!ok)
@@ -489,7 +513,7 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
         sim_ctx_sync(c);
     pthread_mutex_lock(&g_mem_mu);
     a = nat_find((uintptr_t)dptr);
-    if (!a || a->base != (uintptr_t)dptr || a->freeing) {
+    if (!a || a->base != (uintptr_t)dptr || a->freeing || a->imported) {
         pthread_mutex_unlock(&g_mem_mu);
         return CUDA_ERROR_INVALID_VALUE; /* freed concurrently */
     }
@@ -1017,7 +1041,7 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&g_mem_mu);
     struct nat *a = nat_find((uintptr_t)dptr);
-    bool ok = a && a->base == (uintptr_t)dptr && !a->freeing;
+    bool ok = a && a->base == (uintptr_t)dptr && !a->freeing && !a->imported;
     if (ok)
         a->freeing = true;
     pthread_mutex_unlock(&g_mem_mu);
@@ -1195,6 +1219,10 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         return r;
     if (size == 0 || size % sim_knob.granularity != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    /* SIMCUDA_VMM_FD=0: a device without POSIX fd handles (the attribute
+     * reads 0); asking for one is refused, as cuda.h lets a driver. */
+    if ((prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) && !sim_knob.vmm_fd)
+        return CUDA_ERROR_NOT_SUPPORTED;
     struct sim_phys *ph = sim_calloc(1, sizeof *ph);
     if (!ph)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1204,7 +1232,10 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         sim_free(ph);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    ph->fd = memfd_create("simcuda-vmm", MFD_CLOEXEC);
+    /* The name tells cuMemImportFromShareableHandle what the fd is. */
+    char name[32];
+    snprintf(name, sizeof name, "%s%d", SIM_VMM_MEMFD, prop->location.id);
+    ph->fd = memfd_create(name, MFD_CLOEXEC);
     if (ph->fd < 0 || ftruncate(ph->fd, (off_t)size) != 0) {
         if (ph->fd >= 0)
             close(ph->fd);
@@ -1783,4 +1814,190 @@ void sim_mem_check_kernel(struct sim_ctx *ctx, const struct sim_kcall *call,
             check_word(ctx, call, w, seen);
     }
     pthread_mutex_unlock(&g_mem_mu);
+}
+
+/* ---- IPC (sim_ipc.c) ---------------------------------------------------------- */
+
+static bool write_all(int fd, const char *p, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = pwrite(fd, p + done, n - done, (off_t)done);
+        if (w <= 0)
+            return false;
+        done += (size_t)w;
+    }
+    return true;
+}
+
+/* Under g_mem_mu: a's pages move into a memfd mapped at the same address,
+ * so that another process can map them too. */
+static CUresult nat_share(struct nat *a)
+{
+    char name[48];
+    snprintf(name, sizeof name, "%s%llu", SIM_IPC_MEMFD, (unsigned long long)a->id);
+    int fd = memfd_create(name, MFD_CLOEXEC);
+    if (fd < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (ftruncate(fd, (off_t)a->maplen) != 0 || !write_all(fd, (const char *)a->base, a->maplen)) {
+        close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (mmap((void *)a->base, a->maplen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
+        MAP_FAILED) {
+        close(fd);
+        return CUDA_ERROR_MAP_FAILED;
+    }
+    a->exported = true;
+    a->fd = fd;
+    g_mem_gen++;
+    return CUDA_SUCCESS;
+}
+
+/* What cuIpcGetMemHandle may export: the base of cuMemAlloc'd (or pitched)
+ * memory; not managed, stream-ordered or imported memory (what
+ * CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE answers). */
+static CUresult ipc_exportable(struct nat *a, uintptr_t p)
+{
+    if (!a || a->freeing || a->imported || a->dev < 0 || a->async)
+        return CUDA_ERROR_INVALID_VALUE;
+    return a->base == p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult sim_mem_ipc_export(uintptr_t p, struct sim_ipc_mem *out)
+{
+    pthread_mutex_lock(&g_mem_mu);
+    struct nat *a = nat_find(p);
+    CUresult r = ipc_exportable(a, p);
+    bool first = r == CUDA_SUCCESS && !a->exported;
+    pthread_mutex_unlock(&g_mem_mu);
+    if (r != CUDA_SUCCESS)
+        return r;
+    /* Its bytes are copied once: no kernel may write them meanwhile. */
+    if (first)
+        sim_ctx_sync(NULL);
+    pthread_mutex_lock(&g_mem_mu);
+    a = nat_find(p);
+    r = ipc_exportable(a, p);
+    if (r == CUDA_SUCCESS && !a->exported)
+        r = nat_share(a);
+    if (r == CUDA_SUCCESS)
+        *out = (struct sim_ipc_mem){.fd = a->fd, .id = a->id, .size = a->size,
+                                    .maplen = a->maplen, .dev = a->dev};
+    pthread_mutex_unlock(&g_mem_mu);
+    return r;
+}
+
+/* Under g_mem_mu: c's mapping of the exporter's allocation, one more open. */
+static bool reopen(struct sim_ctx *c, int pid, uint64_t id, CUdeviceptr *out)
+{
+    for (size_t i = 0; i < g_nnat; i++) {
+        struct nat *a = &g_nat[i];
+        if (a->imported && a->src_pid == pid && a->src_id == id && a->ctx == c) {
+            a->refs++; /* opened again by this context: the same pointer (documented) */
+            *out = (CUdeviceptr)a->base;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool sim_mem_ipc_reopen(struct sim_ctx *c, int pid, uint64_t id, CUdeviceptr *out)
+{
+    pthread_mutex_lock(&g_mem_mu);
+    bool ok = reopen(c, pid, id, out);
+    pthread_mutex_unlock(&g_mem_mu);
+    return ok;
+}
+
+CUresult sim_mem_ipc_import(struct sim_ctx *c, int pid, const struct sim_ipc_mem *m,
+                            CUdeviceptr *out)
+{
+    pthread_mutex_lock(&g_mem_mu);
+    if (reopen(c, pid, m->id, out)) {
+        pthread_mutex_unlock(&g_mem_mu);
+        close(m->fd);
+        return CUDA_SUCCESS;
+    }
+    void *p = mmap(NULL, m->maplen, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
+    if (p == MAP_FAILED) {
+        pthread_mutex_unlock(&g_mem_mu);
+        close(m->fd);
+        return CUDA_ERROR_MAP_FAILED;
+    }
+    nat_insert(&(struct nat){.base = (uintptr_t)p, .size = m->size, .maplen = m->maplen,
+                             .dev = c->dev, .acct = c->dev, .id = g_next_id++, .ctx = c,
+                             .imported = true, .fd = m->fd, .refs = 1, .src_pid = pid,
+                             .src_id = m->id});
+    pthread_mutex_unlock(&g_mem_mu);
+    *out = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+CUresult sim_mem_ipc_close(struct sim_ctx *c, uintptr_t p)
+{
+    pthread_mutex_lock(&g_mem_mu);
+    struct nat *a = nat_find(p);
+    bool ok = a && a->base == p && a->imported;
+    bool last = ok && a->refs == 1;
+    if (ok && !last)
+        a->refs--;
+    pthread_mutex_unlock(&g_mem_mu);
+    if (!ok)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!last)
+        return CUDA_SUCCESS;
+    sim_ctx_sync(c); /* unmapped as cuMemFree releases: after the work that may use it */
+    pthread_mutex_lock(&g_mem_mu);
+    a = nat_find(p);
+    ok = a && a->base == p && a->imported;
+    if (ok && --a->refs == 0)
+        native_release(a);
+    pthread_mutex_unlock(&g_mem_mu);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult sim_phys_export_fd(CUmemGenericAllocationHandle h, int *fd)
+{
+    pthread_mutex_lock(&g_mem_mu);
+    struct sim_phys *ph = phys_get(h);
+    CUresult r = CUDA_SUCCESS;
+    /* Assumption: only a handle type requested at cuMemCreate can be
+     * exported (cuda.h: "if requested via cuMemCreate"). */
+    if (!ph || !(ph->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+        r = CUDA_ERROR_INVALID_VALUE;
+    else if ((*fd = fcntl(ph->fd, F_DUPFD_CLOEXEC, 0)) < 0)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_unlock(&g_mem_mu);
+    return r;
+}
+
+CUresult sim_phys_import_fd(int fd, int dev, CUmemGenericAllocationHandle *out)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size <= 0 || (size_t)st.st_size % sim_knob.granularity != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_phys *ph = sim_calloc(1, sizeof *ph);
+    if (!ph)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    ph->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0); /* the caller keeps its own fd */
+    if (ph->fd < 0) {
+        sim_free(ph);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    ph->size = (size_t)st.st_size;
+    ph->dev = dev;
+    ph->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    ph->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    ph->prop.location.id = dev;
+    ph->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    ph->handle_refs = 1;
+    ph->imported = true;
+    pthread_mutex_lock(&g_mem_mu);
+    ph->id = g_next_id++;
+    g_nphys++;
+    sim_reg_add(ph, SIM_T_PHYS);
+    pthread_mutex_unlock(&g_mem_mu);
+    *out = (CUmemGenericAllocationHandle)(uintptr_t)ph;
+    return CUDA_SUCCESS;
 }
