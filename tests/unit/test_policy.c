@@ -84,7 +84,7 @@ Test(policy, no_verdict_on_zero_against_zero_or_within_the_margin)
 static const struct vr_prices h200 = {.setparams = 228,
                                       .remap = 13116 + 529 + 18948,
                                       .slot = 478 + 529 + 18948,
-                                      .instantiate = 2012367};
+                                      .instantiate = 1000000};
 static const struct vr_prices dear = {.setparams = 1000,
                                       .remap = 20000 + 1500 + 30000,
                                       .slot = 15000 + 1500 + 30000,
