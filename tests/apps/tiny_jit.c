@@ -15,12 +15,14 @@
  * buffers, which no kernel reads, changes every step).
  *
  *   tiny_jit [--steps N] [--inst v2|v1|flags|params] [--resolve link|dlsym|procaddr]
- *            [--args extra|params] [--out PATH]
+ *            [--args extra|params] [--setparams v1|v2|node] [--out PATH]
  *
  * --inst: the entry point that instantiates; --resolve: how the program
  * reaches it (linked by name, dlsym on libcuda.so.1, or cuGetProcAddress_v2
  * by base name and version: "cuGraphInstantiate" at 10000 for v1 and 11000
- * for v2); --args params passes the same bytes through kernelParams. The
+ * for v2); --args params passes the same bytes through kernelParams;
+ * --setparams the entry point of the updates (cuGraphExecKernelNodeSetParams,
+ * its _v2, or cuGraphExecNodeSetParams). The
  * output buffer of every step goes to --out; stdout is one line,
  * "steps=N launches=N setparams=N checksum=HEX".
  */
@@ -105,6 +107,34 @@ static CUDA_KERNEL_NODE_PARAMS_v1 params_v1(struct node *nd, bool via_extra)
     return p;
 }
 
+/* Node k's update for `step` through the entry point `entry`. */
+static void set_node(CUgraphExec x, struct node *nd, bool via_extra, const char *entry)
+{
+    CUDA_KERNEL_NODE_PARAMS_v1 p1 = params_v1(nd, via_extra);
+    if (!strcmp(entry, "v1")) {
+        CK(cuGraphExecKernelNodeSetParams(x, nd->handle, &p1));
+        return;
+    }
+    CUDA_KERNEL_NODE_PARAMS_v2 p2;
+    memset(&p2, 0, sizeof p2);
+    p2.func = p1.func;
+    memcpy(&p2.gridDimX, &p1.gridDimX, 7 * sizeof(unsigned));
+    p2.kernelParams = p1.kernelParams;
+    p2.extra = p1.extra;
+    if (!strcmp(entry, "v2")) {
+        CK(cuGraphExecKernelNodeSetParams_v2(x, nd->handle, &p2));
+        return;
+    }
+    CUgraphNodeParams np;
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_KERNEL;
+    np.kernel.func = p2.func;
+    memcpy(&np.kernel.gridDimX, &p2.gridDimX, 7 * sizeof(unsigned));
+    np.kernel.kernelParams = p2.kernelParams;
+    np.kernel.extra = p2.extra;
+    CK(cuGraphExecNodeSetParams(x, nd->handle, &np));
+}
+
 typedef CUresult (*inst_legacy_fn)(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
 typedef CUresult (*inst_flags_fn)(CUgraphExec *, CUgraph, unsigned long long);
 typedef CUresult (*inst_params_fn)(CUgraphExec *, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS *);
@@ -171,7 +201,7 @@ static CUgraphExec instantiate(const char *inst, void *fn, CUgraph g)
 int main(int argc, char **argv)
 {
     int steps = 12;
-    const char *inst = "v2", *how = "link", *out_path = NULL;
+    const char *inst = "v2", *how = "link", *out_path = NULL, *entry = "v1";
     bool via_extra = true;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--steps"))
@@ -182,6 +212,8 @@ int main(int argc, char **argv)
             how = argv[i + 1];
         else if (!strcmp(argv[i], "--args"))
             via_extra = strcmp(argv[i + 1], "params") != 0;
+        else if (!strcmp(argv[i], "--setparams"))
+            entry = argv[i + 1];
         else if (!strcmp(argv[i], "--out"))
             out_path = argv[i + 1];
     }
@@ -259,8 +291,13 @@ int main(int argc, char **argv)
         CK(cuMemcpyHtoDAsync_v2(in[step % 2], host, bytes, s));
         for (int k = 0; k < NODES; k++) {
             pack(&nodes[k], step);
-            CUDA_KERNEL_NODE_PARAMS_v1 p = params_v1(&nodes[k], via_extra);
-            CK(cuGraphExecKernelNodeSetParams(x, nodes[k].handle, &p));
+            uint8_t before[ARG_BYTES];
+            memcpy(before, nodes[k].args, sizeof before);
+            set_node(x, &nodes[k], via_extra, entry);
+            if (memcmp(before, nodes[k].args, sizeof before) != 0 || nodes[k].size != ARG_BYTES) {
+                fprintf(stderr, "tiny_jit: SetParams wrote the program's argument buffer\n");
+                return 1;
+            }
             setparams++;
         }
         CK(cuGraphLaunch(x, s));

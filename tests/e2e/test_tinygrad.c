@@ -160,6 +160,34 @@ Test(tinygrad, extra_arguments_with_instantiate_with_flags)
     cr_assert_leq(pct, 10.0, "%.1f%% reached the driver", pct);
 }
 
+/* The same updates through the other two SetParams entry points: `extra`
+ * is read (and translated) in each, identical bytes in dedup and
+ * profiled. */
+static void other_entry(const char *entry)
+{
+    const char *const args[] = {"--setparams", entry, NULL};
+    char tag[64];
+    struct jit_run plain;
+    snprintf(tag, sizeof tag, "%s_plain", entry);
+    jit(&plain, tag, NULL, 12, args);
+    static const char *const modes[] = {"dedup", "profiled"};
+    for (size_t i = 0; i < 2; i++) {
+        struct jit_run s;
+        snprintf(tag, sizeof tag, "%s_%s", entry, modes[i]);
+        jit(&s, tag, modes[i], 12, args);
+        same_bytes(&plain, &s, tag);
+        known_exec(&s, tag);
+        jit_free(&s);
+    }
+    jit_free(&plain);
+    snprintf(tag, sizeof tag, "%s_steady", entry);
+    double pct = steady_forwarded_pct(tag, "profiled", args);
+    cr_assert_leq(pct, 10.0, "%s: %.1f%% reached the driver", entry, pct);
+}
+
+Test(tinygrad, extra_through_setparams_v2) { other_entry("v2"); }
+Test(tinygrad, extra_through_exec_node_setparams) { other_entry("node"); }
+
 /* Every exec-creating entry point, by every way in: the shim sees the exec
  * and the bytes are the program's own. */
 static void way_in(const char *inst, const char *how)
