@@ -9,6 +9,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "checks.h"
 
@@ -214,3 +215,50 @@ Test(tinygrad, instantiate_v1_by_procaddr) { way_in("v1", "procaddr"); }
 Test(tinygrad, instantiate_with_flags_by_dlsym) { way_in("flags", "dlsym"); }
 Test(tinygrad, instantiate_with_params_linked) { way_in("params", "link"); }
 Test(tinygrad, instantiate_with_params_by_procaddr) { way_in("params", "procaddr"); }
+
+/* The names NVIDIA's driver exports (its link stub) that create, launch,
+ * update or re-set an exec are all hooked: a binding that resolves any of
+ * them by name gets the shim. */
+static const char *const hooked[] = {
+#define VR_HOOK(name, base, off, params, args) #name,
+#include "../../src/hooks.def"
+};
+
+Test(tinygrad, every_exec_entry_point_the_driver_exports_is_hooked)
+{
+    const char *stub = vr_env_path("VR_CUDA_STUB");
+    if (access(stub, R_OK) != 0)
+        cr_skip_test("no NVIDIA link stub at %s", stub);
+    const char *pe = getenv("PATH");
+    char path[4096];
+    snprintf(path, sizeof path, "PATH=%s", pe ? pe : "/usr/bin:/bin");
+    char *const env[] = {path, (char *)"LC_ALL=C", NULL};
+    char *const argv[] = {(char *)"nm", (char *)"--dynamic", (char *)"--defined-only",
+                          (char *)stub, NULL};
+    struct vr_proc p;
+    cr_assert_eq(vr_spawn("stub_nm", argv, env, true, &p), 0);
+    cr_assert_eq(p.status, 0, "nm failed:\n%s", p.err.p);
+    static const char *const prefixes[] = {"cuGraphInstantiate", "cuGraphLaunch",
+                                           "cuGraphExecUpdate", "cuGraphExecKernelNodeSetParams",
+                                           "cuGraphExecNodeSetParams"};
+    size_t checked = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(p.out.p, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char addr[64], type[8], name[256];
+        if (sscanf(line, "%63s %7s %255s", addr, type, name) != 3)
+            continue;
+        name[strcspn(name, "@")] = '\0';
+        bool wanted = false;
+        for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+            wanted = wanted || strncmp(name, prefixes[i], strlen(prefixes[i])) == 0;
+        if (!wanted)
+            continue;
+        bool hooked_here = false;
+        for (size_t i = 0; i < sizeof hooked / sizeof hooked[0]; i++)
+            hooked_here = hooked_here || strcmp(hooked[i], name) == 0;
+        cr_expect(hooked_here, "the driver exports %s; hooks.def does not hook it", name);
+        checked++;
+    }
+    cr_assert_geq(checked, 10, "only %zu such names in %s", checked, stub);
+    vr_proc_free(&p);
+}
