@@ -27,6 +27,21 @@ static CUresult tracked(CUresult r, CUgraphExec *exec, CUgraph graph, unsigned l
     return r;
 }
 
+/* The legacy entry points instantiate with flags 0. */
+CUresult vr_on_cuGraphInstantiate(CUgraphExec *exec, CUgraph graph, CUgraphNode *error_node,
+                                  char *log, size_t log_size)
+{
+    return tracked(vr_real.cuGraphInstantiate(exec, graph, error_node, log, log_size), exec, graph,
+                   0);
+}
+
+CUresult vr_on_cuGraphInstantiate_v2(CUgraphExec *exec, CUgraph graph, CUgraphNode *error_node,
+                                     char *log, size_t log_size)
+{
+    return tracked(vr_real.cuGraphInstantiate_v2(exec, graph, error_node, log, log_size), exec,
+                   graph, 0);
+}
+
 CUresult vr_on_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
                                                   unsigned long long flags)
 {

@@ -6,6 +6,7 @@
 
 #include "driver.h"
 #include "err.h"
+#include "extra.h"
 
 /* gridDimX .. sharedMemBytes are seven consecutive unsigned ints in every
  * kernel-node params struct version. */
@@ -137,7 +138,8 @@ static int kernel_nodes(CUgraph graph, CUgraphNode **out, size_t *count)
 /* Loads node n's fields from the graph node g and packs its arguments at
  * *used in *buf (grown as needed; n->intended holds the offset until
  * place() turns it into a pointer). A node whose arguments cannot be read
- * ends opaque. */
+ * ends opaque. Arguments passed through `extra` are read from its buffer
+ * (extra.h). */
 static void load(struct vr_node *n, CUgraphNode g, uint8_t **buf, size_t *cap, size_t *used)
 {
     CUDA_KERNEL_NODE_PARAMS_v2 p = {0};
@@ -150,7 +152,11 @@ static void load(struct vr_node *n, CUgraphNode g, uint8_t **buf, size_t *cap, s
     n->f.kern = p.func ? NULL : p.kern;
     n->f.ctx = p.func ? NULL : p.ctx;
     memcpy(n->f.dims, &p.gridDimX, VR_DIMS_BYTES);
-    if (p.extra || vr_layout_get(p.func, p.kern, &l) != 0 || (l->nparams && !p.kernelParams))
+    struct vr_extra x = {0};
+    if (vr_layout_get(p.func, p.kern, &l) != 0)
+        return;
+    if (p.extra ? p.kernelParams || !vr_extra_read(p.extra, l, &x)
+                : l->nparams && !p.kernelParams)
         return;
     size_t bytes = ((size_t)l->bytes + 7) & ~(size_t)7; /* words stay 8-byte aligned */
     if (*used + bytes > *cap) {
@@ -164,7 +170,10 @@ static void load(struct vr_node *n, CUgraphNode g, uint8_t **buf, size_t *cap, s
         *cap = want;
     }
     memset(*buf + *used, 0, bytes); /* padding between arguments compares equal */
-    vr_layout_pack(l, p.kernelParams, *buf + *used);
+    if (p.extra)
+        vr_extra_pack(l, &x, *buf + *used);
+    else
+        vr_layout_pack(l, p.kernelParams, *buf + *used);
     n->intended = (uint8_t *)(uintptr_t)*used;
     *used += bytes;
     n->layout = l;

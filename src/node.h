@@ -6,7 +6,8 @@
  * the instantiating graph's handles for the exec's whole life (cuda.h: every
  * exec call takes a node of that graph), also after cuGraphExecUpdate, which
  * only refreshes the shadows. A node whose arguments cannot be read (no
- * layout, `extra`) is opaque: always passed through. Not thread-safe: the
+ * layout, an `extra` that is not one argument buffer: extra.h) is opaque:
+ * always passed through. Not thread-safe: the
  * owning exec's lock serializes every call.
  */
 #ifndef VR_NODE_H

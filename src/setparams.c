@@ -14,6 +14,7 @@
 #include "cost.h"
 #include "driver.h"
 #include "err.h"
+#include "extra.h"
 #include "log.h"
 #include "stats.h"
 #include "tomb.h"
@@ -78,7 +79,7 @@ void vr_ex_unvary(struct vr_exec *e)
 
 static int update_args(struct vr_exec *e, struct vr_node *n, CUgraphNode node,
                        enum vr_sp_entry entry, const void *params, const struct vr_fields *f,
-                       bool same);
+                       bool same, const struct vr_extra *x);
 
 /* One forwarded update in 32 is timed: two clock reads and a note are a
  * sizeable share of a fast driver's SetParams (230 ns on an H200); a price
@@ -129,10 +130,15 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
         return vr_err_cu(r);
     }
     const struct vr_layout *l = n->layout;
-    if (c.extra || (l->nparams && !c.kernelParams) || !vr_same_function(&c.f, &n->f)) {
+    /* Arguments in one `extra` buffer are read like kernelParams (extra.h). */
+    struct vr_extra x = {0};
+    bool via_extra = c.extra && !c.kernelParams && vr_extra_read(c.extra, l, &x);
+    if ((c.extra && !via_extra) || (!c.extra && l->nparams && !c.kernelParams) ||
+        !vr_same_function(&c.f, &n->f)) {
         /* The arguments can no longer be read with this layout. */
-        const char *why = c.extra ? "extra" : vr_same_function(&c.f, &n->f) ? "no_arguments"
-                                                                           : "function";
+        const char *why = !vr_same_function(&c.f, &n->f) ? "function"
+                          : c.extra                       ? "extra"
+                                                          : "no_arguments";
         r = vr_forward_raw(e->handle, node, entry, params);
         if (r == CUDA_SUCCESS) {
             vr_node_make_opaque(&e->ns, n);
@@ -143,7 +149,10 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
         return vr_err_cu(r);
     }
 
-    vr_layout_pack(l, c.kernelParams, e->scratch);
+    if (via_extra)
+        vr_extra_pack(l, &x, e->scratch);
+    else
+        vr_layout_pack(l, c.kernelParams, e->scratch);
     bool same = vr_same_fields(&c.f, &n->f);
     if (vr_ex_cfg.mode == VR_MODE_OBSERVE) {
         r = vr_forward_raw(e->handle, node, entry, params);
@@ -155,16 +164,17 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
         note_forward(e, n, "observe");
         return vr_err_cu(r);
     }
-    return update_args(e, n, node, entry, params, &c.f, same);
+    return update_args(e, n, node, entry, params, &c.f, same, via_extra ? &x : NULL);
 }
 
 /* The program's arguments, packed in scratch, against the node's shadows:
  * skipped when they are what it asked for last or (translated) what the
  * driver holds, else forwarded, translated when active. f: the call's
- * fields; same: they equal the node's. */
+ * fields; same: they equal the node's; x: the call's `extra` buffer when
+ * it passed its arguments that way (the update goes in the same form). */
 static int update_args(struct vr_exec *e, struct vr_node *n, CUgraphNode node,
                        enum vr_sp_entry entry, const void *params, const struct vr_fields *f,
-                       bool same)
+                       bool same, const struct vr_extra *x)
 {
     VR_ASSERT_HELD(VR_RANK_EXEC);
     VR_ASSERT_INTERNAL(n->layout && f);
@@ -182,9 +192,14 @@ static int update_args(struct vr_exec *e, struct vr_node *n, CUgraphNode node,
         e->c.xabsorbed += send == e->xlat;
         goto skip;
     }
-    vr_layout_point(l, (uint8_t *)send, e->kp);
     uint64_t t0 = sample_start(e);
-    CUresult r = vr_forward_args(e->handle, node, entry, params, e->kp);
+    CUresult r;
+    if (x) {
+        r = vr_forward_extra(e->handle, node, entry, params, x, l, send);
+    } else {
+        vr_layout_point(l, (uint8_t *)send, e->kp);
+        r = vr_forward_args(e->handle, node, entry, params, e->kp);
+    }
     sample_end(t0, r);
     note_forward(e, n, same ? "arguments" : "shape");
     if (r == CUDA_SUCCESS) {
@@ -278,7 +293,7 @@ static inline __attribute__((always_inline)) int direct_args(struct vr_exec *e, 
     if (!e->slices)
         return forward_plain(e, n, entry, params, changed);
     vr_layout_pack(n->layout, vr_call_v2(entry, params)->kernelParams, e->scratch);
-    return update_args(e, n, n->handle, entry, params, &n->f, true);
+    return update_args(e, n, n->handle, entry, params, &n->f, true, NULL);
 }
 
 /* A passing exec's update (weigh_absorbed): straight to the driver, noted

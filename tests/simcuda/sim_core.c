@@ -594,6 +594,19 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+/* Deprecated, still called by bindings: the attributes' answer (9.0). */
+CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
+{
+    SIM_ENTER(cuDeviceComputeCapability);
+    SIM_CHECK_INIT();
+    if (!major || !minor)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_CHECK_DEV(dev);
+    *major = 9;
+    *minor = 0;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     SIM_ENTER(cuDeviceGetAttribute);
@@ -746,6 +759,19 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    if (t_ctx_depth == SIM_CTX_STACK)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct sim_ctx *c = ctx_new(dev, false, flags);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    atomic_store(&c->alive, true);
+    t_ctx_stack[t_ctx_depth++] = c; /* the new context is pushed */
+    *pctx = (CUcontext)c;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
                         CUdevice dev)
 {
@@ -757,15 +783,33 @@ CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, uns
     if (ctxCreateParams && (ctxCreateParams->execAffinityParams ||
                             ctxCreateParams->numExecAffinityParams || ctxCreateParams->cigParams))
         return CUDA_ERROR_NOT_SUPPORTED; /* affinity / CIG are not modelled */
-    if (t_ctx_depth == SIM_CTX_STACK)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    struct sim_ctx *c = ctx_new(dev, false, flags);
-    if (!c)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    atomic_store(&c->alive, true);
-    t_ctx_stack[t_ctx_depth++] = c; /* the new context is pushed */
-    *pctx = (CUcontext)c;
-    return CUDA_SUCCESS;
+    return ctx_create(pctx, flags, dev);
+}
+
+/* v3: affinity parameters, which are not modelled (as v4's). */
+CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+                        unsigned int flags, CUdevice dev)
+{
+    SIM_ENTER(cuCtxCreate_v3);
+    SIM_CHECK_INIT();
+    if (!pctx || numParams < 0 || (numParams && !paramsArray))
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_CHECK_DEV(dev);
+    if (numParams)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return ctx_create(pctx, flags, dev);
+}
+
+/* The legacy entry point (cuda.h 11's cuCtxCreate) that ctypes bindings
+ * still call: v4 without the create params. */
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    SIM_ENTER(cuCtxCreate_v2);
+    SIM_CHECK_INIT();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_CHECK_DEV(dev);
+    return ctx_create(pctx, flags, dev);
 }
 
 CUresult cuCtxDestroy_v2(CUcontext ctx)

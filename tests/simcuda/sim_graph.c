@@ -29,6 +29,7 @@
 #include "sim.h"
 #include "ptx.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1351,6 +1352,43 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
     if (flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)
         return CUDA_ERROR_INVALID_VALUE; /* upload needs the WithParams stream */
     return instantiate_entry(phGraphExec, hGraph, flags, &err, &res);
+}
+
+/* The legacy entry points (cuda.h 11's cuGraphInstantiate, whose name CUDA 12
+ * gave to cuGraphInstantiateWithFlags; bindings that resolve by exported
+ * name still call them): flags 0; on an instantiation error the node in
+ * phErrorNode when given, and a diagnostic in logBuffer, NUL-terminated
+ * within bufferSize. Assumption (cuda.h 11 is silent): the log is written
+ * only on failure, and a NULL logBuffer or a bufferSize of 0 means no log,
+ * not an error. */
+static CUresult instantiate_legacy(CUgraphExec *out, CUgraph hg, CUgraphNode *phErrorNode,
+                                   char *logBuffer, size_t bufferSize)
+{
+    CUgraphNode err;
+    CUgraphInstantiateResult res;
+    CUresult r = instantiate_entry(out, hg, 0, &err, &res);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_INITIALIZED && r != CUDA_ERROR_INVALID_CONTEXT &&
+        r != CUDA_ERROR_DEINITIALIZED) {
+        if (phErrorNode && err)
+            *phErrorNode = err;
+        if (logBuffer && bufferSize)
+            snprintf(logBuffer, bufferSize, "graph instantiation failed: result %d", (int)res);
+    }
+    return r;
+}
+
+CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                            char *logBuffer, size_t bufferSize)
+{
+    SIM_ENTER(cuGraphInstantiate);
+    return instantiate_legacy(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
+CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                               char *logBuffer, size_t bufferSize)
+{
+    SIM_ENTER(cuGraphInstantiate_v2);
+    return instantiate_legacy(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
 }
 
 static CUresult instantiate_params(CUgraphExec *out, CUgraph hg, CUDA_GRAPH_INSTANTIATE_PARAMS *p,

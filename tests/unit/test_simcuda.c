@@ -2444,7 +2444,15 @@ Test(simcuda, get_proc_address_routing)
     PROC("cuGraphInstantiateWithParams", 12000, P, cuGraphInstantiateWithParams_ptsz);
     PROC("cuGraphInstantiateWithParams", 12000, L, cuGraphInstantiateWithParams);
     PROC("cuCtxCreate", 12050, D, cuCtxCreate_v4);
-    expect_no_proc("cuCtxCreate", 11040, D, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    PROC("cuCtxCreate", 11040, D, cuCtxCreate_v3);
+    PROC("cuCtxCreate", 3020, D, cuCtxCreate_v2);
+    expect_no_proc("cuCtxCreate", 2000, D, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    /* the legacy five-argument instantiate: no newer variant under this name */
+    PROC("cuGraphInstantiate", 10000, D, cuGraphInstantiate);
+    PROC("cuGraphInstantiate", 11000, D, cuGraphInstantiate_v2);
+    PROC("cuGraphInstantiate", 13000, D, cuGraphInstantiate_v2);
+    PROC("cuMemHostAlloc", 2020, D, cuMemHostAlloc);
+    PROC("cuDeviceComputeCapability", 2000, D, cuDeviceComputeCapability);
     PROC("cuMemcpyHtoD", 12000, P, cuMemcpyHtoD_v2_ptds);
     PROC("cuMemcpyHtoD", 12000, L, cuMemcpyHtoD_v2);
     PROC("cuMemcpyHtoD", 6000, P, cuMemcpyHtoD_v2); /* no per-thread variant yet */
