@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dlog.h"
@@ -378,20 +379,73 @@ static int start_child(char **argv, const int fds_in[3], pid_t *pid, int *exec_e
     return 0;
 }
 
-static int wait_child(pid_t pid, int *status)
+/* A --sim run's progress on stderr, from simcuda's SIMCUDA_PROGRESS line:
+ * on a terminal, rewritten in place from the first second on and wiped at
+ * the end; elsewhere (a CI log) a line every 10 s once the run has taken
+ * 10 s, so a short run prints nothing and a long one shows it goes on. */
+struct progress {
+    const char *path, *label;
+    bool tty;
+    unsigned printed;  /* lines (tty: updates) printed */
+    double next_s;     /* when the next one is due */
+};
+
+static double now_s(void)
 {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void progress_show(struct progress *pg, double elapsed)
+{
+    if (elapsed < pg->next_s)
+        return;
+    pg->next_s = elapsed + (pg->tty ? 0.5 : 10.0);
+    unsigned long long ms = 0, launches = 0, kernels = 0;
+    FILE *f = fopen(pg->path, "r");
+    bool have = f && fscanf(f, "%llu %llu %llu", &ms, &launches, &kernels) == 3;
+    if (f)
+        fclose(f);
+    char line[256];
+    if (have)
+        snprintf(line, sizeof line, "varemap: %s: %.0f s, %llu graph launches, %llu kernels so far",
+                 pg->label, elapsed, launches, kernels);
+    else
+        snprintf(line, sizeof line, "varemap: %s: %.0f s (no CUDA work seen yet)", pg->label,
+                 elapsed);
+    if (pg->tty)
+        fprintf(stderr, "\r%-100s", line);
+    else
+        fprintf(stderr, "%s\n", line);
+    fflush(stderr);
+    pg->printed++;
+}
+
+static int wait_child(pid_t pid, int *status, struct progress *pg)
+{
+    double t0 = pg ? now_s() : 0;
     for (;;) {
-        if (waitpid(pid, status, 0) == pid)
-            return 0;
-        if (errno != EINTR)
+        pid_t w = waitpid(pid, status, pg ? WNOHANG : 0);
+        if (w == pid)
+            break;
+        if (w < 0 && errno != EINTR)
             return -errno;
+        if (w == 0 && pg) {
+            struct timespec nap = { 0, 100 * 1000 * 1000 };
+            nanosleep(&nap, NULL);
+            progress_show(pg, now_s() - t0);
+        }
     }
+    if (pg && pg->tty && pg->printed)
+        fprintf(stderr, "\r%-100s\r", "");
+    return 0;
 }
 
 /* Runs argv to its end and returns its status as varemap reports it:
  * the exit status, 128+N for signal N (*sig = N), or the command's own
  * codes when it could not start (*exec_err then says why). */
-static int run_child(char **argv, const int fds[3], int *sig, int *exec_err)
+static int run_child(char **argv, const int fds[3], int *sig, int *exec_err, struct progress *pg)
 {
     pid_t pid = -1;
     *sig = 0;
@@ -413,7 +467,7 @@ static int run_child(char **argv, const int fds[3], int *sig, int *exec_err)
         sigaction(ignored[i], &ign, NULL);
 
     int status = 0;
-    rc = wait_child(pid, &status);
+    rc = wait_child(pid, &status, pg);
     child_pid = 0;
     if (rc != 0) {
         fprintf(stderr, "varemap: waiting for %s: %s\n", argv[0], strerror(-rc));
@@ -561,7 +615,7 @@ int run_program(const struct run_opts *o)
 
     static const int inherit[3] = { -1, -1, -1 };
     int sig, exec_err;
-    int code = run_child(o->argv, inherit, &sig, &exec_err);
+    int code = run_child(o->argv, inherit, &sig, &exec_err, NULL);
     if (sig && !o->quiet)
         fprintf(stderr, "varemap: %s was killed by signal %d (%s)\n", o->argv[0], sig,
                 strsignal(sig));
@@ -637,15 +691,23 @@ static int sim_child(const struct run_opts *o, const char *dir, int n, struct si
     snprintf(err, sizeof err, "%s/stderr-%d", dir, n);
     /* simcuda's call counts of this run, for what the shim would save */
     snprintf(stats, sizeof stats, "%s/stats-%d.json", dir, n);
-    if (set("SIMCUDA_STATS", stats) != 0)
+    char prog[PATH_MAX + 32];
+    snprintf(prog, sizeof prog, "%s/progress-%d", dir, n);
+    if (set("SIMCUDA_STATS", stats) != 0 || set("SIMCUDA_PROGRESS", prog) != 0)
         return -1;
+    struct progress pg = { .path = prog, .label = n == 1 ? "run 1 of 2 (without the shim)"
+                                                         : "run 2 of 2 (with the shim)",
+                           .tty = isatty(STDERR_FILENO), .next_s = 0 };
+    /* VAREMAP_PROGRESS_S: when the first line is due off a terminal */
+    const char *after = getenv("VAREMAP_PROGRESS_S");
+    pg.next_s = after && *after ? atof(after) : pg.tty ? 1.0 : 10.0;
     int fds[3] = { open("/dev/null", O_RDONLY | O_CLOEXEC),
                    open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600),
                    open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) };
     int exec_err = -1;
     r->code = RUN_EXIT_FAILED;
     if (fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0)
-        r->code = run_child(o->argv, fds, &r->sig, &exec_err);
+        r->code = run_child(o->argv, fds, &r->sig, &exec_err, &pg);
     else
         fprintf(stderr, "varemap: --sim: cannot create files in %s: %s\n", dir, strerror(errno));
     for (int i = 0; i < 3; i++)

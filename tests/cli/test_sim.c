@@ -417,3 +417,28 @@ Test(cli_sim, prices_file_prices_the_savings)
     vr_proc_free(&p);
     cli_env_free(&e);
 }
+
+/* A run that goes on: a progress line on stderr from simcuda's counters
+ * (VAREMAP_PROGRESS_S brings the first line forward from 10 s). */
+Test(cli_sim, a_long_run_shows_its_progress_on_stderr)
+{
+    struct cli_env e;
+    sim_env(&e);
+    cli_env_set(&e, "VAREMAP_PROGRESS_S=0.5");
+    char body[PATH_MAX + 256];
+    snprintf(body, sizeof body, "'%s' --pattern stable --steps 30 --bytes 2097152 --out /dev/null\n"
+                                "sleep 1.2", cli_app("graph_linked"));
+    const char *sh = script("slow.sh", body);
+    const char *const argv[] = { vr_env_path("VR_VAREMAP"), "--sim", "--quiet", "--", "sh", sh,
+                                 NULL };
+    struct vr_proc p;
+    run_sim("progress", argv, &e, &p);
+    cr_assert_eq(p.status, 0, "%s\n%s", p.out.p, p.err.p);
+    cr_assert(strstr(p.err.p, "varemap: run 1 of 2 (without the shim): "), "%s", p.err.p);
+    cr_assert(strstr(p.err.p, "varemap: run 2 of 2 (with the shim): "), "%s", p.err.p);
+    cr_assert(strstr(p.err.p, " s, 30 graph launches, "), "%s", p.err.p);
+    cr_assert(strstr(p.err.p, " kernels so far\n"), "%s", p.err.p);
+    cr_assert(strstr(last_line(&p.out), "identical"), "%s", p.out.p);
+    vr_proc_free(&p);
+    cli_env_free(&e);
+}
