@@ -14,10 +14,13 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dlog.h"
 #include "report.h"
+#include "savings.h"
+#include "simcmp.h"
 
 #ifndef VR_BINDIR
 #define VR_BINDIR "bin"
@@ -376,20 +379,73 @@ static int start_child(char **argv, const int fds_in[3], pid_t *pid, int *exec_e
     return 0;
 }
 
-static int wait_child(pid_t pid, int *status)
+/* A --sim run's progress on stderr, from simcuda's SIMCUDA_PROGRESS line:
+ * on a terminal, rewritten in place from the first second on and wiped at
+ * the end; elsewhere (a CI log) a line every 10 s once the run has taken
+ * 10 s, so a short run prints nothing and a long one shows it goes on. */
+struct progress {
+    const char *path, *label;
+    bool tty;
+    unsigned printed;  /* lines (tty: updates) printed */
+    double next_s;     /* when the next one is due */
+};
+
+static double now_s(void)
 {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void progress_show(struct progress *pg, double elapsed)
+{
+    if (elapsed < pg->next_s)
+        return;
+    pg->next_s = elapsed + (pg->tty ? 0.5 : 10.0);
+    unsigned long long ms = 0, launches = 0, kernels = 0;
+    FILE *f = fopen(pg->path, "r");
+    bool have = f && fscanf(f, "%llu %llu %llu", &ms, &launches, &kernels) == 3;
+    if (f)
+        fclose(f);
+    char line[256];
+    if (have)
+        snprintf(line, sizeof line, "varemap: %s: %.0f s, %llu graph launches, %llu kernels so far",
+                 pg->label, elapsed, launches, kernels);
+    else
+        snprintf(line, sizeof line, "varemap: %s: %.0f s (no CUDA work seen yet)", pg->label,
+                 elapsed);
+    if (pg->tty)
+        fprintf(stderr, "\r%-100s", line);
+    else
+        fprintf(stderr, "%s\n", line);
+    fflush(stderr);
+    pg->printed++;
+}
+
+static int wait_child(pid_t pid, int *status, struct progress *pg)
+{
+    double t0 = pg ? now_s() : 0;
     for (;;) {
-        if (waitpid(pid, status, 0) == pid)
-            return 0;
-        if (errno != EINTR)
+        pid_t w = waitpid(pid, status, pg ? WNOHANG : 0);
+        if (w == pid)
+            break;
+        if (w < 0 && errno != EINTR)
             return -errno;
+        if (w == 0 && pg) {
+            struct timespec nap = { 0, 100 * 1000 * 1000 };
+            nanosleep(&nap, NULL);
+            progress_show(pg, now_s() - t0);
+        }
     }
+    if (pg && pg->tty && pg->printed)
+        fprintf(stderr, "\r%-100s\r", "");
+    return 0;
 }
 
 /* Runs argv to its end and returns its status as varemap reports it:
  * the exit status, 128+N for signal N (*sig = N), or the command's own
  * codes when it could not start (*exec_err then says why). */
-static int run_child(char **argv, const int fds[3], int *sig, int *exec_err)
+static int run_child(char **argv, const int fds[3], int *sig, int *exec_err, struct progress *pg)
 {
     pid_t pid = -1;
     *sig = 0;
@@ -411,7 +467,7 @@ static int run_child(char **argv, const int fds[3], int *sig, int *exec_err)
         sigaction(ignored[i], &ign, NULL);
 
     int status = 0;
-    rc = wait_child(pid, &status);
+    rc = wait_child(pid, &status, pg);
     child_pid = 0;
     if (rc != 0) {
         fprintf(stderr, "varemap: waiting for %s: %s\n", argv[0], strerror(-rc));
@@ -559,7 +615,7 @@ int run_program(const struct run_opts *o)
 
     static const int inherit[3] = { -1, -1, -1 };
     int sig, exec_err;
-    int code = run_child(o->argv, inherit, &sig, &exec_err);
+    int code = run_child(o->argv, inherit, &sig, &exec_err, NULL);
     if (sig && !o->quiet)
         fprintf(stderr, "varemap: %s was killed by signal %d (%s)\n", o->argv[0], sig,
                 strsignal(sig));
@@ -613,36 +669,6 @@ static int copy_file(const char *src, const char *dst)
     return rc;
 }
 
-/* The first byte offset where a and b differ (the shorter one's length when
- * one is a prefix of the other), or -1 when they are equal; *len_a and
- * *len_b get the sizes. -2 when one cannot be read. */
-static long long first_difference(const char *a, const char *b, long long *len_a, long long *len_b)
-{
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    long long at = -1, off = 0;
-    if (!fa || !fb) {
-        if (fa)
-            fclose(fa);
-        if (fb)
-            fclose(fb);
-        return -2;
-    }
-    for (;;) {
-        int ca = getc(fa), cb = getc(fb);
-        if (ca != cb && at < 0)
-            at = off;
-        if (ca == EOF || cb == EOF || at >= 0)
-            break;
-        off++;
-    }
-    struct stat sa, sb;
-    *len_a = fstat(fileno(fa), &sa) == 0 ? (long long)sa.st_size : -1;
-    *len_b = fstat(fileno(fb), &sb) == 0 ? (long long)sb.st_size : -1;
-    fclose(fa);
-    fclose(fb);
-    return at;
-}
-
 struct sim_run {
     int code, sig;
 };
@@ -660,16 +686,28 @@ static void describe_status(char *buf, size_t cap, const struct sim_run *r)
  * never mixes with the command's. */
 static int sim_child(const struct run_opts *o, const char *dir, int n, struct sim_run *r)
 {
-    char out[PATH_MAX + 32], err[PATH_MAX + 32];
+    char out[PATH_MAX + 32], err[PATH_MAX + 32], stats[PATH_MAX + 32];
     snprintf(out, sizeof out, "%s/stdout-%d", dir, n);
     snprintf(err, sizeof err, "%s/stderr-%d", dir, n);
+    /* simcuda's call counts of this run, for what the shim would save */
+    snprintf(stats, sizeof stats, "%s/stats-%d.json", dir, n);
+    char prog[PATH_MAX + 32];
+    snprintf(prog, sizeof prog, "%s/progress-%d", dir, n);
+    if (set("SIMCUDA_STATS", stats) != 0 || set("SIMCUDA_PROGRESS", prog) != 0)
+        return -1;
+    struct progress pg = { .path = prog, .label = n == 1 ? "run 1 of 2 (without the shim)"
+                                                         : "run 2 of 2 (with the shim)",
+                           .tty = isatty(STDERR_FILENO), .next_s = 0 };
+    /* VAREMAP_PROGRESS_S: when the first line is due off a terminal */
+    const char *after = getenv("VAREMAP_PROGRESS_S");
+    pg.next_s = after && *after ? atof(after) : pg.tty ? 1.0 : 10.0;
     int fds[3] = { open("/dev/null", O_RDONLY | O_CLOEXEC),
                    open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600),
                    open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) };
     int exec_err = -1;
     r->code = RUN_EXIT_FAILED;
     if (fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0)
-        r->code = run_child(o->argv, fds, &r->sig, &exec_err);
+        r->code = run_child(o->argv, fds, &r->sig, &exec_err, &pg);
     else
         fprintf(stderr, "varemap: --sim: cannot create files in %s: %s\n", dir, strerror(errno));
     for (int i = 0; i < 3; i++)
@@ -684,18 +722,43 @@ static bool exists(const char *path)
     return stat(path, &st) == 0;
 }
 
+/* What --sim found in one pair of files: the numbers-only lines and the
+ * --ignore that would leave them out, before the verdict. */
+static void numbers_note(const char *what, const struct simcmp *c)
+{
+    printf("varemap: %s: only numbers differ, on %zu line%s; the first, line %zu: \"%s\" "
+           "without the shim, \"%s\" with it\n", what, c->number_lines,
+           c->number_lines == 1 ? "" : "s", c->ex_line, c->ex_a ? c->ex_a : "",
+           c->ex_b ? c->ex_b : "");
+    char opts[4096] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < c->nsuggest; i++) {
+        char q[1024];
+        simcmp_shell_quote(c->suggest[i], q, sizeof q);
+        int w = snprintf(opts + len, sizeof opts - len, "%s--ignore %s", i ? " " : "", q);
+        if (w < 0 || (size_t)w >= sizeof opts - len)
+            break;
+        len += (size_t)w;
+    }
+    printf("varemap: %s would leave %s out of the compare%s\n", opts,
+           c->number_lines == 1 ? "it" : "them",
+           c->more_suggest ? " (more lines differ: see the kept files)" : "");
+}
+
 /* Compares run 1 (saved in dir) with run 2 (in place); writes the verdict
- * line into `line` and returns true when everything agrees. */
-static bool sim_compare(const struct run_opts *o, const char *dir, const struct sim_run r[2],
-                        char *line, size_t cap)
+ * line into `line` and returns 0 when everything agrees, 1 when something
+ * differs, RUN_EXIT_BOTH_FAILED when the runs agree on a failure. */
+static int sim_compare(const struct run_opts *o, const char *dir, const struct sim_run r[2],
+                       char *line, size_t cap)
 {
     char s1[128], s2[128];
     describe_status(s1, sizeof s1, &r[0]);
     describe_status(s2, sizeof s2, &r[1]);
     if (r[0].code != r[1].code) {
         snprintf(line, cap, "varemap: differs: %s without the shim, %s with it", s1, s2);
-        return false;
+        return 1;
     }
+    const char *ign = o->nignores ? " (lines matching --ignore left out)" : "";
     for (size_t k = 0; k <= o->noutputs; k++) {
         char a[PATH_MAX + 32], b[PATH_MAX + 32], what[PATH_MAX + 16];
         if (k == 0) {
@@ -715,22 +778,69 @@ static bool sim_compare(const struct run_opts *o, const char *dir, const struct 
         if (ha != hb) {
             snprintf(line, cap, "varemap: differs: %s: written only by the run %s the shim", what,
                      ha ? "without" : "with");
-            return false;
+            return 1;
         }
-        long long la = 0, lb = 0, at = first_difference(a, b, &la, &lb);
-        if (at == -2) {
+        struct simcmp c;
+        if (simcmp_files(a, b, o->ignore_res, o->nignores, &c) != 0) {
             snprintf(line, cap, "varemap: differs: %s: cannot be read back", what);
-            return false;
+            return 1;
         }
-        if (at >= 0) {
+        if (!c.differ) {
+            simcmp_free(&c);
+            continue;
+        }
+        if (c.numbers_only)
+            numbers_note(what, &c);
+        if (o->nignores || c.at < 0)
+            snprintf(line, cap, "varemap: differs: %s: first difference at line %zu without the "
+                                "shim, line %zu with it%s", what, c.line_a, c.line_b, ign);
+        else
             snprintf(line, cap, "varemap: differs: %s: first difference at byte %lld "
-                                "(%lld bytes without the shim, %lld with it)", what, at, la, lb);
-            return false;
-        }
+                                "(%lld bytes without the shim, %lld with it)", what, c.at,
+                     c.len_a, c.len_b);
+        simcmp_free(&c);
+        return 1;
+    }
+    if (r[0].code != 0) {
+        /* Nothing the shim did can be judged from two runs that failed. */
+        snprintf(line, cap, "varemap: both runs failed: %s without and with the shim (stdout and "
+                            "%zu --output file%s agree%s); a dry run needs a run that succeeds",
+                 s1, o->noutputs, o->noutputs == 1 ? "" : "s", ign);
+        return RUN_EXIT_BOTH_FAILED;
     }
     snprintf(line, cap, "varemap: identical: %s, stdout and %zu --output file%s agree without "
-                        "and with the shim", s1, o->noutputs, o->noutputs == 1 ? "" : "s");
-    return true;
+                        "and with the shim%s", s1, o->noutputs, o->noutputs == 1 ? "" : "s", ign);
+    return 0;
+}
+
+/* What the shim would have saved, from both runs' simcuda counts and the
+ * decision log of the run with it. */
+static void sim_savings(const struct run_opts *o, const char *dir, const struct summary_log *l)
+{
+    struct prices p;
+    char err[256];
+    if (prices_load(&p, o->prices, err, sizeof err) != 0) {
+        printf("varemap: --prices %s: %s; no savings\n", o->prices ? o->prices : "(built-in)", err);
+        prices_free(&p);
+        return;
+    }
+    struct calls c[2];
+    bool have[2];
+    for (int i = 0; i < 2; i++) {
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/stats-%d.json", dir, i + 1);
+        have[i] = calls_read(&c[i], path) == 0;
+    }
+    struct dl_model m = { 0 };
+    if (l->pattern[0])
+        read_logs(&m, l->pattern, &l->before);
+    dl_finish(&m);
+    savings_print(stdout, &p, have[0] ? &c[0] : NULL, have[1] ? &c[1] : NULL, &m);
+    dl_free(&m);
+    for (int i = 0; i < 2; i++)
+        if (have[i])
+            calls_free(&c[i]);
+    prices_free(&p);
 }
 
 int run_sim(const struct run_opts *o)
@@ -778,6 +888,8 @@ int run_sim(const struct run_opts *o)
     }
     if (sim_child(o, dir, 1, &r[0]) != 0) {
         code = r[0].code;
+        printf("varemap: not compared: %s could not be started (exit status %d)\n", o->argv[0],
+               code);
         goto out;
     }
     for (size_t k = 0; k < o->noutputs; k++) {
@@ -803,6 +915,8 @@ int run_sim(const struct run_opts *o)
         goto out;
     if (sim_child(o, dir, 2, &r[1]) != 0) {
         code = r[1].code;
+        printf("varemap: not compared: %s could not be started with the shim (exit status %d)\n",
+               o->argv[0], code);
         goto out;
     }
     char s1[128], s2[128];
@@ -810,16 +924,17 @@ int run_sim(const struct run_opts *o)
     describe_status(s2, sizeof s2, &r[1]);
     printf("varemap: without the shim: %s\n", s1);
     printf("varemap: with the shim (mode %s): %s\n", with.mode, s2);
-    if (!o->quiet)
+    if (!o->quiet) {
         summary_print(&l, stdout, o->argv[0]);
+        sim_savings(o, dir, &l);
+    }
     char line[PATH_MAX * 2];
-    bool same = sim_compare(o, dir, r, line, sizeof line);
-    keep = !same;
-    if (!same)
+    code = sim_compare(o, dir, r, line, sizeof line);
+    keep = code != 0;
+    if (keep)
         printf("varemap: both runs' stdout and stderr, and the first run's --output files, are "
                "kept in %s\n", dir);
     printf("%s\n", line);
-    code = same ? 0 : 1;
 out:
     fflush(stdout);
     summary_end(&l);

@@ -12,12 +12,14 @@
 #ifndef VR_TOOL_RUN_H
 #define VR_TOOL_RUN_H
 
+#include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 /* The command's own failures, as env(1) and timeout(1) report theirs. */
 enum {
     RUN_EXIT_USAGE = 2,
+    RUN_EXIT_BOTH_FAILED = 3,  /* --sim: both runs failed alike */
     RUN_EXIT_FAILED = 125,   /* varemap itself: no shim, cannot fork */
     RUN_EXIT_CANNOT_EXEC = 126,
     RUN_EXIT_NOT_FOUND = 127,
@@ -35,6 +37,10 @@ struct run_opts {
     const char *sim_dir;
     const char **outputs;          /* --output FILE, in the order given */
     size_t noutputs;
+    const char **ignores;          /* --ignore REGEX, as given ... */
+    const regex_t *ignore_res;     /* ... and compiled (REG_EXTENDED) */
+    size_t nignores;
+    const char *prices;            /* --prices FILE; NULL: the built-in model */
 };
 
 /* The library to preload: --shim, else VAREMAP_SHIM, else the one installed
@@ -53,9 +59,12 @@ int run_find_sim(const char *explicit_dir, char *out, size_t cap, char *why, siz
 int run_program(const struct run_opts *o);
 
 /* --sim: runs the program on simcuda without, then with the shim, and
- * compares exit status, stdout and the --output files. Prints on stdout;
- * the last line says `identical`, or names the first difference. Returns
- * 0 when they agree, 1 when not, 125-127 when it could not compare. */
+ * compares exit status, stdout and the --output files (lines matching an
+ * --ignore left out). Prints on stdout what the shim decided and would save
+ * at the cost model's prices; the last line says `identical`, `both runs
+ * failed`, or names the first difference. Returns 0 when they agree, 1 when
+ * not, RUN_EXIT_BOTH_FAILED when they agree on a failure, 125-127 when it
+ * could not compare. */
 int run_sim(const struct run_opts *o);
 
 #endif

@@ -6,6 +6,7 @@
  * Only libc at run time: the command must work wherever the library is
  * installed, with nothing else present.
  */
+#include <regex.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,8 @@
 
 static const char usage_text[] =
     "usage: varemap [options] [--] PROGRAM [ARGS...]\n"
-    "       varemap --sim [--mode MODE] [--output FILE]... [--] PROGRAM [ARGS...]\n"
+    "       varemap --sim [--mode MODE] [--output FILE]... [--ignore REGEX]...\n"
+    "                     [--prices FILE] [--] PROGRAM [ARGS...]\n"
     "       varemap report [--json] LOG...\n"
     "Runs PROGRAM with libvaremap_shim.so preloaded, then prints on stderr what\n"
     "the shim did for each graph exec.\n"
@@ -32,16 +34,22 @@ static const char usage_text[] =
     "                         one installed beside this command)\n"
     "  --quiet                no summary at exit\n"
     "  --sim                  a dry run without a GPU: PROGRAM on the simulated\n"
-    "                         driver without, then with the shim; the last line on\n"
-    "                         stdout says identical or names the first difference\n"
-    "                         (exit status 1)\n"
+    "                         driver without, then with the shim, and what the shim\n"
+    "                         would save at the cost model's prices; the last line\n"
+    "                         on stdout says identical (exit status 0), names the\n"
+    "                         first difference (1), or says both runs failed (3)\n"
     "  --output FILE          with --sim: a file PROGRAM writes, compared too\n"
+    "  --ignore REGEX         with --sim: lines matching REGEX (POSIX extended) are\n"
+    "                         left out of the compare, as diff -I (repeatable)\n"
+    "  --prices FILE          with --sim: the cost model to price the savings at, in\n"
+    "                         conf/cost-model.conf's format (default: that file's)\n"
     "  --sim-dir DIR          with --sim: where libcuda.so.1 (and libcudart.so.13)\n"
     "                         are (else VAREMAP_SIM_DIR, else the installed ones)\n"
     "  --help, --version\n"
     "Other settings (VAREMAP_CONFIG, VAREMAP_VMM_MIN_BYTES, ...) pass through the\n"
     "environment. Exit status: the program's, 128+N when signal N killed it;\n"
-    "2: bad option; 125: varemap failed; 126/127: PROGRAM not runnable/not found.\n";
+    "2: bad option; 125: varemap failed; 126/127: PROGRAM not runnable/not found;\n"
+    "with --sim, 0 identical, 1 differs, 3 both runs failed alike.\n";
 
 static int bad_usage(const char *fmt, const char *arg)
 {
@@ -115,6 +123,15 @@ int main(int argc, char **argv)
         return RUN_EXIT_FAILED;
     }
     o.outputs = outputs;
+    /* As many --ignore as --output can be, and compiled as they come. */
+    const char **ignores = calloc((size_t)argc, sizeof *ignores);
+    regex_t *ignore_res = calloc((size_t)argc, sizeof *ignore_res);
+    if (!ignores || !ignore_res) {
+        fputs("varemap: out of memory\n", stderr);
+        return RUN_EXIT_FAILED;
+    }
+    o.ignores = ignores;
+    o.ignore_res = ignore_res;
     int i = 1, status = 0;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -159,6 +176,23 @@ int main(int argc, char **argv)
                 return status;
             if (!*outputs[o.noutputs++])
                 return bad_usage("--output needs a path%s", "");
+        } else if (is_opt(a, "--ignore")) {
+            const char *re = value_of("--ignore", argc, argv, &i, &status);
+            if (!re)
+                return status;
+            int rc = regcomp(&ignore_res[o.nignores], re, REG_EXTENDED | REG_NOSUB);
+            if (rc != 0) {
+                char why[256];
+                regerror(rc, &ignore_res[o.nignores], why, sizeof why);
+                fprintf(stderr, "varemap: --ignore %s: %s\n", re, why);
+                return RUN_EXIT_USAGE;
+            }
+            ignores[o.nignores++] = re;
+        } else if (is_opt(a, "--prices")) {
+            if (!(o.prices = value_of("--prices", argc, argv, &i, &status)))
+                return status;
+            if (!*o.prices)
+                return bad_usage("--prices needs a path%s", "");
         } else if (is_opt(a, "--shim")) {
             if (!(o.shim = value_of("--shim", argc, argv, &i, &status)))
                 return status;
@@ -168,8 +202,11 @@ int main(int argc, char **argv)
     }
     if (i >= argc)
         return bad_usage("no program given%s", "");
-    if (!o.sim && (o.noutputs || o.sim_dir))
-        return bad_usage("%s only goes with --sim", o.noutputs ? "--output" : "--sim-dir");
+    if (!o.sim && (o.noutputs || o.sim_dir || o.nignores || o.prices))
+        return bad_usage("%s only goes with --sim", o.noutputs ? "--output"
+                                                    : o.sim_dir ? "--sim-dir"
+                                                    : o.nignores ? "--ignore"
+                                                                 : "--prices");
     o.argv = argv + i;
     return o.sim ? run_sim(&o) : run_program(&o);
 }

@@ -641,6 +641,11 @@ static void context_memory(CUdevice dev)
     answer("ctx_destroy.mem_free", cuMemFree(p));
     unsigned char byte = 7;
     answer("ctx_destroy.vmm_copy", cuMemcpyHtoD(va, &byte, 1));
+    /* A copy from pageable memory may return before its DMA lands (cuda.h's
+     * \note_sync for cuMemcpyHtoD): unmapped under it, the copy faulted
+     * on an H200 and left the primary context CUDA_ERROR_LAUNCH_FAILED
+     * (sticky), so the probe died at its next check. */
+    cuCtxSynchronize();
     cuMemUnmap(va, gran);
     cuMemRelease(h);
     cuMemAddressFree(va, gran);

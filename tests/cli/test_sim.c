@@ -73,6 +73,13 @@ Test(cli_sim, a_program_that_gives_the_same_bytes_is_identical)
     cr_assert(strstr(p.out.p, " node updates absorbed ("), "%s", p.out.p);
     cr_assert(strstr(p.out.p, ": active; buffers "), "%s", p.out.p);
     cr_assert_null(strstr(p.out.p, " 0 of "), "nothing absorbed:\n%s", p.out.p);
+    /* What that would save at the built-in model's prices, per exec and in
+     * all (simcuda's call counts of both runs). */
+    cr_assert(strstr(p.out.p, "varemap: what the shim would save at the cost model's prices (the "
+                              "built-in model, conf/cost-model.conf: an H200's):\n"), "%s", p.out.p);
+    cr_assert(strstr(p.out.p, " node updates absorbed per launch, "), "%s", p.out.p);
+    cr_assert(strstr(p.out.p, "varemap:   in all: "), "%s", p.out.p);
+    cr_assert(strstr(p.out.p, "; per graph launch (20): "), "%s", p.out.p);
     /* The program's own output is compared, never shown. */
     cr_assert_null(strstr(p.out.p, "graph_linked:"), "%s", p.out.p);
     cr_assert_null(strstr(p.err.p, "graph_linked:"), "%s", p.err.p);
@@ -262,6 +269,176 @@ Test(cli_sim, output_without_sim_is_a_usage_error)
     run_sim("nosim", argv, &e, &p);
     cr_assert_eq(p.status, 2, "%s\n%s", p.out.p, p.err.p);
     cr_assert(strstr(p.err.p, "--output only goes with --sim"), "%s", p.err.p);
+    vr_proc_free(&p);
+    cli_env_free(&e);
+}
+
+/* A program that prints its timing: only numbers differ, the verdict names
+ * the line and the --ignore that leaves it out; with it, identical. */
+static const char timing_body[] =
+    "echo start\n"
+    "[ $shim = with ] && n=53042.3 || n=51877.9\n"
+    "echo \"Processing time: $n (ms)\"\n"
+    "echo end";
+
+Test(cli_sim, numbers_only_differences_suggest_an_ignore)
+{
+    struct cli_env e;
+    sim_env(&e);
+    const char *sh = script("timing.sh", timing_body);
+    const char *const argv[] = { vr_env_path("VR_VAREMAP"), "--sim", "--", "sh", sh, NULL };
+    struct vr_proc p;
+    run_sim("timing", argv, &e, &p);
+    cr_assert_eq(p.status, 1, "%s\n%s", p.out.p, p.err.p);
+    cr_assert(cli_has_row(&p.out, "varemap: stdout: only numbers differ, on 1 line; the first, "
+                                  "line 2: \"Processing time: 51877.9 (ms)\" without the shim, "
+                                  "\"Processing time: 53042.3 (ms)\" with it"), "%s", p.out.p);
+    cr_assert(cli_has_row(&p.out, "varemap: --ignore '^Processing time: ' would leave it out of "
+                                  "the compare"), "%s", p.out.p);
+    cr_assert_str_eq(last_line(&p.out), "varemap: differs: stdout: first difference at byte 24 "
+                                        "(40 bytes without the shim, 40 with it)", "%s", p.out.p);
+    vr_proc_free(&p);
+    cli_env_free(&e);
+}
+
+Test(cli_sim, ignore_leaves_matching_lines_out)
+{
+    struct cli_env e;
+    sim_env(&e);
+    const char *sh = script("timing.sh", timing_body);
+    const char *const argv[] = { vr_env_path("VR_VAREMAP"), "--sim", "--ignore", "time", "--",
+                                 "sh", sh, NULL };
+    struct vr_proc p;
+    run_sim("ignored", argv, &e, &p);
+    cr_assert_eq(p.status, 0, "%s\n%s", p.out.p, p.err.p);
+    cr_assert_str_eq(last_line(&p.out), "varemap: identical: exit status 0, stdout and 0 --output "
+                                        "files agree without and with the shim (lines matching "
+                                        "--ignore left out)", "%s", p.out.p);
+    vr_proc_free(&p);
+
+    /* The rest still counts, named by line; an --output file too. */
+    const char *out = vr_tmp_path("timing.txt");
+    char body[PATH_MAX + 256];
+    snprintf(body, sizeof body, "%s\necho \"run $shim\"\necho \"took $$ ms\" > '%s'",
+             timing_body, out);
+    const char *sh2 = script("timing2.sh", body);
+    const char *const a2[] = { vr_env_path("VR_VAREMAP"), "--sim", "--ignore", "time",
+                               "--ignore=^run ", "--output", out, "--", "sh", sh2, NULL };
+    run_sim("ignored2", a2, &e, &p);
+    cr_assert_eq(p.status, 1, "%s\n%s", p.out.p, p.err.p);
+    char want[PATH_MAX * 2];
+    snprintf(want, sizeof want, "varemap: differs: --output %s: first difference at line 1 "
+                                "without the shim, line 1 with it (lines matching --ignore left "
+                                "out)", out);
+    cr_assert_str_eq(last_line(&p.out), want, "%s", p.out.p);
+    cr_assert(cli_has_row(&p.out, "varemap: --ignore '^took ' would leave it out of the compare"),
+              "%s", p.out.p);
+    vr_proc_free(&p);
+
+    /* A REGEX that does not compile is a usage error. */
+    const char *const bad[] = { vr_env_path("VR_VAREMAP"), "--sim", "--ignore", "(", "true", NULL };
+    run_sim("badre", bad, &e, &p);
+    cr_assert_eq(p.status, 2, "%s\n%s", p.out.p, p.err.p);
+    cr_assert(strstr(p.err.p, "varemap: --ignore (: "), "%s", p.err.p);
+    vr_proc_free(&p);
+    const char *const nosim[] = { vr_env_path("VR_VAREMAP"), "--ignore", "x", "true", NULL };
+    run_sim("ignore-nosim", nosim, &e, &p);
+    cr_assert_eq(p.status, 2, "%s\n%s", p.out.p, p.err.p);
+    cr_assert(strstr(p.err.p, "--ignore only goes with --sim"), "%s", p.err.p);
+    vr_proc_free(&p);
+    cli_env_free(&e);
+}
+
+/* "identical" is for runs that succeeded: two that fail alike say so, with
+ * an exit status of their own. */
+Test(cli_sim, both_runs_failing_alike_is_not_identical)
+{
+    struct cli_env e;
+    sim_env(&e);
+    const char *sh = script("fails.sh", "echo 'libfoo.so: not found' >&2; exit 127");
+    const char *const argv[] = { vr_env_path("VR_VAREMAP"), "--sim", "--", "sh", sh, NULL };
+    struct vr_proc p;
+    run_sim("fails", argv, &e, &p);
+    cr_assert_eq(p.status, 3, "%s\n%s", p.out.p, p.err.p);
+    cr_assert_str_eq(last_line(&p.out), "varemap: both runs failed: exit status 127 without and "
+                                        "with the shim (stdout and 0 --output files agree); a dry "
+                                        "run needs a run that succeeds", "%s", p.out.p);
+    cr_assert_null(strstr(p.out.p, "identical"), "%s", p.out.p);
+    vr_proc_free(&p);
+
+    /* Differing failures are a difference, as ever. */
+    const char *sh2 = script("fails2.sh", "[ $shim = with ] && exit 4; exit 127");
+    const char *const a2[] = { vr_env_path("VR_VAREMAP"), "--sim", "--", "sh", sh2, NULL };
+    run_sim("fails2", a2, &e, &p);
+    cr_assert_eq(p.status, 1, "%s\n%s", p.out.p, p.err.p);
+    vr_proc_free(&p);
+
+    /* A program that cannot start is not compared, and the last line says so. */
+    const char *const a3[] = { vr_env_path("VR_VAREMAP"), "--sim", "--", "/nonexistent/app", NULL };
+    run_sim("notfound", a3, &e, &p);
+    cr_assert_eq(p.status, 127, "%s\n%s", p.out.p, p.err.p);
+    cr_assert_str_eq(last_line(&p.out), "varemap: not compared: /nonexistent/app could not be "
+                                        "started (exit status 127)", "%s", p.out.p);
+    vr_proc_free(&p);
+    cli_env_free(&e);
+}
+
+/* --prices FILE: the savings at another model's prices, named. */
+Test(cli_sim, prices_file_prices_the_savings)
+{
+    struct cli_env e;
+    sim_env(&e);
+    const char *prices = vr_tmp_path("dear.conf");
+    cli_write(prices, "# SetParams very dear, everything else free\n"
+                      "cuGraphExecKernelNodeSetParams_v2 1000000  # 1 ms\n\n");
+    const char *out = vr_tmp_path("p.bin");
+    const char *const argv[] = { vr_env_path("VR_VAREMAP"), "--sim", "--prices", prices,
+                                 "--output", out, "--", cli_app("graph_linked"), "--out", out,
+                                 APP_ARGS, NULL };
+    struct vr_proc p;
+    run_sim("prices", argv, &e, &p);
+    cr_assert_eq(p.status, 0, "%s\n%s", p.out.p, p.err.p);
+    char want[PATH_MAX + 128];
+    snprintf(want, sizeof want, "varemap: what the shim would save at the cost model's prices "
+                                "(%s):\n", prices);
+    cr_assert(strstr(p.out.p, want), "%s", p.out.p);
+    /* Only SetParams is priced: every absorbed one saves 1 ms. */
+    cr_assert(strstr(p.out.p, " ms saved per launch over 20 launches\n"), "%s", p.out.p);
+    cr_assert(strstr(p.out.p, "varemap:     cuGraphExecKernelNodeSetParams_v2: "), "%s", p.out.p);
+    cr_assert(strstr(last_line(&p.out), "identical"), "%s", p.out.p);
+    vr_proc_free(&p);
+
+    cli_write(prices, "cuGraphLaunch fast\n");
+    run_sim("badprices", argv, &e, &p);
+    cr_assert_eq(p.status, 0, "%s\n%s", p.out.p, p.err.p);
+    snprintf(want, sizeof want, "varemap: --prices %s: line 1: expected \"name ns\"; no savings",
+             prices);
+    cr_assert(cli_has_row(&p.out, want), "%s", p.out.p);
+    vr_proc_free(&p);
+    cli_env_free(&e);
+}
+
+/* A run that goes on: a progress line on stderr from simcuda's counters
+ * (VAREMAP_PROGRESS_S brings the first line forward from 10 s). */
+Test(cli_sim, a_long_run_shows_its_progress_on_stderr)
+{
+    struct cli_env e;
+    sim_env(&e);
+    cli_env_set(&e, "VAREMAP_PROGRESS_S=0.5");
+    char body[PATH_MAX + 256];
+    snprintf(body, sizeof body, "'%s' --pattern stable --steps 30 --bytes 2097152 --out /dev/null\n"
+                                "sleep 1.2", cli_app("graph_linked"));
+    const char *sh = script("slow.sh", body);
+    const char *const argv[] = { vr_env_path("VR_VAREMAP"), "--sim", "--quiet", "--", "sh", sh,
+                                 NULL };
+    struct vr_proc p;
+    run_sim("progress", argv, &e, &p);
+    cr_assert_eq(p.status, 0, "%s\n%s", p.out.p, p.err.p);
+    cr_assert(strstr(p.err.p, "varemap: run 1 of 2 (without the shim): "), "%s", p.err.p);
+    cr_assert(strstr(p.err.p, "varemap: run 2 of 2 (with the shim): "), "%s", p.err.p);
+    cr_assert(strstr(p.err.p, " s, 30 graph launches, "), "%s", p.err.p);
+    cr_assert(strstr(p.err.p, " kernels so far\n"), "%s", p.err.p);
+    cr_assert(strstr(last_line(&p.out), "identical"), "%s", p.out.p);
     vr_proc_free(&p);
     cli_env_free(&e);
 }
