@@ -112,6 +112,12 @@ void vr_grec_mark_unknown(CUgraph g, CUgraphNode node);
  * cache to. */
 uint64_t vr_grec_layout_lookups(void);
 
+/* Whether r lists exactly n nodes of these types, in this order (the
+ * driver's cuGraphGetNodes order): pure, no driver call. The recorder
+ * checks each record so, at capture end and once for a graph it did not
+ * see made by one capture; a record that fails is UNKNOWN for good. */
+bool vr_grec_types_match(const struct vr_grec *r, const CUgraphNodeType *types, size_t n);
+
 /* ---- use (the exec layer) ---- */
 
 /* A private copy of graph's record, read through the getters when the
