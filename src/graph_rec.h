@@ -28,11 +28,16 @@
  *     not model, a setter naming a node no record holds (a captured
  *     graph's: every record holding captured nodes), an edge with data, a
  *     capture it saw only partly) makes it UNKNOWN. Calls it does not hook
- *     (2-D/3-D copies into a capture, child graphs, cuGraphAddNode, graph
- *     launches into a capture) add nodes it never
- *     sees: vr_grec_take compares the record's node count with the
- *     driver's (one cuGraphGetNodes(graph, NULL, &n)) and treats a
- *     mismatch as UNKNOWN.
+ *     (2-D/3-D copies into a capture, graph launches into a capture) add
+ *     nodes it never sees; the node-adding entry points of cuda.h it does
+ *     not model (event, semaphore, memory, batch op, child graph nodes,
+ *     cuGraphAddNode, capture into a graph) are hooked and make the record
+ *     UNKNOWN. A record is checked against the driver's node types in
+ *     order at capture end, and once (at its first take or update) for a
+ *     graph built node by node: a mismatch makes it UNKNOWN for good;
+ *     vr_grec_take also compares the node count every time (one
+ *     cuGraphGetNodes(graph, NULL, &n)). A zero-byte memset or copy adds
+ *     no node (docs/design.md).
  *   - a graph without a usable record is read once through the driver's
  *     getters at vr_grec_take (kernel and empty nodes modelled; any other
  *     type is kept as an unmodelled node that never compares equal).

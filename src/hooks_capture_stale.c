@@ -1,8 +1,8 @@
 /* hooks_capture_stale: the node-adding entry points of cuda.h that the graph
  * recorder (graph_rec.h) does not model: event record and wait nodes,
  * external semaphore nodes, memory alloc and free nodes, batch memory op
- * nodes, child graph nodes, cuGraphAddNode (of a type not recorded:
- * conditional nodes and the rest), and capture into an existing graph.
+ * nodes, child graph nodes, and capture into an existing graph
+ * (cuGraphAddNode of a type not recorded: hooks_capture.c).
  * Each forwards first and returns the driver's answer unchanged; only a
  * call the driver accepted makes the graph's record stale, so that the
  * graph's next update goes to the driver (a record missing a node cannot
@@ -83,25 +83,6 @@ CUresult vr_on_cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                      CUdeviceptr dptr)
 {
     STALE_BODY(cuGraphAddMemFreeNode, phGraphNode, hGraph, dependencies, numDependencies, dptr)
-}
-
-/* cuGraphAddNode: every type stale, kernels included. Recording a kernel
- * here would need the exact form cuGraphAddKernelNode's hook gives it, and
- * a graph built this way is rare enough to be forwarded. */
-CUresult vr_on_cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph,
-                              const CUgraphNode *dependencies, size_t numDependencies,
-                              CUgraphNodeParams *nodeParams)
-{
-    STALE_BODY(cuGraphAddNode, phGraphNode, hGraph, dependencies, numDependencies, nodeParams)
-}
-
-CUresult vr_on_cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
-                                 const CUgraphNode *dependencies,
-                                 const CUgraphEdgeData *dependencyData, size_t numDependencies,
-                                 CUgraphNodeParams *nodeParams)
-{
-    STALE_BODY(cuGraphAddNode_v2, phGraphNode, hGraph, dependencies, dependencyData,
-               numDependencies, nodeParams)
 }
 
 /* Capture into an existing graph: the graph's record is stale, and the

@@ -294,7 +294,7 @@ static void free_in_capture(void)
     const char *q = "capture.mem_free_async.outside_allocation";
     CUstream s;
     CUdeviceptr p;
-    SETUP(cuMemAlloc(&p, 1 << 20));
+    SETUP(cuMemAlloc(&p, 4 << 20)); /* one the shim backs with VMM memory */
     if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
         printf("%s SETUP-FAILED\n", q);
         cuMemFree(p);
