@@ -135,20 +135,37 @@ CUresult vr_on_cuEventRecord_ptsz(CUevent ev, CUstream s)
     EVENT_RECORD(cuEventRecord_ptsz, true, ev, s)
 }
 
+/* An external record or wait in a capture is a node of its own (cuda.h:
+ * CU_EVENT_RECORD_EXTERNAL, CU_EVENT_WAIT_EXTERNAL), not modelled: the
+ * capture's record goes UNKNOWN. */
 CUresult vr_on_cuEventRecordWithFlags(CUevent ev, CUstream s, unsigned flags)
 {
+    if (flags & CU_EVENT_RECORD_EXTERNAL) {
+        CUresult r = vr_real.cuEventRecordWithFlags(ev, s, flags);
+        if (vr_grec_capturing())
+            vr_grec_capture_unknown(s, false);
+        return r;
+    }
     EVENT_RECORD(cuEventRecordWithFlags, false, ev, s, flags)
 }
 
 CUresult vr_on_cuEventRecordWithFlags_ptsz(CUevent ev, CUstream s, unsigned flags)
 {
+    if (flags & CU_EVENT_RECORD_EXTERNAL) {
+        CUresult r = vr_real.cuEventRecordWithFlags_ptsz(ev, s, flags);
+        if (vr_grec_capturing())
+            vr_grec_capture_unknown(s, true);
+        return r;
+    }
     EVENT_RECORD(cuEventRecordWithFlags_ptsz, true, ev, s, flags)
 }
 
 CUresult vr_on_cuStreamWaitEvent(CUstream s, CUevent ev, unsigned flags)
 {
     CUresult r = vr_real.cuStreamWaitEvent(s, ev, flags);
-    if (r == CUDA_SUCCESS && vr_grec_capturing())
+    if (vr_grec_capturing() && (flags & CU_EVENT_WAIT_EXTERNAL))
+        vr_grec_capture_unknown(s, false);
+    else if (r == CUDA_SUCCESS && vr_grec_capturing())
         vr_grec_stream_wait(s, false, ev);
     return r;
 }
@@ -156,7 +173,9 @@ CUresult vr_on_cuStreamWaitEvent(CUstream s, CUevent ev, unsigned flags)
 CUresult vr_on_cuStreamWaitEvent_ptsz(CUstream s, CUevent ev, unsigned flags)
 {
     CUresult r = vr_real.cuStreamWaitEvent_ptsz(s, ev, flags);
-    if (r == CUDA_SUCCESS && vr_grec_capturing())
+    if (vr_grec_capturing() && (flags & CU_EVENT_WAIT_EXTERNAL))
+        vr_grec_capture_unknown(s, true);
+    else if (r == CUDA_SUCCESS && vr_grec_capturing())
         vr_grec_stream_wait(s, true, ev);
     return r;
 }

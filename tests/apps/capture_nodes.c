@@ -2,6 +2,7 @@
  * items 3 and 7).
  *
  *   capture_nodes --case zero_event [--op memset8|memset32|memcpy] [--steps S]
+ *   capture_nodes --case zero_wait [--op ...] [--steps S]
  *   capture_nodes --case zero_only [--op ...] [--steps S]
  *   capture_nodes --case free_in_capture [--ptsz]
  *   capture_nodes --case launch_in_capture
@@ -14,6 +15,10 @@
  * with cuGraphExecUpdate. After each launch cuEventElapsedTime from an event
  * recorded before the launch to the step's event says whether the exec
  * recorded it (an exec that kept the old event never records the new one).
+ * zero_wait: the same with an event wait node (no edges) instead,
+ * on an event the host records behind a gate on another stream: while
+ * gated, cuStreamQuery on the launch's stream says CUDA_ERROR_NOT_READY
+ * (an exec that kept the old, complete event would run through).
  * zero_only: the same without the event node (the recorder must know every
  * graph exactly). free_in_capture: a buffer freed with cuMemFreeAsync into
  * a capturing stream (the driver refuses it and invalidates the capture),
@@ -48,12 +53,17 @@ static void zero_op(const char *op, CUdeviceptr a, CUdeviceptr b, CUstream s)
         CK(cuMemcpyAsync(a, b, 0, s));
 }
 
-static int zero_steps(const char *op, unsigned steps, bool event_node)
+/* node: 0 none, 1 an event record node after the kernel, 2 an event wait
+ * node (a root of its own) on an event the host records behind a gate on
+ * another stream: while gated, the launch is not complete. */
+static int zero_steps(const char *op, unsigned steps, int node)
 {
+    bool event_node = node == 1, wait_node = node == 2;
     size_t n = vr_extent_f32(M);
     CUdeviceptr a = vr_buffer_f32(M, 0.0f), b = vr_buffer_f32(M, 2.0f);
-    CUstream st;
+    CUstream st, st2;
     CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&st2, CU_STREAM_NON_BLOCKING));
     CUevent ev[2], start;
     CK(cuEventCreate(&ev[0], CU_EVENT_DEFAULT));
     CK(cuEventCreate(&ev[1], CU_EVENT_DEFAULT));
@@ -77,6 +87,10 @@ static int zero_steps(const char *op, unsigned steps, bool event_node)
             CK(cuGraphGetNodes(g, nodes, &got));
             CK(cuGraphAddEventRecordNode(&rec, g, nodes, got, ev[k % 2]));
         }
+        if (wait_node) { /* a root of its own: the launch completes after it */
+            CUgraphNode w;
+            CK(cuGraphAddEventWaitNode(&w, g, NULL, 0, ev[k % 2]));
+        }
         printf("step %u: captured nodes %zu", k, count);
         if (!exec) {
             CK(cuGraphInstantiateWithFlags(&exec, g, 0));
@@ -87,8 +101,20 @@ static int zero_steps(const char *op, unsigned steps, bool event_node)
             CUresult r = cuGraphExecUpdate_v2(exec, g, &info);
             printf(" update %s result %d", vr_err_name(r), (int)info.result);
         }
+        static atomic_int released;
+        if (wait_node) {
+            atomic_store(&released, 0);
+            CK(cuLaunchHostFunc(st2, vr_gate, &released));
+            CK(cuEventRecord(ev[k % 2], st2));
+        }
         CK(cuEventRecord(start, st));
         CK(cuGraphLaunch(exec, st));
+        if (wait_node) {
+            usleep(20000);
+            printf(" gated %s", vr_err_name(cuStreamQuery(st)));
+            atomic_store(&released, 1);
+            CK(cuStreamSynchronize(st2));
+        }
         CK(cuStreamSynchronize(st));
         if (event_node) {
             float ms;
@@ -101,6 +127,7 @@ static int zero_steps(const char *op, unsigned steps, bool event_node)
     CK(cuGraphExecDestroy(exec));
     CK(cuGraphDestroy(first));
     CK(cuStreamDestroy_v2(st));
+    CK(cuStreamDestroy_v2(st2));
     CK(cuMemFree_v2(a));
     CK(cuMemFree_v2(b));
     return 0;
@@ -217,9 +244,11 @@ int main(int argc, char **argv)
     free(ptx);
     int rc;
     if (!strcmp(which, "zero_event"))
-        rc = zero_steps(op, steps, true);
+        rc = zero_steps(op, steps, 1);
+    else if (!strcmp(which, "zero_wait"))
+        rc = zero_steps(op, steps, 2);
     else if (!strcmp(which, "zero_only"))
-        rc = zero_steps(op, steps, false);
+        rc = zero_steps(op, steps, 0);
     else if (!strcmp(which, "free_in_capture"))
         rc = free_in_capture(ptsz);
     else if (!strcmp(which, "launch_in_capture"))

@@ -34,25 +34,39 @@ static void pair(const char *tag, const char *const *args, const char *mode, str
  * did not see cancel out in a count. Every update changes the event, so
  * every one reaches the driver (an absorbed one leaves the exec recording
  * the old event: cuEventElapsedTime on the new one fails). */
-static void zero_event(const char *op, const char *mode)
+static void zero_node(const char *which, const char *op, const char *mode)
 {
-    const char *args[] = {"--case", "zero_event", "--op", op, "--steps", "6", NULL};
+    const char *args[] = {"--case", which, "--op", op, "--steps", "6", NULL};
     char tag[64];
-    snprintf(tag, sizeof tag, "zero_event_%s_%s", op, mode + strlen("VAREMAP_MODE="));
+    snprintf(tag, sizeof tag, "%s_%s_%s", which, op, mode + strlen("VAREMAP_MODE="));
     struct vr_run plain, shim;
     pair(tag, args, mode, &plain, &shim);
     cr_assert_eq(sim_sum(&plain, update_syms), 5, "%s", tag);
     cr_assert_eq(sim_sum(&shim, update_syms), 5, "%s: %llu updates reached the driver", tag,
                  (unsigned long long)sim_sum(&shim, update_syms));
-    cr_assert(strstr(shim.proc.out.p, "CUDA_ERROR") == NULL, "%s:\n%s", tag, shim.proc.out.p);
+    if (!strcmp(which, "zero_event")) /* every event recorded */
+        cr_assert(strstr(shim.proc.out.p, "CUDA_ERROR") == NULL, "%s:\n%s", tag, shim.proc.out.p);
+    else /* every launch held by its gate */
+        cr_assert_eq(vr_count_lines_with(&shim.proc.out,
+                                         (const char *const[]){"gated CUDA_ERROR_NOT_READY", NULL}),
+                     6, "%s:\n%s", tag, shim.proc.out.p);
     vr_run_free(&plain);
     vr_run_free(&shim);
+}
+
+static void zero_event(const char *op, const char *mode)
+{
+    zero_node("zero_event", op, mode);
 }
 
 Test(captured, zero_memset8_and_event_node_forwarded) { zero_event("memset8", "VAREMAP_MODE=profiled"); }
 Test(captured, zero_memset32_and_event_node_forwarded) { zero_event("memset32", "VAREMAP_MODE=profiled"); }
 Test(captured, zero_memcpy_and_event_node_forwarded) { zero_event("memcpy", "VAREMAP_MODE=profiled"); }
 Test(captured, zero_memset8_and_event_node_dedup) { zero_event("memset8", "VAREMAP_MODE=dedup"); }
+/* The same with an event wait node: the exec that kept the old (complete)
+ * event would not wait for the gated one. */
+Test(captured, zero_memset8_and_wait_node_forwarded) { zero_node("zero_wait", "memset8", "VAREMAP_MODE=profiled"); }
+Test(captured, zero_memcpy_and_wait_node_observe) { zero_node("zero_wait", "memcpy", "VAREMAP_MODE=observe"); }
 
 /* Zero-byte ops alone: the recorder adds no node for them, as the driver
  * does not (docs/design.md), so its records stay exact: every update
