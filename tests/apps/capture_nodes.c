@@ -7,6 +7,7 @@
  *   capture_nodes --case free_in_capture [--ptsz]
  *   capture_nodes --case launch_in_capture
  *   capture_nodes --case launch_beside_capture
+ *   capture_nodes --case destroy_in_capture
  *
  * zero_event: every step captures a zero-byte async op (--op, default
  * memset8) and a scale kernel, then adds an event record node after the
@@ -26,7 +27,9 @@
  * into a capturing stream (after launches on another stream).
  * launch_beside_capture: an exec launched on one stream while the stream
  * of its earlier launches captures a kernel (the shim must not record its
- * own event into that capture).
+ * own event into that capture). destroy_in_capture: an exec launched six
+ * times, then destroyed while the stream of its launches captures a
+ * kernel (relaxed mode).
  * stdout: every answer and the values read, compared with and without the
  * shim.
  */
@@ -216,6 +219,45 @@ static int launch_capture(int mode)
     return 0;
 }
 
+/* An exec destroyed while the stream of its launches captures: what the
+ * shim does to let its slices go must not land in that capture. */
+static int destroy_in_capture(void)
+{
+    CUdeviceptr a = vr_buffer_f32(BIG / 4, 0.0f), b = vr_buffer_f32(BIG / 4, 2.0f);
+    CUstream st;
+    CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    float factor = 3.0f;
+    unsigned long long elems = vr_extent_f32(M);
+    void *kp[] = {&a, &b, &factor, &elems};
+    CK(cuStreamBeginCapture_v2(st, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CK(cuLaunchKernel(scale, 1, 1, 1, 64, 1, 1, 0, st, kp, NULL));
+    CUgraph g;
+    CK(cuStreamEndCapture(st, &g));
+    CUgraphExec exec;
+    CK(cuGraphInstantiateWithFlags(&exec, g, 0));
+    for (int i = 0; i < 6; i++)
+        CK(cuGraphLaunch(exec, st));
+    CK(cuStreamBeginCapture_v2(st, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CK(cuLaunchKernel(scale, 1, 1, 1, 64, 1, 1, 0, st, kp, NULL));
+    printf("exec destroy in capture: %s\n", vr_err_name(cuGraphExecDestroy(exec)));
+    CUgraph g2 = NULL;
+    CUresult r = cuStreamEndCapture(st, &g2);
+    printf("end capture: %s graph %s\n", vr_err_name(r), g2 ? "yes" : "no");
+    if (g2) {
+        size_t count = 0;
+        CK(cuGraphGetNodes(g2, NULL, &count));
+        printf("captured nodes %zu\n", count);
+        CK(cuGraphDestroy(g2));
+    }
+    CK(cuStreamSynchronize(st));
+    printf("a0 %.1f\n", vr_read_f32(a, 0));
+    CK(cuGraphDestroy(g));
+    CK(cuStreamDestroy_v2(st));
+    CK(cuMemFree_v2(a));
+    CK(cuMemFree_v2(b));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *which = "zero_event", *op = "memset8";
@@ -255,6 +297,8 @@ int main(int argc, char **argv)
         rc = launch_capture(0);
     else if (!strcmp(which, "launch_beside_capture"))
         rc = launch_capture(1);
+    else if (!strcmp(which, "destroy_in_capture"))
+        rc = destroy_in_capture();
     else {
         fprintf(stderr, "capture_nodes: unknown case %s\n", which);
         return 2;

@@ -136,3 +136,24 @@ Test(captured, launch_beside_capture_adds_no_node)
     vr_run_free(&plain);
     vr_run_free(&shim);
 }
+
+/* An active exec destroyed while the stream of its launches captures
+ * (relaxed): the event after its last launch that lets its slices go must
+ * be recorded outside the capture. One recorded into it stood for nothing
+ * and the slices were unmapped under the launches still running (simcuda
+ * crashed in the kernel). */
+Test(captured, exec_destroyed_while_its_stream_captures)
+{
+    const char *args[] = {"--case", "destroy_in_capture", NULL};
+    static const char *const still[] = {"VAREMAP_SLICE_STILL=1", NULL};
+    vr_shim_env = still;
+    struct vr_run plain, shim;
+    pair("destroy_in_capture", args, "VAREMAP_MODE=profiled", &plain, &shim);
+    vr_shim_env = NULL;
+    static const char *const active[] = {"\"event\":\"profile_decision\"", "\"state\":\"active\"",
+                                         NULL};
+    cr_assert_geq(vr_count_lines_with(&shim.log, active), 1, "no slices:\n%s", shim.log.p);
+    cr_assert(strstr(shim.proc.out.p, "captured nodes 1"), "%s", shim.proc.out.p);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
