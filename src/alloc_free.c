@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "assert.h"
+#include "capture_guard.h"
 #include "driver.h"
 #include "err.h"
 #include "log.h"
@@ -208,6 +209,13 @@ int vr_alloc_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread)
         vr_park_drain(false);
         return rc;
     }
+    /* Into a capture: the driver's own answer (cuda.h: a free of memory not
+     * allocated in the graph is refused, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+     * and the capture invalidated), and the memory stays the program's; no
+     * event of the shim's goes into the program's graph (issue 30 item 7). */
+    if (vr_capture_stream_busy(stream, per_thread))
+        return vr_err_cu(per_thread ? vr_real.cuMemFreeAsync_ptsz(dptr, stream)
+                                    : vr_real.cuMemFreeAsync(dptr, stream));
     if ((rc = vr_alloc_need_context(&ctx)) != 0)
         return rc;
     unsigned gen = vr_alloc_peer_generation(); /* before detach: see vr_alloc_enable_peer */

@@ -3,6 +3,7 @@
 #include <stdbool.h>
 
 #include "driver.h"
+#include "graph_rec.h"
 
 static _Thread_local unsigned depth;
 static _Thread_local bool exchanged;
@@ -46,4 +47,17 @@ void vr_capture_restore(void)
         return;
     CUstreamCaptureMode mode = saved;
     vr_real.cuThreadExchangeStreamCaptureMode(&mode);
+}
+
+bool vr_capture_stream_busy(CUstream s, bool ptsz)
+{
+    if (!vr_grec_capturing())
+        return false;
+    CUresult (*is)(CUstream, CUstreamCaptureStatus *) =
+        ptsz && vr_real.cuStreamIsCapturing_ptsz ? vr_real.cuStreamIsCapturing_ptsz
+                                                 : vr_real.cuStreamIsCapturing;
+    if (!is)
+        return false;
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    return is(s, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE;
 }

@@ -33,6 +33,18 @@
 void vr_capture_relax(void);
 void vr_capture_restore(void);
 
+/* Whether stream s (ptsz: named through a per-thread entry point) is in a
+ * capture, or its capture state cannot be told (the driver's own error for
+ * the stream: a bad handle, the legacy stream beside a capture): then the
+ * program's call goes to the driver as it is, with nothing of the shim's
+ * recorded or enqueued on s, so that it meets the driver's own answer and
+ * the capture holds only the program's nodes. Asked only while a capture
+ * the shim saw runs (graph_rec.h, one relaxed load otherwise); one
+ * cuStreamIsCapturing then. */
+#include <cuda.h>
+#include <stdbool.h>
+bool vr_capture_stream_busy(CUstream s, bool ptsz);
+
 struct vr_driver;
 /* Called once, when the driver table is published: every use of
  * vr_real.cuEventQuery is the shim's own (the program's cuEventQuery is not

@@ -33,6 +33,7 @@ struct vr_grec *vr_gr_new_locked(void)
     r->nb = 0;
     r->sorted = true;
     r->unknown = false;
+    r->checked = false;
     return r;
 }
 
@@ -257,6 +258,64 @@ void vr_grec_capture_begin(CUstream s, bool ptsz)
     vr_gr_unlock();
 }
 
+/* ---- the record against the driver's graph ---------------------------- */
+
+/* The driver's node types of graph, in its order; NULL when it could not
+ * tell (or memory ran out). No lock held: driver calls. */
+static CUgraphNodeType *driver_types(CUgraph graph, size_t *n)
+{
+    size_t total = 0;
+    if (vr_real.cuGraphGetNodes(graph, NULL, &total) != CUDA_SUCCESS || total >= UINT32_MAX)
+        return NULL;
+    CUgraphNode *all = malloc((total ? total : 1) * sizeof *all);
+    CUgraphNodeType *t = malloc((total ? total : 1) * sizeof *t);
+    bool ok = all && t;
+    size_t got = total;
+    if (ok && total)
+        ok = vr_real.cuGraphGetNodes(graph, all, &got) == CUDA_SUCCESS && got == total;
+    for (size_t i = 0; ok && i < total; i++)
+        ok = vr_real.cuGraphNodeGetType(all[i], &t[i]) == CUDA_SUCCESS;
+    free(all);
+    if (!ok) {
+        free(t);
+        return NULL;
+    }
+    *n = total;
+    return t;
+}
+
+/* Under the lock: r checked against the driver's types (NULL: unknown). A
+ * record that does not match, node for node, is stale for good: a node
+ * added where the shim did not look, or one recorded that the driver did
+ * not add; counts alone can cancel out (issue 30 item 3). */
+static void check_against(struct vr_grec *r, const CUgraphNodeType *t, size_t n)
+{
+    if (!r || r->unknown || r->checked)
+        return;
+    if (t && vr_grec_types_match(r, t, n))
+        r->checked = true;
+    else
+        r->unknown = true;
+}
+
+/* A graph whose making the recorder did not see from one capture (built
+ * node by node, or captured into) is checked once, at its first use. */
+static void check_once(CUgraph graph)
+{
+    vr_gr_lock();
+    const struct vr_grec *have = vr_gr_graph(graph);
+    bool need = have && !have->unknown && !have->checked;
+    vr_gr_unlock();
+    if (!need)
+        return;
+    size_t n = 0;
+    CUgraphNodeType *t = driver_types(graph, &n);
+    vr_gr_lock();
+    check_against(vr_gr_graph(graph), t, n);
+    vr_gr_unlock();
+    free(t);
+}
+
 void vr_grec_capture_end(CUstream s, bool ptsz, CUresult r, CUgraph graph)
 {
     /* Only these end the capture (cuda.h; UNJOINED: assumed to end it, as
@@ -265,20 +324,34 @@ void vr_grec_capture_end(CUstream s, bool ptsz, CUresult r, CUgraph graph)
         r != CUDA_ERROR_STREAM_CAPTURE_UNJOINED)
         return;
     CUstream key = stream_key(s, ptsz);
+    /* The captured graph's node types, asked before the lock (driver calls),
+     * only when the shim followed this capture. */
+    CUgraphNodeType *types = NULL;
+    size_t ntypes = 0;
     vr_gr_lock();
     struct dep_ent *se = stream_find(key, false);
+    bool followed = se && se->cap && se->cap->origin == key && !se->cap->r->unknown;
+    vr_gr_unlock();
+    if (followed && r == CUDA_SUCCESS && graph)
+        types = driver_types(graph, &ntypes);
+    vr_gr_lock();
+    se = stream_find(key, false);
     struct capture *c = se ? se->cap : NULL;
     if (!c || c->origin != key) {
         vr_gr_unlock();
+        free(types);
         return;
     }
     end_locked(c);
-    if (r == CUDA_SUCCESS && graph)
+    if (r == CUDA_SUCCESS && graph) {
+        check_against(c->r, types, ntypes);
         vr_gr_put(graph, c->r);
-    else
+    } else {
         rec_drop_locked(c->r);
+    }
     vr_gr_unlock();
     free(c);
+    free(types);
 }
 
 void vr_grec_capture_unknown(CUstream s, bool ptsz)
@@ -395,6 +468,7 @@ void vr_grec_stream_wait(CUstream s, bool ptsz, CUevent ev)
 
 struct vr_grec *vr_grec_take(CUgraph graph)
 {
+    check_once(graph);
     size_t total = 0;
     CUresult cr = vr_real.cuGraphGetNodes(graph, NULL, &total);
     struct vr_grec *r = NULL;
@@ -426,6 +500,7 @@ struct vr_grec *vr_grec_take(CUgraph graph)
 const char *vr_grec_diff_graph(const struct vr_grec *cur, CUgraph graph, const struct vr_nodes *ns,
                                uint32_t *changed, size_t *nchanged, size_t *nodes, bool *known)
 {
+    check_once(graph);
     size_t total = 0;
     CUresult cr = vr_real.cuGraphGetNodes(graph, NULL, &total);
     const char *why = NULL;

@@ -28,11 +28,16 @@
  *     not model, a setter naming a node no record holds (a captured
  *     graph's: every record holding captured nodes), an edge with data, a
  *     capture it saw only partly) makes it UNKNOWN. Calls it does not hook
- *     (2-D/3-D copies into a capture, child graphs, cuGraphAddNode, graph
- *     launches into a capture) add nodes it never
- *     sees: vr_grec_take compares the record's node count with the
- *     driver's (one cuGraphGetNodes(graph, NULL, &n)) and treats a
- *     mismatch as UNKNOWN.
+ *     (2-D/3-D copies into a capture, graph launches into a capture) add
+ *     nodes it never sees; the node-adding entry points of cuda.h it does
+ *     not model (event, semaphore, memory, batch op, child graph nodes,
+ *     cuGraphAddNode, capture into a graph) are hooked and make the record
+ *     UNKNOWN. A record is checked against the driver's node types in
+ *     order at capture end, and once (at its first take or update) for a
+ *     graph built node by node: a mismatch makes it UNKNOWN for good;
+ *     vr_grec_take also compares the node count every time (one
+ *     cuGraphGetNodes(graph, NULL, &n)). A zero-byte memset or copy adds
+ *     no node (docs/design.md).
  *   - a graph without a usable record is read once through the driver's
  *     getters at vr_grec_take (kernel and empty nodes modelled; any other
  *     type is kept as an unmodelled node that never compares equal).
@@ -111,6 +116,12 @@ void vr_grec_mark_unknown(CUgraph g, CUgraphNode node);
  * up (the miss path of a capture's layout cache): what the tests hold the
  * cache to. */
 uint64_t vr_grec_layout_lookups(void);
+
+/* Whether r lists exactly n nodes of these types, in this order (the
+ * driver's cuGraphGetNodes order): pure, no driver call. The recorder
+ * checks each record so, at capture end and once for a graph it did not
+ * see made by one capture; a record that fails is UNKNOWN for good. */
+bool vr_grec_types_match(const struct vr_grec *r, const CUgraphNodeType *types, size_t n);
 
 /* ---- use (the exec layer) ---- */
 

@@ -33,6 +33,7 @@ struct vr_grec {
     uint64_t *edges;                /* (to << 32 | from), sorted when `sorted` */
     uint32_t ne, ecap;
     bool sorted, unknown;
+    bool checked;                   /* its node types matched the driver's once */
     uint8_t *bytes;
     size_t nb, bcap;
     uint32_t *kidx;                 /* private copies: the k-th kernel's node index */

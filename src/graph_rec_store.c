@@ -270,6 +270,16 @@ struct vr_grec *vr_gr_read(CUgraph graph)
     return r;
 }
 
+bool vr_grec_types_match(const struct vr_grec *r, const CUgraphNodeType *types, size_t n)
+{
+    if (!r || n != r->n)
+        return false;
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->v[i].type != types[i])
+            return false;
+    return true;
+}
+
 size_t vr_grec_nodes(const struct vr_grec *r)
 {
     return r ? r->n : 0;

@@ -14,6 +14,22 @@
 
 /* ---- capture ------------------------------------------------------------ */
 
+CUresult vr_on_cuStreamBeginCapture(CUstream s)
+{
+    CUresult r = vr_real.cuStreamBeginCapture(s);
+    if (r == CUDA_SUCCESS)
+        vr_grec_capture_begin(s, false);
+    return r;
+}
+
+CUresult vr_on_cuStreamBeginCapture_ptsz(CUstream s)
+{
+    CUresult r = vr_real.cuStreamBeginCapture_ptsz(s);
+    if (r == CUDA_SUCCESS)
+        vr_grec_capture_begin(s, true);
+    return r;
+}
+
 CUresult vr_on_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
 {
     CUresult r = vr_real.cuStreamBeginCapture_v2(s, mode);
@@ -119,20 +135,37 @@ CUresult vr_on_cuEventRecord_ptsz(CUevent ev, CUstream s)
     EVENT_RECORD(cuEventRecord_ptsz, true, ev, s)
 }
 
+/* An external record or wait in a capture is a node of its own (cuda.h:
+ * CU_EVENT_RECORD_EXTERNAL, CU_EVENT_WAIT_EXTERNAL), not modelled: the
+ * capture's record goes UNKNOWN. */
 CUresult vr_on_cuEventRecordWithFlags(CUevent ev, CUstream s, unsigned flags)
 {
+    if (flags & CU_EVENT_RECORD_EXTERNAL) {
+        CUresult r = vr_real.cuEventRecordWithFlags(ev, s, flags);
+        if (vr_grec_capturing())
+            vr_grec_capture_unknown(s, false);
+        return r;
+    }
     EVENT_RECORD(cuEventRecordWithFlags, false, ev, s, flags)
 }
 
 CUresult vr_on_cuEventRecordWithFlags_ptsz(CUevent ev, CUstream s, unsigned flags)
 {
+    if (flags & CU_EVENT_RECORD_EXTERNAL) {
+        CUresult r = vr_real.cuEventRecordWithFlags_ptsz(ev, s, flags);
+        if (vr_grec_capturing())
+            vr_grec_capture_unknown(s, true);
+        return r;
+    }
     EVENT_RECORD(cuEventRecordWithFlags_ptsz, true, ev, s, flags)
 }
 
 CUresult vr_on_cuStreamWaitEvent(CUstream s, CUevent ev, unsigned flags)
 {
     CUresult r = vr_real.cuStreamWaitEvent(s, ev, flags);
-    if (r == CUDA_SUCCESS && vr_grec_capturing())
+    if (vr_grec_capturing() && (flags & CU_EVENT_WAIT_EXTERNAL))
+        vr_grec_capture_unknown(s, false);
+    else if (r == CUDA_SUCCESS && vr_grec_capturing())
         vr_grec_stream_wait(s, false, ev);
     return r;
 }
@@ -140,7 +173,9 @@ CUresult vr_on_cuStreamWaitEvent(CUstream s, CUevent ev, unsigned flags)
 CUresult vr_on_cuStreamWaitEvent_ptsz(CUstream s, CUevent ev, unsigned flags)
 {
     CUresult r = vr_real.cuStreamWaitEvent_ptsz(s, ev, flags);
-    if (r == CUDA_SUCCESS && vr_grec_capturing())
+    if (vr_grec_capturing() && (flags & CU_EVENT_WAIT_EXTERNAL))
+        vr_grec_capture_unknown(s, true);
+    else if (r == CUDA_SUCCESS && vr_grec_capturing())
         vr_grec_stream_wait(s, true, ev);
     return r;
 }
@@ -300,6 +335,43 @@ CUresult vr_on_cuGraphNodeSetParams(CUgraphNode node, CUgraphNodeParams *p)
     } else {
         vr_grec_mark_unknown(NULL, node);
     }
+    return r;
+}
+
+/* cuGraphAddNode: kernel and empty nodes recorded as cuGraphAddKernelNode
+ * and cuGraphAddEmptyNode record them; any other type (conditional nodes
+ * and the rest), or edge data, makes the graph's record stale. */
+static void add_node(CUgraph g, const CUgraphNode *node, const CUgraphNode *deps,
+                     const CUgraphEdgeData *data, size_t n, const CUgraphNodeParams *p)
+{
+    if (!node || !p || !plain_edges(data, n)) {
+        vr_grec_mark_unknown(g, NULL);
+    } else if (p->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+        const CUDA_KERNEL_NODE_PARAMS_v2 *k = (const CUDA_KERNEL_NODE_PARAMS_v2 *)(const void *)&p->kernel;
+        struct vr_fields f = fields_of(k->func, k->kern, k->ctx, &k->gridDimX);
+        vr_grec_add_kernel(g, *node, deps, n, &f, k->kernelParams, k->extra);
+    } else if (p->type == CU_GRAPH_NODE_TYPE_EMPTY) {
+        vr_grec_add_plain(g, *node, deps, n, CU_GRAPH_NODE_TYPE_EMPTY, NULL, 0, NULL);
+    } else {
+        vr_grec_mark_unknown(g, NULL);
+    }
+}
+
+CUresult vr_on_cuGraphAddNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n,
+                              CUgraphNodeParams *p)
+{
+    CUresult r = vr_real.cuGraphAddNode(node, g, deps, n, p);
+    if (r == CUDA_SUCCESS)
+        add_node(g, node, deps, NULL, n, p);
+    return r;
+}
+
+CUresult vr_on_cuGraphAddNode_v2(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                 const CUgraphEdgeData *data, size_t n, CUgraphNodeParams *p)
+{
+    CUresult r = vr_real.cuGraphAddNode_v2(node, g, deps, data, n, p);
+    if (r == CUDA_SUCCESS)
+        add_node(g, node, deps, data, n, p);
     return r;
 }
 

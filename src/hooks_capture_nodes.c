@@ -49,9 +49,12 @@ static void capture_memset(CUstream s, bool ptsz, CUresult r, CUdeviceptr dst, s
     capture_plain(s, ptsz, r, CU_GRAPH_NODE_TYPE_MEMSET, &p, sizeof p);
 }
 
+/* A zero-byte call adds no node (docs/design.md, "Zero-byte memsets and
+ * copies"): recorded only when it failed (the capture's record is then
+ * unknown, as for any failed call into a capture). */
 #define MEMSET_BODY(real, ptsz, elem)                                                       \
     CUresult r = vr_real.real(dst, value, n, s);                                            \
-    if (vr_grec_capturing())                                                                \
+    if (vr_grec_capturing() && (n || r != CUDA_SUCCESS))                                    \
         capture_memset(s, ptsz, r, dst, 0, value, elem, n, 1);                              \
     return r;
 
@@ -87,7 +90,7 @@ CUresult vr_on_cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned value, size_t n, 
 
 #define MEMSET2D_BODY(real, ptsz, elem)                                                     \
     CUresult r = vr_real.real(dst, pitch, value, w, h, s);                                  \
-    if (vr_grec_capturing())                                                                \
+    if (vr_grec_capturing() && ((w && h) || r != CUDA_SUCCESS))                             \
         capture_memset(s, ptsz, r, dst, pitch, value, elem, w, h);                          \
     return r;
 
@@ -156,7 +159,7 @@ static void capture_copy(CUstream s, bool ptsz, CUresult r, CUmemorytype dst_typ
 
 #define COPY_BODY(real, ptsz, dst_type, src_type)                                           \
     CUresult r = vr_real.real(dst, src, n, s);                                              \
-    if (vr_grec_capturing())                                                                \
+    if (vr_grec_capturing() && (n || r != CUDA_SUCCESS))                                    \
         capture_copy(s, ptsz, r, dst_type, (uintptr_t)dst, src_type, (uintptr_t)src, n);    \
     return r;
 

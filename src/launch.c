@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "capture_guard.h"
 #include "cost.h"
 #include "driver.h"
 #include "err.h"
@@ -266,7 +267,10 @@ static int launch_locked(struct vr_exec *e, CUstream stream, bool per_thread)
 
 int vr_exec_launch(CUgraphExec exec, CUstream stream, bool per_thread)
 {
-    struct vr_exec *e = vr_ex_acquire(exec);
+    /* Into a capture: the program's launch as it is (the driver refuses it
+     * or makes it a node); the shim's ordering would put its own waits,
+     * events or host waits into the program's capture. */
+    struct vr_exec *e = vr_capture_stream_busy(stream, per_thread) ? NULL : vr_ex_acquire(exec);
     if (!e) {
         vr_stat_inc(VR_C_launches);
         CUresult r = per_thread ? vr_real.cuGraphLaunch_ptsz(exec, stream)
@@ -290,7 +294,9 @@ static CUresult upload(CUgraphExec h, CUstream stream, bool per_thread)
  * program's exec's would be. */
 int vr_exec_upload(CUgraphExec exec, CUstream stream, bool per_thread)
 {
-    struct vr_exec *e = vr_ex_cfg.mode == VR_MODE_OFF ? NULL : vr_ex_acquire(exec);
+    struct vr_exec *e = vr_ex_cfg.mode == VR_MODE_OFF || vr_capture_stream_busy(stream, per_thread)
+                            ? NULL
+                            : vr_ex_acquire(exec);
     if (!e)
         return vr_err_cu(upload(exec, stream, per_thread));
     /* The shim's own ordering never fails the program's call. */

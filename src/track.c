@@ -6,6 +6,7 @@
 
 #include "assert.h"
 #include "capture_guard.h"
+#include "graph_rec.h"
 #include "driver.h"
 #include "err.h"
 #include "tomb.h"
@@ -59,6 +60,18 @@ static CUcontext current(void)
     return vr_real.cuCtxGetCurrent(&c) == CUDA_SUCCESS ? c : NULL;
 }
 
+/* Whether an event of the shim's recorded into `s` (canonical) now would
+ * land in a program's capture (a node of its graph, or the capture
+ * invalidated): s captures, or is the legacy stream while any capture the
+ * shim saw runs (an implicit join the shim does not ask about: asking on
+ * the legacy stream can itself end a capture). Issue 30 item 7. */
+static bool capture_holds(CUstream s)
+{
+    if (!vr_grec_capturing())
+        return false;
+    return s == CU_STREAM_LEGACY || vr_capture_stream_busy(s, false);
+}
+
 /* Whether `s` (canonical), used by this thread now, is the last launch's
  * stream. */
 static bool same_stream(const struct vr_track *t, CUstream s)
@@ -74,7 +87,7 @@ static bool same_stream(const struct vr_track *t, CUstream s)
  * so that it lands behind that launch. */
 static bool recordable(const struct vr_track *t)
 {
-    return t->seq && same_stream(t, t->stream);
+    return t->seq && same_stream(t, t->stream) && !capture_holds(t->stream);
 }
 
 /* A new event in the last launch's stream's context (made there when the

@@ -225,6 +225,95 @@ static void native(void)
     }
 }
 
+/* What a zero-byte async memset or copy adds to a capture (issue 30 item 3;
+ * cuda.h is silent): the capture is the zero-byte call and then one fill
+ * kernel, and the line gives the end's answer, the node count and the
+ * types in cuGraphGetNodes order. simcuda and the shim assume no node. */
+static const char *type_name(CUgraphNodeType t)
+{
+    switch (t) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: return "kernel";
+    case CU_GRAPH_NODE_TYPE_MEMCPY: return "memcpy";
+    case CU_GRAPH_NODE_TYPE_MEMSET: return "memset";
+    case CU_GRAPH_NODE_TYPE_EMPTY: return "empty";
+    default: return "other";
+    }
+}
+
+enum zero_op { ZERO_D8, ZERO_D32, ZERO_D2D32, ZERO_COPY, ZERO_N };
+
+static void zero_byte_capture(void)
+{
+    static const char *const names[ZERO_N] = {
+        "capture.memset_d8.zero_bytes", "capture.memset_d32.zero_bytes",
+        "capture.memset_d2d32.zero_width", "capture.memcpy.zero_bytes"};
+    for (int op = 0; op < ZERO_N; op++) {
+        const char *q = names[op];
+        CUstream s;
+        SETUP(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        if (cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL) != CUDA_SUCCESS) {
+            printf("%s SETUP-FAILED\n", q);
+            cuStreamDestroy(s);
+            continue;
+        }
+        CUresult r = op == ZERO_D8    ? cuMemsetD8Async(buf, 0, 0, s)
+                     : op == ZERO_D32 ? cuMemsetD32Async(buf, 0, 0, s)
+                     : op == ZERO_D2D32
+                         ? cuMemsetD2D32Async(buf, 64, 0, 0, 4, s)
+                         : cuMemcpyAsync(buf, buf + 512, 0, s);
+        CUresult k = cuLaunchKernel(fill, 1, 1, 1, 128, 1, 1, 0, s, args, NULL);
+        CUgraph g = NULL;
+        CUresult end = cuStreamEndCapture(s, &g);
+        printf("%s %s kernel=%s end=%s", q, vr_err_name(r), vr_err_name(k), vr_err_name(end));
+        size_t n = 0;
+        CUgraphNode nodes[8];
+        if (g && cuGraphGetNodes(g, NULL, &n) == CUDA_SUCCESS) {
+            printf(" nodes=%zu types=", n);
+            size_t got = n < 8 ? n : 8;
+            if (got && cuGraphGetNodes(g, nodes, &got) == CUDA_SUCCESS) {
+                for (size_t i = 0; i < got; i++) {
+                    CUgraphNodeType t;
+                    printf("%s%s", i ? "," : "",
+                           cuGraphNodeGetType(nodes[i], &t) == CUDA_SUCCESS ? type_name(t) : "?");
+                }
+            } else {
+                printf("-");
+            }
+        }
+        printf("\n");
+        if (g)
+            cuGraphDestroy(g);
+        cuStreamDestroy(s);
+    }
+}
+
+/* cuMemFreeAsync of memory allocated outside the capture, into a capturing
+ * stream (issue 30 item 7): refused, and the capture invalidated. */
+static void free_in_capture(void)
+{
+    const char *q = "capture.mem_free_async.outside_allocation";
+    CUstream s;
+    CUdeviceptr p;
+    SETUP(cuMemAlloc(&p, 4 << 20)); /* one the shim backs with VMM memory */
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+        printf("%s SETUP-FAILED\n", q);
+        cuMemFree(p);
+        return;
+    }
+    if (cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS) {
+        CUresult r = cuMemFreeAsync(p, s);
+        CUgraph g = NULL;
+        CUresult end = cuStreamEndCapture(s, &g);
+        printf("%s %s end=%s\n", q, vr_err_name(r), vr_err_name(end));
+        if (g)
+            cuGraphDestroy(g);
+    } else {
+        printf("%s SETUP-FAILED\n", q);
+    }
+    answer("capture.mem_free_async.then_mem_free", cuMemFree(p));
+    cuStreamDestroy(s);
+}
+
 /* What the shim's exit-time releases meet: the driver may already have shut
  * down. Registered before cuInit, so it runs after any handler the driver
  * registers there; library destructors run later still. */
@@ -698,6 +787,8 @@ int main(int argc, char **argv)
     native();
     ipc(dev);
     capture_global(dev);
+    zero_byte_capture();
+    free_in_capture();
     other_context(dev);
     context_memory(dev);
     keep_for_exit(dev);

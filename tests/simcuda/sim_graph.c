@@ -495,8 +495,12 @@ CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
             r = CUDA_ERROR_OUT_OF_MEMORY;
             break;
         }
+        /* A dependency on a node made later (cuGraphAddDependencies can add
+         * one) is added once that node exists, below. */
+        size_t nearlier = 0;
         for (size_t d = 0; d < nd->ndeps; d++)
-            deps[d] = (CUgraphNode)c->nodes[nd->deps[d]->index];
+            if (nd->deps[d]->index < i)
+                deps[nearlier++] = (CUgraphNode)c->nodes[nd->deps[d]->index];
         CUDA_KERNEL_NODE_PARAMS p;
         memset(&p, 0, sizeof p);
         if (nd->type == CU_GRAPH_NODE_TYPE_KERNEL) {
@@ -519,7 +523,7 @@ CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
         struct sim_onode o;
         sim_onode_copy(&o, &nd->o);
         pthread_mutex_lock(&c->mu);
-        r = add_node(c, nd->type, deps, nd->ndeps, &p, &o, &out);
+        r = add_node(c, nd->type, deps, nearlier, &p, &o, &out);
         if (!r && nd->type == CU_GRAPH_NODE_TYPE_KERNEL) {
             ((struct sim_node *)out)->k.priority = nd->k.priority;
             ((struct sim_node *)out)->k.cooperative = nd->k.cooperative;
@@ -528,6 +532,13 @@ CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
         if (r)
             sim_onode_clear(&o);
         sim_free(deps);
+    }
+    for (size_t i = 0; i < g->n && !r; i++) {
+        const struct sim_node *nd = g->nodes[i];
+        for (size_t d = 0; d < nd->ndeps && !r; d++)
+            if (nd->deps[d]->index >= i &&
+                !add_dep(c->nodes[i], c->nodes[nd->deps[d]->index]))
+                r = CUDA_ERROR_OUT_OF_MEMORY;
     }
     pthread_mutex_unlock(&g->mu);
     if (r) {

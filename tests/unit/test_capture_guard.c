@@ -101,3 +101,46 @@ Test(capture_guard, the_tables_event_query_is_relaxed)
     cr_assert_eq(mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
     cr_assert_eq(exchanges, 2);
 }
+
+/* vr_capture_stream_busy: no driver question while no capture the shim saw
+ * runs; then the stream's status, and "busy" where the driver will not
+ * tell (its own error is the program's call's to meet). */
+static int is_capturing_calls;
+static CUresult is_capturing_answer;
+static CUstreamCaptureStatus is_capturing_status;
+
+static CUresult CUDAAPI f_is_capturing(CUstream s, CUstreamCaptureStatus *st)
+{
+    (void)s;
+    is_capturing_calls++;
+    if (is_capturing_answer == CUDA_SUCCESS)
+        *st = is_capturing_status;
+    return is_capturing_answer;
+}
+
+#include "graph_rec.h"
+
+Test(capture_guard, stream_busy_asks_only_while_capturing)
+{
+    CUstream s = (CUstream)(void *)0x77;
+    vr_real.cuStreamIsCapturing = f_is_capturing;
+    vr_real.cuStreamIsCapturing_ptsz = f_is_capturing;
+    is_capturing_calls = 0;
+    is_capturing_answer = CUDA_SUCCESS;
+    is_capturing_status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    cr_assert_not(vr_capture_stream_busy(s, false));
+    cr_assert_eq(is_capturing_calls, 0, "asked while no capture ran");
+    vr_grec_capture_begin((CUstream)(void *)0x78, false);
+    cr_assert(vr_capture_stream_busy(s, false));
+    is_capturing_status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    cr_assert(vr_capture_stream_busy(s, true));
+    is_capturing_status = CU_STREAM_CAPTURE_STATUS_NONE;
+    cr_assert_not(vr_capture_stream_busy(s, false));
+    is_capturing_answer = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    cr_assert(vr_capture_stream_busy(NULL, false));
+    cr_assert_eq(is_capturing_calls, 4);
+    vr_grec_capture_end((CUstream)(void *)0x78, false, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+                        NULL);
+    cr_assert_not(vr_capture_stream_busy(s, false));
+    cr_assert_eq(is_capturing_calls, 4);
+}

@@ -40,21 +40,52 @@ static CUresult CUDAAPI fake_param_info(CUfunction f, size_t i, size_t *off, siz
     return CUDA_SUCCESS;
 }
 
-/* Only the count query answers: reading nodes through the getters fails,
- * so vr_grec_take returns NULL whenever it does not trust the record. */
+/* The driver lists driver_count nodes (handles 1..n) of the types in
+ * driver_types (0: kernel), as cuGraphGetNodes and cuGraphNodeGetType tell
+ * them; the recorder checks its records against those. Reading a graph's
+ * kernels and edges through the getters fails, so a record vr_grec_take
+ * does not trust comes back unusable (see trusted). */
+static CUgraphNodeType driver_types[64];
+
 static CUresult CUDAAPI fake_get_nodes(CUgraph g, CUgraphNode *nodes, size_t *n)
 {
     (void)g;
     if (nodes)
-        return CUDA_ERROR_INVALID_VALUE;
+        for (size_t i = 0; i < *n && i < driver_count; i++)
+            nodes[i] = (CUgraphNode)(uintptr_t)(i + 1);
     *n = driver_count;
     return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fake_node_type(CUgraphNode node, CUgraphNodeType *t)
+{
+    uintptr_t i = (uintptr_t)node - 1;
+    *t = i < 64 ? driver_types[i] : CU_GRAPH_NODE_TYPE_KERNEL;
+    return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fake_kernel_params(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS_v2 *p)
+{
+    (void)node;
+    (void)p;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult CUDAAPI fake_deps(CUgraphNode node, CUgraphNode *deps, size_t *n)
+{
+    (void)node;
+    (void)deps;
+    (void)n;
+    return CUDA_ERROR_INVALID_VALUE;
 }
 
 static void fake_driver(void)
 {
     vr_real.cuFuncGetParamInfo = fake_param_info;
     vr_real.cuGraphGetNodes = fake_get_nodes;
+    vr_real.cuGraphNodeGetType = fake_node_type;
+    vr_real.cuGraphKernelNodeGetParams_v2 = fake_kernel_params;
+    vr_real.cuGraphNodeGetDependencies = fake_deps;
 }
 
 TestSuite(graph_rec, .init = fake_driver);
@@ -75,8 +106,8 @@ static struct vr_grec *chain(CUstream s, CUgraph g, size_t n, uint64_t a0)
     cr_assert(vr_grec_capturing());
     for (size_t i = 0; i < n; i++)
         launch(s, a0 + i, 7);
-    vr_grec_capture_end(s, false, CUDA_SUCCESS, g);
     driver_count = n;
+    vr_grec_capture_end(s, false, CUDA_SUCCESS, g);
     struct vr_grec *r = vr_grec_take(g);
     cr_assert_not_null(r);
     return r;
@@ -107,6 +138,22 @@ static void exec_nodes(struct fake_ns *x, size_t n, uint64_t a0)
     x->ns.v = x->v;
     x->ns.n = n;
     x->ns.max_params = 2;
+}
+
+/* Whether vr_grec_take(g) gives the recorder's record (all kernels of F,
+ * compared with itself: equal), not the unusable read of the getters. */
+static bool trusted(CUgraph g)
+{
+    struct vr_grec *r = vr_grec_take(g);
+    if (!r)
+        return false;
+    struct fake_ns x;
+    exec_nodes(&x, vr_grec_kernels(r) <= 8 ? vr_grec_kernels(r) : 8, 0);
+    uint32_t changed[8];
+    size_t n;
+    bool ok = vr_grec_kernels(r) <= 8 && vr_grec_diff(r, r, &x.ns, changed, &n) == NULL;
+    vr_grec_free(r);
+    return ok;
 }
 
 Test(graph_rec, same_capture_compares_equal)
@@ -173,8 +220,8 @@ Test(graph_rec, an_event_join_is_an_edge)
     launch(s, 3, 7);                  /* C: after A only */
     vr_grec_stream_wait(s, false, ev2);
     launch(s, 4, 7);                  /* D: after C and B */
-    vr_grec_capture_end(s, false, CUDA_SUCCESS, g);
     driver_count = 4;
+    vr_grec_capture_end(s, false, CUDA_SUCCESS, g);
     struct vr_grec *joined = vr_grec_take(g);
     cr_assert_not_null(joined);
     struct vr_grec *plain = chain(s, (CUgraph)(void *)0x301, 4, 1);
@@ -209,26 +256,25 @@ Test(graph_rec, nodes_it_never_saw_make_it_untrusted)
     CUgraph g = (CUgraph)(void *)0x400;
     vr_grec_capture_begin(s, false);
     launch(s, 1, 7);
+    driver_count = 1;
     vr_grec_capture_end(s, false, CUDA_SUCCESS, g);
     driver_count = 2; /* an unhooked call added a node */
-    cr_assert_null(vr_grec_take(g), "a record that misses a node was trusted");
+    cr_assert_not(trusted(g), "a record that misses a node was trusted");
     driver_count = 1;
-    struct vr_grec *r = vr_grec_take(g);
-    cr_assert_not_null(r);
-    vr_grec_free(r);
+    cr_assert(trusted(g));
     /* Unmodelled changes of the capture's dependencies. */
     vr_grec_capture_begin(s, false);
     launch(s, 1, 7);
     vr_grec_capture_unknown(s, false);
     vr_grec_capture_end(s, false, CUDA_SUCCESS, g);
-    cr_assert_null(vr_grec_take(g));
+    cr_assert_not(trusted(g));
     /* A failed launch into the capture. */
     vr_grec_capture_begin(s, false);
     void *kp[] = {&driver_count, &driver_count};
     vr_grec_launch(s, false, CUDA_ERROR_INVALID_VALUE, F, dims, kp, NULL, false);
     vr_grec_capture_end(s, false, CUDA_SUCCESS, g);
     driver_count = 1;
-    cr_assert_null(vr_grec_take(g));
+    cr_assert_not(trusted(g));
     vr_grec_destroyed(g);
 }
 
@@ -281,7 +327,7 @@ Test(graph_rec, explicit_graphs_and_their_edges)
     cr_assert_str_eq(vr_grec_diff(rg, rg2, &x.ns, changed, &n), "kernel_fields");
     vr_grec_free(rg2);
     vr_grec_mark_unknown(NULL, b);
-    cr_assert_null(vr_grec_take(g));
+    cr_assert_not(trusted(g));
     vr_grec_free(rg);
     vr_grec_destroyed(g);
     vr_grec_destroyed(h);
@@ -299,6 +345,7 @@ static void padding_zero(CUfunction f, uint32_t bytes, const uint32_t *pad, size
     vr_grec_capture_begin(s, false);
     for (int i = 0; i < 8; i++)
         launch(s, ~(uint64_t)0, ~(uint64_t)0);
+    driver_count = 8;
     vr_grec_capture_end(s, false, CUDA_SUCCESS, g1);
     vr_grec_destroyed(g1); /* its record becomes the next one's */
     uint8_t arg[16];
@@ -307,8 +354,8 @@ static void padding_zero(CUfunction f, uint32_t bytes, const uint32_t *pad, size
     vr_grec_capture_begin(s, false);
     for (int i = 0; i < 3; i++)
         vr_grec_launch(s, false, CUDA_SUCCESS, f, dims, kp, NULL, false);
-    vr_grec_capture_end(s, false, CUDA_SUCCESS, g2);
     driver_count = 3;
+    vr_grec_capture_end(s, false, CUDA_SUCCESS, g2);
     struct vr_grec *r = vr_grec_take(g2);
     cr_assert_not_null(r);
     for (size_t k = 0; k < 3; k++) {
@@ -352,10 +399,10 @@ Test(graph_rec, alternating_functions_look_each_layout_up_once)
         void *kp[3] = {arg[0], arg[1], arg[2]};
         vr_grec_launch(s, false, CUDA_SUCCESS, fs[i % 4], dims, kp, NULL, false);
     }
+    driver_count = 40;
     vr_grec_capture_end(s, false, CUDA_SUCCESS, g);
     cr_assert_eq(vr_grec_layout_lookups() - before, 4, "layout lookups: %llu",
                  (unsigned long long)(vr_grec_layout_lookups() - before));
-    driver_count = 40;
     struct vr_grec *r = vr_grec_take(g);
     cr_assert_not_null(r);
     cr_assert_eq(vr_grec_kernels(r), 40);
@@ -367,5 +414,92 @@ Test(graph_rec, alternating_functions_look_each_layout_up_once)
         cr_assert_eq(*(const uint8_t *)p.kernelParams[0], (uint8_t)(k + 1), "node %u", k);
     }
     vr_grec_free(r);
+    vr_grec_destroyed(g);
+}
+
+/* The pure check: the same types in the same order, and as many. */
+Test(graph_rec, types_match_node_for_node)
+{
+    CUstream s = (CUstream)(void *)0x90;
+    CUgraph g = (CUgraph)(void *)0x900;
+    driver_count = 2;
+    struct vr_grec *r = chain(s, g, 2, 1);
+    const CUgraphNodeType kk[] = {CU_GRAPH_NODE_TYPE_KERNEL, CU_GRAPH_NODE_TYPE_KERNEL};
+    const CUgraphNodeType ke[] = {CU_GRAPH_NODE_TYPE_KERNEL, CU_GRAPH_NODE_TYPE_EVENT_RECORD};
+    cr_assert(vr_grec_types_match(r, kk, 2));
+    cr_assert_not(vr_grec_types_match(r, kk, 1));
+    cr_assert_not(vr_grec_types_match(r, ke, 2));
+    cr_assert_not(vr_grec_types_match(NULL, kk, 0));
+    vr_grec_free(r);
+    vr_grec_destroyed(g);
+}
+
+/* Issue 30 item 3: a node recorded that the driver did not add (a memset
+ * of zero bytes, say) and a node the driver added where the recorder did
+ * not look (an event record node) leave the counts equal; the types, in
+ * order, tell them apart at capture end, and the record is stale for good. */
+Test(graph_rec, miscounts_that_cancel_make_it_stale)
+{
+    CUstream s = (CUstream)(void *)0xa0;
+    CUgraph g = (CUgraph)(void *)0xa00;
+    CUDA_MEMSET_NODE_PARAMS p = {.dst = 0x1000, .elementSize = 1, .width = 4, .height = 1};
+    vr_grec_capture_begin(s, false);
+    vr_grec_capture_plain(s, false, CUDA_SUCCESS, CU_GRAPH_NODE_TYPE_MEMSET, &p, sizeof p,
+                          (CUcontext)(void *)0x1);
+    launch(s, 1, 7);
+    driver_count = 2;
+    driver_types[0] = CU_GRAPH_NODE_TYPE_KERNEL;
+    driver_types[1] = CU_GRAPH_NODE_TYPE_EVENT_RECORD;
+    vr_grec_capture_end(s, false, CUDA_SUCCESS, g);
+    driver_types[1] = CU_GRAPH_NODE_TYPE_KERNEL; /* later answers do not bring it back */
+    cr_assert_not(trusted(g), "a record whose types differ from the driver's was trusted");
+    /* The same capture where the driver's types agree is trusted. */
+    vr_grec_capture_begin(s, false);
+    vr_grec_capture_plain(s, false, CUDA_SUCCESS, CU_GRAPH_NODE_TYPE_MEMSET, &p, sizeof p,
+                          (CUcontext)(void *)0x1);
+    launch(s, 1, 7);
+    driver_types[0] = CU_GRAPH_NODE_TYPE_MEMSET;
+    driver_types[1] = CU_GRAPH_NODE_TYPE_KERNEL;
+    vr_grec_capture_end(s, false, CUDA_SUCCESS, g);
+    struct vr_grec *r = vr_grec_take(g);
+    cr_assert_not_null(r);
+    struct fake_ns x;
+    exec_nodes(&x, 1, 1);
+    uint32_t changed[8];
+    size_t n;
+    cr_assert_null(vr_grec_diff(r, r, &x.ns, changed, &n));
+    vr_grec_free(r);
+    memset(driver_types, 0, sizeof driver_types);
+    vr_grec_destroyed(g);
+}
+
+/* A graph built node by node is checked once, at its first use: a node the
+ * driver holds in place of one recorded makes it stale. */
+Test(graph_rec, explicit_graph_checked_once)
+{
+    CUgraph g = (CUgraph)(void *)0xb00;
+    CUgraphNode a = (CUgraphNode)(void *)0xb10, b = (CUgraphNode)(void *)0xb11;
+    struct vr_fields f = {.func = F};
+    memcpy(f.dims, dims, sizeof dims);
+    uint64_t x0 = 1, y = 7;
+    void *k0[] = {&x0, &y};
+    vr_grec_created(g);
+    vr_grec_add_kernel(g, a, NULL, 0, &f, k0, NULL);
+    vr_grec_add_kernel(g, b, NULL, 0, &f, k0, NULL);
+    driver_count = 2;
+    driver_types[1] = CU_GRAPH_NODE_TYPE_WAIT_EVENT;
+    cr_assert_not(trusted(g));
+    driver_types[1] = CU_GRAPH_NODE_TYPE_KERNEL;
+    cr_assert_not(trusted(g), "a stale record came back");
+    vr_grec_destroyed(g);
+    /* Matching: trusted, and the check is not repeated (the driver's later
+     * answers are not asked; the count still is). */
+    vr_grec_created(g);
+    vr_grec_add_kernel(g, a, NULL, 0, &f, k0, NULL);
+    vr_grec_add_kernel(g, b, NULL, 0, &f, k0, NULL);
+    cr_assert(trusted(g));
+    driver_types[1] = CU_GRAPH_NODE_TYPE_WAIT_EVENT;
+    cr_assert(trusted(g));
+    memset(driver_types, 0, sizeof driver_types);
     vr_grec_destroyed(g);
 }

@@ -2009,6 +2009,38 @@ Test(simcuda, graph_clone)
     CK(cuGraphDestroy(c));
 }
 
+/* A dependency added on a node made later (cuGraphAddDependencies: the
+ * scale node made first, the fill it depends on after it) is cloned too;
+ * the clone used to read the later node before it existed. */
+Test(simcuda, graph_clone_dependency_on_a_later_node)
+{
+    start();
+    enum { N = 16 };
+    CUdeviceptr a = alloc_f32(N), b = alloc_f32(N);
+    CUgraph g, c;
+    CK(cuGraphCreate(&g, 0));
+    CUgraphNode scale_n = add_scale_node(g, NULL, 0, b, a, 2.0f, N);
+    CUgraphNode fill_n = add_fill_node(g, NULL, 0, a, 4.0f, N);
+    CK(cuGraphAddDependencies(g, &fill_n, &scale_n, 1));
+    CK(cuGraphClone(&c, g));
+    CUgraphNode cn[2], dep;
+    size_t cnt = 2;
+    CK(cuGraphGetNodes(c, cn, &cnt));
+    cr_assert_eq(cnt, 2);
+    cnt = 1;
+    CK(cuGraphNodeGetDependencies(cn[0], &dep, &cnt));
+    cr_assert_eq(cnt, 1);
+    cr_assert_eq(dep, cn[1]);
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, c, 0));
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuCtxSynchronize());
+    expect_all(b, N, 8.0f);
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(c));
+    CK(cuGraphDestroy(g));
+}
+
 /* A host function occupies its stream until it returns: a graph launch
  * queued behind it waits, however long the function waits itself. */
 static pthread_mutex_t hf_mu = PTHREAD_MUTEX_INITIALIZER;
