@@ -98,6 +98,7 @@ static void finish(void)
         }
     } else {
         vr_tomb_drain(true);
+        vr_exec_release_graphs();
         vr_alloc_drain(); /* before the counters are read: parked memory may go now */
     }
     struct varemap_stats s;
