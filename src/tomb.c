@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "assert.h"
 #include "capture_guard.h"
 #include "driver.h"
@@ -23,6 +24,100 @@ struct tomb {
 static bool retry(struct vr_wait *w, enum vr_wait_how how);
 static void forget(struct vr_wait *w, bool fork);
 static const struct vr_wait_ops ops = { retry, forget };
+
+/* A torn-down reservation whose launches are complete, some slots still
+ * mapping buffers the program has not freed (kind VR_WAIT_LINGER). */
+struct linger {
+    struct vr_wait w;
+    struct vr_slices *s;
+};
+
+static bool linger_retry(struct vr_wait *w, enum vr_wait_how how);
+static void linger_forget(struct vr_wait *w, bool fork);
+static const struct vr_wait_ops linger_ops = { linger_retry, linger_forget };
+
+/* Whether a slot's binding is still its allocation's (not freed, nor kept
+ * by the cache: the program's address no longer maps it either). */
+static bool still_allocated(const struct vr_slice_bind *b)
+{
+    struct vr_alloc_info info;
+    return vr_alloc_find(b->base, &info) == 0 && info.id == b->id && info.base == b->base;
+}
+
+/* The slots of freed buffers go; true when the reservation is gone (or
+ * kept for a later retry: *kept). */
+static bool retire_now(struct vr_slices *s, bool *kept)
+{
+    int rc;
+    *kept = false;
+    size_t left = vr_slices_unmap_gone(s, still_allocated, &rc);
+    if (rc != 0)
+        return false;
+    if (left == 0)
+        return vr_slices_destroy(s) == 0;
+    struct linger *l = malloc(sizeof *l);
+    if (!l)
+        return false; /* the tomb keeps it: retried at the next drain */
+    *l = (struct linger){ .w = { .ops = &linger_ops, .kind = VR_WAIT_LINGER }, .s = s };
+    vr_waitq_push(&l->w);
+    *kept = true;
+    return true;
+}
+
+void vr_tomb_retire(struct vr_slices *s, CUcontext ctx)
+{
+    bool kept;
+    vr_capture_relax();
+    bool done = retire_now(s, &kept);
+    vr_capture_restore();
+    if (!done)
+        vr_tomb_bury(s, NULL, ctx, true);
+}
+
+static bool linger_retry(struct vr_wait *w, enum vr_wait_how how)
+{
+    struct linger *l = (struct linger *)w;
+    vr_capture_relax();
+    int rc = 0;
+    /* At exit every slot goes: the program's buffers go with it. */
+    bool gone = how == VR_WAIT_FINAL ? vr_slices_destroy(l->s) == 0
+                                     : vr_slices_unmap_gone(l->s, still_allocated, &rc) == 0 &&
+                                           rc == 0 && vr_slices_destroy(l->s) == 0;
+    vr_capture_restore();
+    if (!gone && how == VR_WAIT_FINAL) {
+        vr_log_fallback("teardown", "a reservation could not be returned at exit");
+        vr_slices_forget(l->s);
+        gone = true;
+    }
+    if (gone)
+        free(l);
+    return gone;
+}
+
+static void linger_forget(struct vr_wait *w, bool fork)
+{
+    (void)fork;
+    struct linger *l = (struct linger *)w;
+    vr_slices_forget(l->s);
+    free(l);
+}
+
+static bool maps_id(const struct vr_wait *w, const void *arg)
+{
+    const struct linger *l = (const struct linger *)w;
+    uint64_t id = *(const uint64_t *)arg;
+    for (size_t i = 0; i < vr_slices_count(l->s); i++)
+        if (vr_slices_current(l->s, i)->id == id)
+            return true;
+    return false;
+}
+
+void vr_tomb_buffer_freed(uint64_t id)
+{
+    if (vr_waitq_none(VR_WAIT_LINGER))
+        return;
+    vr_waitq_drain_if(VR_WAIT_MASK(VR_WAIT_LINGER), VR_WAIT_QUERY, maps_id, &id);
+}
 
 void vr_tomb_bury_many(struct vr_slices *const *s, size_t n, CUevent done, CUcontext ctx,
                        bool unused)
@@ -103,8 +198,10 @@ static bool retry(struct vr_wait *w, enum vr_wait_how how)
         if (!idle && final)
             idle = ctx_finished(t->ctx);
         size_t left = 0;
+        bool kept;
         for (size_t i = 0; i < t->n; i++)
-            if (!idle || vr_slices_destroy(t->slices[i]) != 0)
+            if (!idle || !(t->unused || final ? vr_slices_destroy(t->slices[i]) == 0
+                                              : retire_now(t->slices[i], &kept)))
                 t->slices[left++] = t->slices[i];
         t->n = left;
     }
@@ -129,9 +226,18 @@ void vr_tomb_drain(bool final)
     vr_waitq_drain(VR_WAIT_MASK(VR_WAIT_TEARDOWN), final ? VR_WAIT_FINAL : VR_WAIT_QUERY);
 }
 
+void vr_tomb_drain_lingering(void)
+{
+    /* Slots of buffers released meanwhile (the allocator's drain at exit
+     * tells of them) went at those frees, their failures are retried once
+     * here; what is left goes now. */
+    vr_waitq_drain(VR_WAIT_MASK(VR_WAIT_LINGER), VR_WAIT_QUERY);
+    vr_waitq_drain(VR_WAIT_MASK(VR_WAIT_LINGER), VR_WAIT_FINAL);
+}
+
 void vr_tomb_abandon(void)
 {
-    vr_waitq_abandon(VR_WAIT_MASK(VR_WAIT_TEARDOWN));
+    vr_waitq_abandon(VR_WAIT_MASK(VR_WAIT_TEARDOWN) | VR_WAIT_MASK(VR_WAIT_LINGER));
 }
 
 /* A forked child keeps the parent's teardowns: they are retried (and fail
