@@ -48,6 +48,9 @@ void vr_exec_track(CUgraphExec exec, CUgraph graph, unsigned long long flags);
 /* cuGraphNodeSetEnabled through the shim: the program's exec and every
  * variant of it. */
 int vr_exec_set_enabled(CUgraphExec exec, CUgraphNode node, unsigned enabled);
+/* cuGraphNodeGetEnabled: the driver's, or its refusal for an exec whose
+ * graph the program destroyed (kept by the shim: vr_exec_graph_destroyed). */
+int vr_exec_get_enabled(CUgraphExec exec, CUgraphNode node, unsigned *enabled);
 
 /* A setter of a node that is not a kernel (setters.h) through the shim: the
  * program's exec, then every variant of it; the result is the driver's for

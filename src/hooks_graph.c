@@ -67,6 +67,11 @@ CUresult vr_on_cuGraphNodeSetEnabled(CUgraphExec exec, CUgraphNode node, unsigne
     return vr_err_to_cu(vr_exec_set_enabled(exec, node, enabled));
 }
 
+CUresult vr_on_cuGraphNodeGetEnabled(CUgraphExec exec, CUgraphNode node, unsigned int *enabled)
+{
+    return vr_err_to_cu(vr_exec_get_enabled(exec, node, enabled));
+}
+
 /* The other node setters: made on the program's exec, then on each of its
  * variants (or the variants go); the program gets the driver's answer for
  * its own exec. */

@@ -402,6 +402,16 @@ int vr_exec_set_enabled(CUgraphExec exec, CUgraphNode node, unsigned enabled)
     return vr_err_cu(r);
 }
 
+int vr_exec_get_enabled(CUgraphExec exec, CUgraphNode node, unsigned *enabled)
+{
+    struct vr_exec *e = vr_ex_cfg.mode == VR_MODE_OFF ? NULL : vr_ex_acquire(exec);
+    if (refused(e))
+        return vr_err_cu(CUDA_ERROR_INVALID_VALUE);
+    if (e)
+        vr_ex_unlock(e);
+    return vr_err_cu(vr_real.cuGraphNodeGetEnabled(exec, node, enabled));
+}
+
 int vr_exec_set_node(CUgraphExec exec, CUgraphNode node, const struct vr_set *set)
 {
     struct vr_exec *e = vr_ex_cfg.mode == VR_MODE_OFF ? NULL : vr_ex_acquire(exec);

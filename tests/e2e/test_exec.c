@@ -37,9 +37,10 @@ Test(exec, scalar_with_address_bits_is_not_translated)
     vr_run_free(&shim);
 }
 
-/* The program destroys its graph once the exec is active: the shim can no
- * longer re-point a node (the driver refuses the graph's nodes), launches go
- * on right, and the program's update gets the driver's own refusal. */
+/* The program destroys its graph once the exec is active: launches go on
+ * right, and every call naming the graph's node (SetParams, get and set
+ * enabled) gets the driver's refusal, also under the shim, which keeps the
+ * graph for its own calls. */
 Test(exec, destroyed_graph_leaves_the_exec_running_and_updates_refused)
 {
     struct vr_run shim;
