@@ -2,6 +2,8 @@
  * (waitq.h, kind VR_WAIT_TEARDOWN); tomb.h is the contract. */
 #include "tomb.h"
 
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,7 +32,26 @@ static const struct vr_wait_ops ops = { retry, forget };
 struct linger {
     struct vr_wait w;
     struct vr_slices *s;
+    uint64_t seq;  /* its place in the order they came */
+    bool evict;    /* one of the oldest past VR_LINGER_MAX: every slot goes */
 };
+
+/* At most this many torn-down reservations linger: past it the oldest go
+ * now, their slots with them (logged once), so that execs made and
+ * destroyed over long-lived buffers (a cache of execs, re-instantiation
+ * after a failed update) cannot grow them without end. */
+#define VR_LINGER_MAX 256
+static _Atomic uint64_t linger_seq;
+static atomic_bool linger_evicted;
+
+static bool older_than(const struct vr_wait *w, const void *arg)
+{
+    struct linger *l = (struct linger *)w;
+    bool old = l->seq < *(const uint64_t *)arg;
+    if (old)
+        l->evict = true; /* the entry is the queue's alone until handed to retry */
+    return old;
+}
 
 static bool linger_retry(struct vr_wait *w, enum vr_wait_how how);
 static void linger_forget(struct vr_wait *w, bool fork);
@@ -58,9 +79,20 @@ static bool retire_now(struct vr_slices *s, bool *kept)
     struct linger *l = malloc(sizeof *l);
     if (!l)
         return false; /* the tomb keeps it: retried at the next drain */
-    *l = (struct linger){ .w = { .ops = &linger_ops, .kind = VR_WAIT_LINGER }, .s = s };
+    uint64_t seq = atomic_fetch_add(&linger_seq, 1);
+    *l = (struct linger){ .w = { .ops = &linger_ops, .kind = VR_WAIT_LINGER }, .s = s,
+                          .seq = seq };
     vr_waitq_push(&l->w);
     *kept = true;
+    if (seq >= VR_LINGER_MAX &&
+        vr_waitq_count(VR_WAIT_MASK(VR_WAIT_LINGER)) > VR_LINGER_MAX) {
+        uint64_t below = seq + 1 - VR_LINGER_MAX;
+        if (!atomic_exchange(&linger_evicted, true))
+            vr_log_fallback("teardown", "more than 256 torn-down reservations map live "
+                                        "buffers: the oldest are unmapped (a pointer a "
+                                        "kernel stored there no longer reads them)");
+        vr_waitq_drain_if(VR_WAIT_MASK(VR_WAIT_LINGER), VR_WAIT_QUERY, older_than, &below);
+    }
     return true;
 }
 
@@ -80,7 +112,7 @@ static bool linger_retry(struct vr_wait *w, enum vr_wait_how how)
     vr_capture_relax();
     int rc = 0;
     /* At exit every slot goes: the program's buffers go with it. */
-    bool gone = how == VR_WAIT_FINAL ? vr_slices_destroy(l->s) == 0
+    bool gone = how == VR_WAIT_FINAL || l->evict ? vr_slices_destroy(l->s) == 0
                                      : vr_slices_unmap_gone(l->s, still_allocated, &rc) == 0 &&
                                            rc == 0 && vr_slices_destroy(l->s) == 0;
     vr_capture_restore();
