@@ -10,7 +10,7 @@
  *     or observe  v                             v no profile
  *             PROFILING ------ degraded ------> DEDUP
  *              |   |   \
- *  decide:     |   |    \ graph destroyed before the decision;
+ *  decide:     |   |    \ graph lost before the decision;
  *  slices pay  |   |     \ decide: no slices
  *              v   |      v
  *           ACTIVE |    DISABLED <-- cuGraphExecUpdate (churning, orphan)
@@ -26,9 +26,12 @@
  * windows absorb under one in eight (CMP_PASS: straight to the driver); a
  * passing exec reprobes after a back-off (CMP_PROBE), one losing short window
  * sends it back to passing. `settled` (sticky: a node could not be re-issued
- * off the slices, which stay, binding nothing new) and `orphan` (the graph is
- * destroyed: no node can change) are conditions, not states: they hold across
- * the states above.
+ * off the slices, which stay, binding nothing new) and `orphan` (the program
+ * destroyed the graph: the shim keeps it until the exec goes and refuses the
+ * program's calls naming its nodes, as the driver would) are conditions, not
+ * states: they hold across the states above. `graph_lost` (an orphan whose
+ * graph could not be kept: no node can change) sends a profiled exec to
+ * DISABLED.
  */
 #include "exec_internal.h"
 
@@ -142,6 +145,16 @@ static void restart(struct vr_exec *e)
     VR_ASSERT(e->state == ST_DEDUP || e->prof);
 }
 
+/* e is going: the graph kept for it goes with its last exec. */
+static void release_graph(struct vr_exec *e)
+{
+    VR_ASSERT_HELD(VR_RANK_EXEC);
+    if (e->orphan && !e->graph_lost && e->graph && vr_ex_unkeep_graph(e->graph))
+        vr_real.cuGraphDestroy(e->graph);
+    e->graph = NULL;
+    e->orphan = e->graph_lost = false;
+}
+
 void vr_exec_track(CUgraphExec handle, CUgraph graph, unsigned long long flags)
 {
     if (vr_ex_cfg.mode == VR_MODE_OFF)
@@ -175,7 +188,7 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph, unsigned long long flags)
     e->handle = handle;
     VR_ASSERT(e->state == ST_PROFILING && !e->slices);
     e->graph = graph;
-    e->orphan = false;
+    e->orphan = e->graph_lost = false;
     e->reset_at = 0;
     e->brief = 0;
     e->settled = false;
@@ -196,6 +209,7 @@ void vr_exec_track(CUgraphExec handle, CUgraph graph, unsigned long long flags)
         vr_ex_lock(stale);
         stale->serial++;
         vr_ex_rekey(stale);
+        release_graph(stale);
         free_contents(stale);
         vr_ex_retire_record(stale);
         vr_ex_unlock(stale);
@@ -331,8 +345,8 @@ void vr_ex_reset(struct vr_exec *e, CUgraph graph)
     vr_profile_free(e->prof);
     e->prof = NULL;
     vr_ex_log_exec_event("exec_reset", e);
-    if (e->orphan) {
-        /* Its nodes still cannot be named, but its shadows must follow the
+    if (e->graph_lost) {
+        /* Its nodes cannot be named, but its shadows must follow the
          * driver: an update that changes nothing is answered from them. */
         vr_ex_set_state(e, ST_DISABLED);
         if (vr_nodes_refresh(&e->ns, graph) != 0 || alloc_scratch(e) != 0) {
@@ -387,6 +401,7 @@ int vr_exec_destroy(CUgraphExec exec)
         VR_ASSERT(e->handle == exec);
         vr_ex_log_exec_event("exec_destroyed", e);
         free_contents(e);
+        release_graph(e); /* after the exec: the driver's own order */
         vr_ex_retire_record(e);
         vr_ex_unlock(e);
         vr_ex_recycle(e);
@@ -395,33 +410,67 @@ int vr_exec_destroy(CUgraphExec exec)
     return vr_err_cu(r);
 }
 
-static void orphan_if_of(struct vr_exec *e, void *graph)
+/* The program destroyed the graph e names its nodes by (vr_exec_graph_destroyed). */
+struct destroyed {
+    CUgraph graph;
+    bool keep; /* false: the scan could not hold it, nothing is kept */
+    size_t execs;
+};
+
+static void orphan_if_of(struct vr_exec *e, void *arg)
 {
     VR_ASSERT_HELD(VR_RANK_EXEC);
-    if (e->graph != graph)
+    struct destroyed *d = arg;
+    if (e->graph != d->graph || e->orphan)
         return;
-    e->graph = NULL; /* the handle may name a new graph later */
     e->orphan = true;
-    e->serial++; /* out of every thread's absorbed path */
+    e->serial++; /* out of every thread's absorbed path: the program's calls are refused */
     vr_ex_rekey(e);
+    if (d->keep && vr_ex_keep_graph(d->graph) == 0) {
+        d->execs++;
+        return;
+    }
+    /* Not kept: the driver destroys it and no node of e can change. */
+    e->graph_lost = true;
+    e->graph = NULL; /* the handle may name a new graph later */
     if (e->state == ST_PROFILING) {
         /* Going active needs its nodes re-pointed at the slices. */
         vr_profile_free(e->prof);
         e->prof = NULL;
         no_variants(e);
         vr_ex_set_state(e, ST_DISABLED);
-        vr_log_fallback("cuGraphDestroy", "the exec's graph is destroyed before the "
-                                       "decision: its nodes cannot be re-pointed; "
-                                       "it passes through");
     }
-    VR_ASSERT(e->orphan && e->state != ST_PROFILING);
+    vr_log_fallback("cuGraphDestroy", "the exec's graph could not be kept (no memory): its "
+                                   "nodes cannot be re-pointed; it passes through");
 }
 
-void vr_exec_graph_destroyed(CUgraph graph)
+bool vr_exec_graph_destroyed(CUgraph graph)
 {
     if (vr_ex_cfg.mode == VR_MODE_OFF || !graph)
-        return;
-    vr_ex_each_exec(orphan_if_of, graph);
+        return false;
+    /* The scan holds the graph itself, so that an exec destroyed meanwhile
+     * cannot take its last hold and destroy it under the scan. */
+    struct destroyed d = {graph, vr_ex_keep_graph(graph) == 0, 0};
+    vr_ex_each_exec(orphan_if_of, &d);
+    if (!d.keep)
+        return false;
+    if (vr_ex_unkeep_graph(graph))
+        return false; /* no exec needs it (any more): the driver destroys it now */
+    return true;
+}
+
+bool vr_exec_graph_kept(CUgraph graph)
+{
+    return vr_ex_cfg.mode != VR_MODE_OFF && vr_ex_graph_kept(graph);
+}
+
+void vr_exec_release_graphs(void)
+{
+    CUgraph *v;
+    size_t n = vr_ex_take_kept(&v);
+    for (size_t i = 0; i < n; i++)
+        vr_real.cuGraphDestroy(v[i]);
+    free(v);
 }
 
 /* From now on the program's exec may be launched behind the shim's back: a

@@ -48,6 +48,9 @@ void vr_exec_track(CUgraphExec exec, CUgraph graph, unsigned long long flags);
 /* cuGraphNodeSetEnabled through the shim: the program's exec and every
  * variant of it. */
 int vr_exec_set_enabled(CUgraphExec exec, CUgraphNode node, unsigned enabled);
+/* cuGraphNodeGetEnabled: the driver's, or its refusal for an exec whose
+ * graph the program destroyed (kept by the shim: vr_exec_graph_destroyed). */
+int vr_exec_get_enabled(CUgraphExec exec, CUgraphNode node, unsigned *enabled);
 
 /* A setter of a node that is not a kernel (setters.h) through the shim: the
  * program's exec, then every variant of it; the result is the driver's for
@@ -88,8 +91,8 @@ int vr_exec_upload(CUgraphExec exec, CUstream stream, bool per_thread);
  * program gets its answer unchanged; on success the shadows are read again,
  * the slices dropped and the profile restarted (exec_reset). Mode observe,
  * a degraded shim, an opaque exec and one whose record a non-kernel setter
- * made stale always forward; an orphaned one forwards every update that
- * changes something (its nodes cannot be named). Each decision is logged
+ * made stale always forward; one whose graph could not be kept forwards
+ * every update that changes something (its nodes cannot be named). Each decision is logged
  * (`update_absorbed`, or `update_forwarded` at debug). */
 int vr_exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo *info);
 int vr_exec_update_v1(CUgraphExec exec, CUgraph graph, CUgraphNode *error_node,
@@ -98,11 +101,17 @@ int vr_exec_update_v1(CUgraphExec exec, CUgraph graph, CUgraphNode *error_node,
 int vr_exec_destroy(CUgraphExec exec);
 /* The program is about to destroy `stream` (track.h). */
 void vr_exec_stream_destroyed(CUstream stream);
-/* After a successful cuGraphDestroy(graph): the execs instantiated from it
- * can no longer have a node changed (the driver refuses their nodes), so
- * their updates are forwarded as they come, and one still profiled passes
- * through from now on. */
-void vr_exec_graph_destroyed(CUgraph graph);
+/* The program destroys `graph`. True: live execs were instantiated from it,
+ * and it is kept (not destroyed in the driver) until the last of them is
+ * destroyed, because the driver names their nodes by its node handles; the
+ * program's calls naming those nodes get CUDA_ERROR_INVALID_VALUE from the
+ * shim, as from the driver after a real destroy. The caller answers
+ * CUDA_SUCCESS then. False: the caller destroys it in the driver now. */
+bool vr_exec_graph_destroyed(CUgraph graph);
+/* Whether the program destroyed `graph` and the shim keeps it. */
+bool vr_exec_graph_kept(CUgraph graph);
+/* At exit: the kept graphs are destroyed in the driver. */
+void vr_exec_release_graphs(void);
 /* A VMM-backed allocation is being freed; `synced`: the caller synchronized
  * the current context, so its launches are complete. Unbinds it from every
  * slice now, or once the launches that may read it are done. */

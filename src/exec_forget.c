@@ -75,4 +75,6 @@ void vr_exec_forget_alloc(uint64_t id, bool synced)
     if (synced)
         vr_real.cuCtxGetCurrent(&f.cur);
     vr_ex_each_exec(forget_in, &f);
+    /* Slots of torn-down execs kept while the buffer lived go with it. */
+    vr_tomb_buffer_freed(id);
 }

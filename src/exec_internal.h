@@ -89,7 +89,13 @@ struct vr_exec {
     enum vr_ex_state state;
     CUcontext ctx;         /* current at instantiation */
     CUgraph graph;         /* instantiated from: its nodes name this exec's nodes */
-    bool orphan;           /* that graph is destroyed: no node can change */
+    /* The program destroyed that graph: the program's calls naming the
+     * exec's nodes get the driver's answer for a destroyed graph's node
+     * (CUDA_ERROR_INVALID_VALUE) from the shim, while the graph itself is
+     * kept (vr_ex_keep_graph) so the shim still names them. */
+    bool orphan;
+    bool graph_lost;       /* orphan, and the graph could not be kept: destroyed
+                            * for real, no node can change any more */
     uint64_t reset_at;     /* c.launches at the last cuGraphExecUpdate */
     unsigned brief;        /* updates in a row that came too soon after the last */
     bool settled;          /* slices cost more than they saved: no new binding */
@@ -200,6 +206,15 @@ void vr_ex_insert_exec(struct vr_exec *e, CUgraphExec handle);
 void vr_ex_retire_record(struct vr_exec *e);
 /* e unlocked. */
 void vr_ex_recycle(struct vr_exec *e);
+/* The graphs the program destroyed that live execs still need (exec.c):
+ * one more exec needs g (0, or -ENOMEM: not kept); one exec less (true:
+ * it was the last, g is no longer kept and the caller destroys it);
+ * whether g is kept; at exit, every kept graph handed out (the table
+ * emptied; *out malloc'd, NULL when none could be). Memory only (POOL). */
+int vr_ex_keep_graph(CUgraph g);
+bool vr_ex_unkeep_graph(CUgraph g);
+bool vr_ex_graph_kept(CUgraph g);
+size_t vr_ex_take_kept(CUgraph **out);
 /* fn on every live exec, each under its own lock; called with none held. */
 void vr_ex_each_exec(void (*fn)(struct vr_exec *e, void *arg), void *arg);
 
@@ -305,7 +320,7 @@ static inline __attribute__((always_inline)) bool same_call(const struct vr_node
  * came). */
 static inline bool direct_same_call(const struct vr_exec *e)
 {
-    return vr_ex_cfg.mode != VR_MODE_OBSERVE && !e->orphan && !vr_ex_forwards_all(e->state);
+    return vr_ex_cfg.mode != VR_MODE_OBSERVE && !e->graph_lost && !vr_ex_forwards_all(e->state);
 }
 
 static inline bool direct(const struct vr_exec *e, const struct vr_node *n,

@@ -24,9 +24,21 @@
 #define VR_EXEC_BUCKETS 1024
 static vr_rwlock table_lock = VR_RWLOCK_INIT;
 static struct vr_exec *buckets[VR_EXEC_BUCKETS];
-static vr_mutex pool_lock = VR_MUTEX_INIT; /* the free list and the retired counters */
+static vr_mutex pool_lock = VR_MUTEX_INIT; /* the free list, the retired counters, the kept graphs */
 static struct vr_exec *pool;
 static struct counters retired;
+
+/* The graphs the program destroyed while execs instantiated from them live
+ * (exec.c, vr_exec_graph_destroyed): the driver's cuGraphDestroy waits
+ * until the last such exec goes, because the driver names an exec's nodes
+ * by that graph's node handles and refuses them once it is destroyed. One
+ * entry per graph, its count of execs; memory only, under pool_lock. */
+struct kept {
+    CUgraph graph;
+    size_t refs;
+};
+static struct kept *kept;
+static size_t nkept, capkept;
 
 /* What the first entry points at before any exec: never current (its serial
  * is no cached one's, its absorb_key neither 0 nor ~0), so the absorbed path
@@ -157,6 +169,80 @@ void vr_ex_recycle(struct vr_exec *e)
     e->next = pool;
     pool = e;
     vr_mutex_unlock(&pool_lock);
+}
+
+/* ---- graphs kept for their execs ---------------------------------------- */
+
+static size_t kept_find(CUgraph g)
+{
+    size_t i = 0;
+    while (i < nkept && kept[i].graph != g)
+        i++;
+    return i;
+}
+
+int vr_ex_keep_graph(CUgraph g)
+{
+    VR_ASSERT(g);
+    int rc = 0;
+    vr_mutex_lock(&pool_lock);
+    size_t i = kept_find(g);
+    if (i == nkept && nkept == capkept) {
+        size_t cap = capkept ? 2 * capkept : 8;
+        struct kept *v = realloc(kept, cap * sizeof *v);
+        if (v) {
+            kept = v;
+            capkept = cap;
+        } else {
+            rc = -ENOMEM;
+        }
+    }
+    if (rc == 0) {
+        if (i == nkept)
+            kept[nkept++] = (struct kept){g, 0};
+        kept[i].refs++;
+    }
+    vr_mutex_unlock(&pool_lock);
+    return rc;
+}
+
+bool vr_ex_unkeep_graph(CUgraph g)
+{
+    bool last = false;
+    vr_mutex_lock(&pool_lock);
+    size_t i = kept_find(g);
+    VR_ASSERT(i < nkept && kept[i].refs > 0);
+    if (i < nkept && --kept[i].refs == 0) {
+        kept[i] = kept[--nkept];
+        last = true;
+    }
+    vr_mutex_unlock(&pool_lock);
+    return last;
+}
+
+bool vr_ex_graph_kept(CUgraph g)
+{
+    vr_mutex_lock(&pool_lock);
+    bool in = kept_find(g) < nkept;
+    vr_mutex_unlock(&pool_lock);
+    return in;
+}
+
+size_t vr_ex_take_kept(CUgraph **out)
+{
+    vr_mutex_lock(&pool_lock);
+    size_t n = nkept;
+    CUgraph *v = malloc((n ? n : 1) * sizeof *v);
+    for (size_t i = 0; v && i < n; i++)
+        v[i] = kept[i].graph;
+    if (v) {
+        free(kept);
+        kept = NULL;
+        nkept = capkept = 0;
+    }
+    vr_mutex_unlock(&pool_lock);
+    *out = v;
+    return v ? n : 0;
 }
 
 /* Makes the cleared, locked record e the exec `handle`'s. */

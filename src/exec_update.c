@@ -90,17 +90,17 @@ static const char *absorb_update(struct vr_exec *e, CUgraph graph, struct vr_gre
      * record it trusts. */
     bool known;
     const char *why = vr_grec_diff_graph(e->rec, graph, &e->ns, changed, nchanged, nodes, &known);
-    if (!known || (!why && *nchanged && !(e->orphan))) {
+    if (!known || (!why && *nchanged && !e->graph_lost)) {
         *updp = vr_grec_take(graph);
         *nodes = vr_grec_nodes(*updp);
         why = *updp ? vr_grec_diff(e->rec, *updp, &e->ns, changed, nchanged) : "unknown";
     }
     const struct vr_grec *upd = *updp;
-    /* An orphan's nodes can no longer be named (driver-answers.txt): an
-     * update that changes nothing still needs no driver call (the driver
-     * applies updates to such an exec: programs that destroy the graph
-     * right after instantiating rely on it), any other goes to the driver. */
-    if (!why && e->orphan && *nchanged)
+    /* The nodes of an exec whose graph could not be kept can no longer be
+     * named (driver-answers.txt): an update that changes nothing still needs
+     * no driver call (the driver applies updates to such an exec), any
+     * other goes to the driver. A kept graph's nodes are named as ever. */
+    if (!why && e->graph_lost && *nchanged)
         why = "graph_destroyed";
     /* The program's SetParams counters (setparams_seen and the rest) count
      * the program's calls only: these are the update's, counted apart. */

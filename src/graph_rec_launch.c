@@ -122,7 +122,7 @@ launch_fast(struct dep_ent *se, const struct capture *c, CUfunction f, const uns
     g->layout = l;
     g->ctx = NULL;
     g->handle = NULL;
-    g->alen = 0; /* no launch attributes (graph_rec_attrs.c records those) */
+    g->aoff = g->alen = 0; /* no launch attributes (graph_rec_attrs.c records those) */
     uint8_t *dst = r->bytes + r->nb;
     if (pad == PAD_WORDS)
         for (size_t w = 0; w < bytes; w += 8)

@@ -110,7 +110,7 @@ void vr_gr_set_args(struct vr_grec *r, struct gnode *g, const struct vr_layout *
 {
     g->layout = NULL;
     g->off = g->len = 0;
-    g->alen = 0;
+    g->aoff = g->alen = 0; /* aoff too: a node written in place (launch_slow) has it unset */
     if (!l || (l->nparams && !kp))
         return;
     size_t bytes = ((size_t)l->bytes + 7) & ~(size_t)7;

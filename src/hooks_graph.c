@@ -82,6 +82,11 @@ CUresult vr_on_cuGraphNodeSetEnabled(CUgraphExec exec, CUgraphNode node, unsigne
     return vr_err_to_cu(vr_exec_set_enabled(exec, node, enabled));
 }
 
+CUresult vr_on_cuGraphNodeGetEnabled(CUgraphExec exec, CUgraphNode node, unsigned int *enabled)
+{
+    return vr_err_to_cu(vr_exec_get_enabled(exec, node, enabled));
+}
+
 /* The other node setters: made on the program's exec, then on each of its
  * variants (or the variants go); the program gets the driver's answer for
  * its own exec. */
@@ -182,15 +187,20 @@ CUresult vr_on_cuDevicePrimaryCtxReset_v2(CUdevice dev)
 }
 
 /* The nodes of a destroyed graph name nothing any more, also in the execs
- * instantiated from it (driver-answers.txt): their updates go to the driver,
- * which refuses them, and the shim can no longer re-point them. */
+ * instantiated from it (driver-answers.txt). A graph that live execs were
+ * instantiated from is kept until the last of them goes (the shim names
+ * their nodes by its node handles), invisible to the program: its calls
+ * naming them are refused as the driver would; a second destroy of it gets
+ * the driver's answer for a destroyed graph. */
 CUresult vr_on_cuGraphDestroy(CUgraph graph)
 {
-    CUresult r = vr_real.cuGraphDestroy(graph);
-    if (r == CUDA_SUCCESS) {
+    if (graph && vr_exec_graph_kept(graph))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    if (!vr_exec_graph_destroyed(graph))
+        r = vr_real.cuGraphDestroy(graph);
+    if (r == CUDA_SUCCESS)
         vr_grec_destroyed(graph);
-        vr_exec_graph_destroyed(graph);
-    }
     return r;
 }
 

@@ -99,7 +99,9 @@ static void finish(void)
         }
     } else {
         vr_tomb_drain(true);
+        vr_exec_release_graphs();
         vr_alloc_drain(); /* before the counters are read: parked memory may go now */
+        vr_tomb_drain_lingering(); /* after it: its releases take their slices first */
     }
     struct varemap_stats s;
     vr_stats_snapshot(&s);

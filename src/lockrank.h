@@ -35,7 +35,8 @@
  *   2 TABLE   exec.c, the exec handle table (vr_rwlock). A leaf: a record
  *             found under it is locked after it is dropped and checked again
  *             (lookup), and it is taken under EXEC only to insert or unlink.
- *   3 POOL    exec.c, the record free list and the retired counters. A leaf.
+ *   3 POOL    exec.c, the record free list, the retired counters and the kept
+ *             graphs (exec_table.c). A leaf.
  *   3a GREC   graph_rec.c, the graph records, the capture state of streams
  *             and events (vr_mutex). A leaf: memory only, no driver call
  *             (layouts are looked up before it is taken). Taken under EXEC

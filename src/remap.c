@@ -34,8 +34,7 @@ void vr_ex_bury_after(void *owner, struct vr_slices *sl, uint64_t last)
 {
     struct vr_exec *e = owner;
     if (vr_track_known(&e->t, last)) {
-        if (vr_slices_destroy(sl) != 0)
-            vr_tomb_bury(sl, NULL, e->ctx, true);
+        vr_tomb_retire(sl, e->ctx);
         return;
     }
     if (e->burial && e->burial->n < sizeof e->burial->s / sizeof *e->burial->s) {

@@ -317,6 +317,16 @@ static __attribute__((noinline)) int setparams_rest(CUgraphExec exec, CUgraphNod
         vr_stat_inc(VR_C_setparams_forwarded);
         return vr_err_cu(vr_forward_raw(exec, node, entry, params));
     }
+    if (e->orphan && !e->graph_lost) {
+        /* The program destroyed the graph the exec's nodes belong to: the
+         * driver refuses every node then (driver-answers.txt: its own, and
+         * any other graph's), and the shim, which keeps the graph, answers
+         * for it. */
+        e->c.seen++;
+        note_forward(e, vr_nodes_find(&e->ns, node), "graph_destroyed");
+        vr_ex_unlock(e);
+        return vr_err_cu(CUDA_ERROR_INVALID_VALUE);
+    }
     int rc = vr_ex_setparams_locked(e, node, entry, params);
     vr_ex_unlock(e);
     return rc;
@@ -330,7 +340,7 @@ int vr_ex_setparams_locked(struct vr_exec *e, CUgraphNode node, enum vr_sp_entry
     if (e->cmp == CMP_PASS)
         return vr_err_cu(pass_update(e, node, entry, params));
     struct vr_node *n = vr_nodes_find(&e->ns, node);
-    if (e->orphan) {
+    if (e->graph_lost) {
         /* The driver's own answer for a node of a destroyed graph. */
         int rc = vr_err_cu(vr_forward_raw(e->handle, node, entry, params));
         note_forward(e, n, "graph_destroyed");
@@ -378,9 +388,21 @@ VR_SP_ENTRY(node, VR_SP_NODE, CUgraphNodeParams)
 #undef VR_SP_ENTRY
 #undef VR_SP_HANDED
 
+/* The driver's answer for a call naming a node of an exec whose graph the
+ * program destroyed (the shim keeps it): the call is not made. */
+static bool refused(struct vr_exec *e)
+{
+    if (!e || !e->orphan || e->graph_lost)
+        return false;
+    vr_ex_unlock(e);
+    return true;
+}
+
 int vr_exec_set_enabled(CUgraphExec exec, CUgraphNode node, unsigned enabled)
 {
     struct vr_exec *e = vr_ex_cfg.mode == VR_MODE_OFF ? NULL : vr_ex_acquire(exec);
+    if (refused(e))
+        return vr_err_cu(CUDA_ERROR_INVALID_VALUE);
     CUresult r = vr_real.cuGraphNodeSetEnabled(exec, node, enabled);
     if (e) {
         e->rec_stale = true; /* not in the graph record: the next update is forwarded */
@@ -395,9 +417,21 @@ int vr_exec_set_enabled(CUgraphExec exec, CUgraphNode node, unsigned enabled)
     return vr_err_cu(r);
 }
 
+int vr_exec_get_enabled(CUgraphExec exec, CUgraphNode node, unsigned *enabled)
+{
+    struct vr_exec *e = vr_ex_cfg.mode == VR_MODE_OFF ? NULL : vr_ex_acquire(exec);
+    if (refused(e))
+        return vr_err_cu(CUDA_ERROR_INVALID_VALUE);
+    if (e)
+        vr_ex_unlock(e);
+    return vr_err_cu(vr_real.cuGraphNodeGetEnabled(exec, node, enabled));
+}
+
 int vr_exec_set_node(CUgraphExec exec, CUgraphNode node, const struct vr_set *set)
 {
     struct vr_exec *e = vr_ex_cfg.mode == VR_MODE_OFF ? NULL : vr_ex_acquire(exec);
+    if (refused(e))
+        return vr_err_cu(CUDA_ERROR_INVALID_VALUE);
     CUresult r = vr_set_issue(exec, node, set);
     if (e) {
         e->rec_stale = true; /* not in the graph record: the next update is forwarded */

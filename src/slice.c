@@ -116,6 +116,23 @@ int vr_slices_destroy(struct vr_slices *s)
     return 0;
 }
 
+size_t vr_slices_unmap_gone(struct vr_slices *s, bool (*live)(const struct vr_slice_bind *b),
+                            int *rc)
+{
+    size_t left = 0;
+    *rc = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        struct slot *sl = &s->slots[i];
+        if (!sl->cur.id)
+            continue;
+        int u = live(&sl->cur) ? 1 : unmap_slot(sl);
+        if (u < 0 && *rc == 0)
+            *rc = u;
+        left += u != 0;
+    }
+    return left;
+}
+
 void vr_slices_forget(struct vr_slices *s)
 {
     if (!s)

@@ -41,6 +41,13 @@ int vr_slices_create(struct vr_slices **out, const size_t *sizes, size_t n);
  * left: call again later). */
 int vr_slices_destroy(struct vr_slices *s);
 
+/* Unmaps the slots whose binding `live` says is gone (no longer the
+ * allocation it was bound to); for a reservation nothing translates
+ * through any more (torn down: its maps are not kept). Returns the slots
+ * still mapped, and in *rc the first unmap error (0: none). */
+size_t vr_slices_unmap_gone(struct vr_slices *s, bool (*live)(const struct vr_slice_bind *b),
+                            int *rc);
+
 /* Frees the host-side record only: for a driver that can no longer be asked
  * (its context is gone at exit). */
 void vr_slices_forget(struct vr_slices *s);

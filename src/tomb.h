@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <cuda.h>
 
 #include "slice.h"
@@ -30,6 +31,17 @@ void vr_tomb_bury(struct vr_slices *s, CUevent done, CUcontext ctx, bool unused)
 void vr_tomb_bury_many(struct vr_slices *const *s, size_t n, CUevent done, CUcontext ctx,
                        bool unused);
 
+/* The launches that could read s are complete (its exec is torn down):
+ * the slots whose buffers were freed are unmapped now, the others stay
+ * mapped until their buffers are freed (a kernel may have stored a slice
+ * address in device memory: it stays valid as long as the program's own
+ * address; vr_tomb_buffer_freed), then the reservation goes. */
+void vr_tomb_retire(struct vr_slices *s, CUcontext ctx);
+/* The allocation id is freed (the free observer): the slots that still map
+ * it in torn-down reservations are unmapped, and a reservation whose last
+ * slot went is freed. */
+void vr_tomb_buffer_freed(uint64_t id);
+
 /* Destroys an event of the shim's, or keeps it for a later drain when the
  * driver refuses. */
 void vr_tomb_drop_event(CUevent ev);
@@ -37,6 +49,9 @@ void vr_tomb_drop_event(CUevent ev);
 /* Releases what is known idle; at exit (`final`), everything, logging a
  * `fallback` for what the driver would not take back. */
 void vr_tomb_drain(bool final);
+/* At exit, after the allocator's drain: every lingering reservation goes
+ * (the program's buffers are gone with the process). */
+void vr_tomb_drain_lingering(void);
 /* vr_tomb_drain(false) for a caller on every launch: nothing but a load
  * when no teardown waits. */
 static inline void vr_tomb_drain_some(void)

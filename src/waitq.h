@@ -30,6 +30,7 @@ enum vr_wait_kind {
     VR_WAIT_TEARDOWN, /* slice reservations and events of a torn-down exec (tomb.h) */
     VR_WAIT_RELEASE,  /* freed VMM memory whose release is not finished */
     VR_WAIT_CACHE,    /* kept memory whose free's event is not yet seen complete */
+    VR_WAIT_LINGER,   /* slots of a torn-down exec whose buffers live on (tomb.h) */
     VR_WAIT_KINDS
 };
 #define VR_WAIT_MASK(k) (1u << (k))

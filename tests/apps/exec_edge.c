@@ -12,8 +12,9 @@
  *   --case gate-destroy / gate-update   the same, destroying / updating the
  *                   exec instead
  *   --case orphan   the graph destroyed after the exec went active: launches
- *                   go on computing the same values, and an update naming
+ *                   go on computing the same values, and every call naming
  *                   the destroyed graph's node gets the driver's refusal
+ *                   (the shim keeps the graph for its own calls)
  */
 #include <signal.h>
 #include <stdatomic.h>
@@ -143,6 +144,13 @@ static int run_orphan(void)
                                          .blockDimZ = 1, .kernelParams = kp};
             CUresult r = cuGraphExecKernelNodeSetParams_v2(ex, n0, &p);
             printf("update after destroy: %s\n", vr_err_name(r));
+            /* the other calls naming the node: refused as well (the shim
+             * keeps the graph for its own calls, not for the program's) */
+            unsigned en = 7;
+            r = cuGraphNodeGetEnabled(ex, n0, &en);
+            printf("get enabled after destroy: %s %u\n", vr_err_name(r), en);
+            r = cuGraphNodeSetEnabled(ex, n0, 1);
+            printf("set enabled after destroy: %s\n", vr_err_name(r));
         }
         CK(cuGraphLaunch(ex, stream));
         CK(cuStreamSynchronize(stream));

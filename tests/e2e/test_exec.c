@@ -37,9 +37,10 @@ Test(exec, scalar_with_address_bits_is_not_translated)
     vr_run_free(&shim);
 }
 
-/* The program destroys its graph once the exec is active: the shim can no
- * longer re-point a node (the driver refuses the graph's nodes), launches go
- * on right, and the program's update gets the driver's own refusal. */
+/* The program destroys its graph once the exec is active: launches go on
+ * right, and every call naming the graph's node (SetParams, get and set
+ * enabled) gets the driver's refusal, also under the shim, which keeps the
+ * graph for its own calls. */
 Test(exec, destroyed_graph_leaves_the_exec_running_and_updates_refused)
 {
     struct vr_run shim;
@@ -334,8 +335,9 @@ Test(exec, recapture_update_while_a_launch_runs)
 }
 
 /* The instantiate graph destroyed right after the instantiate (TensorRT-
- * LLM's way): its nodes can no longer be named, so an unchanged update is
- * still answered without the driver, a changed one goes to it. */
+ * LLM's way): the shim keeps it until the exec goes (the driver names the
+ * exec's nodes by its node handles), so the exec is served as any other:
+ * no update reaches the driver, only the moved nodes' SetParams. */
 Test(exec, recapture_orphan_stable)
 {
     const char *args[] = {"--pattern", "stable", "--steps", "10", "--nodes", "8", "--orphan", NULL};
@@ -344,6 +346,11 @@ Test(exec, recapture_orphan_stable)
     cr_assert_eq(sim_sum(&plain, update_syms), 10);
     cr_assert_eq(sim_sum(&shim, update_syms), 0);
     cr_assert_eq(vr_log_count(&shim.log, "update_absorbed"), 10);
+    /* every graph the program destroyed is destroyed in the driver too
+     * (and the shim's own clones) */
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuGraphDestroy"),
+                 vr_sim_calls(&plain.stats, "cuGraphDestroy") +
+                     vr_sim_calls(&shim.stats, "cuGraphClone"));
     vr_run_free(&plain);
     vr_run_free(&shim);
 }
@@ -354,10 +361,15 @@ Test(exec, recapture_orphan_pingpong)
                           NULL};
     struct vr_run plain, shim;
     recapture("recap_orphan_pingpong", args, &plain, &shim);
-    /* step 0 changes nothing; every later one moves all outputs */
-    cr_assert_eq(sim_sum(&shim, update_syms), 9);
-    cr_assert_eq(vr_log_count(&shim.log, "update_absorbed"), 1);
-    cr_assert_eq(sim_sum(&shim, setparams_syms), 0, "an orphan's node was named");
+    /* step 0 changes nothing; every later one moves all outputs (64 KiB
+     * buffers: no slices), each as the moved node's SetParams */
+    cr_assert_eq(sim_sum(&shim, update_syms), 0);
+    cr_assert_eq(vr_log_count(&shim.log, "update_absorbed"), 10);
+    cr_assert_leq(sim_sum(&shim, setparams_syms), 9 * 8);
+    cr_assert_eq(vr_log_count(&shim.log, "fallback"), 0, "%s", shim.log.p);
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuGraphDestroy"),
+                 vr_sim_calls(&plain.stats, "cuGraphDestroy") +
+                     vr_sim_calls(&shim.stats, "cuGraphClone"));
     vr_run_free(&plain);
     vr_run_free(&shim);
 }

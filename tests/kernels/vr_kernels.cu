@@ -54,3 +54,17 @@ extern "C" __global__ void vr_sum_range_f32(float *out, const float *begin, cons
         s = __fadd_rn(s, *p);
     out[0] = s;
 }
+
+/* Set-up kernels that build pointer tables (issue 30): element i of table
+ * gets p + i floats, and a plain kernel later follows the stored pointers
+ * (out[i] = *table[i % m], the table's m entries). */
+extern "C" __global__ void vr_store_ptr(unsigned long long *table, const float *p, unsigned long long m)
+{
+    VR_GRID_STRIDE(i, m) table[i] = (unsigned long long)(p + i);
+}
+
+extern "C" __global__ void vr_load_ptr_f32(float *out, const unsigned long long *table, unsigned long long m,
+                                           unsigned long long n)
+{
+    VR_GRID_STRIDE(i, n) out[i] = *(const float *)table[i % m];
+}

@@ -14,6 +14,8 @@
 #include "driver.h"
 #include "exec_internal.h"
 #include "fake_driver.h"
+#include "tomb.h"
+#include "waitq.h"
 
 /* ---- the fake driver ---- */
 
@@ -325,7 +327,45 @@ Test(remap, settle_points_the_nodes_back_and_drops_the_slices)
     cr_assert_eq(held[2][0], A.base);
     cr_assert_null(e->slices);
     cr_assert_eq(e->state, ST_DISABLED);
-    cr_assert_eq(fk.unmaps, 2, "idle: both slots unmapped at once");
-    cr_assert_eq(fk.va_frees, 1);
+    /* Idle, but A and B are still allocated: a kernel may have stored a
+     * slice address (issue 30, item 4). Each slot goes with its buffer,
+     * the reservation with the last. */
+    cr_assert_eq(fk.unmaps, 0, "slots of live buffers unmapped");
     vr_ex_unlock(e);
+    struct vr_alloc_info rec;
+    cr_assert_eq(vr_reg_detach(A.base, &rec), 0);
+    vr_exec_forget_alloc(A.id, true);
+    cr_assert_eq(fk.unmaps, 1, "A's slot goes with A");
+    cr_assert_eq(fk.va_frees, 0);
+    cr_assert_eq(vr_reg_detach(B.base, &rec), 0);
+    vr_exec_forget_alloc(B.id, true);
+    cr_assert_eq(fk.unmaps, 2, "B's slot goes with B");
+    cr_assert_eq(fk.va_frees, 1, "the reservation with its last slot");
+}
+
+/* Torn-down reservations whose buffers live on linger (issue 30, item 4),
+ * at most 256: past that the oldest go, their slots unmapped; the rest go
+ * with their buffer. */
+Test(remap, lingering_reservations_are_capped)
+{
+    vr_ex_unlock(e);
+    /* a buffer of no exec's */
+    static const struct vr_slice_bind D = {4, 0xb000000, 0x1000, 0x1000, 44, 0};
+    registered(&D);
+    for (int i = 0; i < 300; i++) {
+        const size_t size = D.padded;
+        struct vr_slices *s;
+        cr_assert_eq(vr_slices_create(&s, &size, 1), 0);
+        cr_assert_eq(vr_slices_bind(s, 0, &D), 0);
+        vr_tomb_retire(s, NULL);
+    }
+    cr_assert_eq(vr_waitq_count(VR_WAIT_MASK(VR_WAIT_LINGER)), 256);
+    cr_assert_eq(fk.unmaps, 300 - 256, "the oldest went");
+    cr_assert_eq(fk.va_frees, 300 - 256);
+    struct vr_alloc_info rec;
+    cr_assert_eq(vr_reg_detach(D.base, &rec), 0);
+    vr_exec_forget_alloc(D.id, true);
+    cr_assert_eq(vr_waitq_count(VR_WAIT_MASK(VR_WAIT_LINGER)), 0);
+    cr_assert_eq(fk.unmaps, 300, "the rest with their buffer");
+    cr_assert_eq(fk.va_frees, 300);
 }

@@ -163,6 +163,8 @@ struct opts {
     unsigned cmode;    /* recapture: index into cmodes */
     unsigned nodes, buffers, steps, warmup, k, sync_every, fan, pool, period;
     unsigned still_from; /* fanout, periodic: no buffer moves from this step on (0: never) */
+    bool destroy_graph; /* recapture, rebuild: the exec's graph destroyed right after the
+                         * instantiate (PyTorch's, TensorRT-LLM's way) */
     unsigned long long seed;
     size_t bytes, elems;
     const char *ptx;
@@ -258,6 +260,7 @@ static _Noreturn void usage(void)
             "  [--kernel mix|scale|struct] [--api v2|v1|node] [--sync-every K] [--ptx PATH]\n"
             "  [--order forward|reverse|shuffle] [--still-from S]\n"
             "  [--moves stable|rebind|realloc|pingpong] [--capture-mode global|thread|relaxed]\n"
+            "  [--destroy-graph no|yes]\n"
             "defaults: stable, 1000 nodes, 16 buffers, fan 8, pool 4, period 3, seed 1,\n"
             "  200 steps, warmup 10, k 10, bytes 1M, elems 256, kernel mix, api v2,\n"
             "  sync-every 0 (only after the last step), order forward (shuffle: a new\n"
@@ -267,7 +270,9 @@ static _Noreturn void usage(void)
             "  cuGraphCreate + cuGraphAddKernelNode) with this step's buffers and update\n"
             "  the exec from it (cuGraphExecUpdate_v2) instead of SetParams; --moves\n"
             "  (default stable) moves their buffers as the pattern of that name does;\n"
-            "  --capture-mode (recapture; default global) is cuStreamBeginCapture's mode\n",
+            "  --capture-mode (recapture; default global) is cuStreamBeginCapture's mode;\n"
+            "  --destroy-graph yes (recapture, rebuild) destroys the graph the exec is\n"
+            "  instantiated from right after the instantiate\n",
             prog);
     exit(2);
 }
@@ -354,6 +359,8 @@ static void parse(int argc, char **argv, struct opts *o)
             o->elems = (size_t)parse_num(v, 1ull << 32);
         else if (!strcmp(a, "--ptx"))
             o->ptx = v;
+        else if (!strcmp(a, "--destroy-graph"))
+            o->destroy_graph = pick(v, (const char *const[]){"no", "yes"}, 2) == 1;
         else
             usage();
     }
@@ -367,7 +374,8 @@ static void parse(int argc, char **argv, struct opts *o)
     }
     bool updates = o->pattern == P_RECAPTURE || o->pattern == P_REBUILD;
     for (int i = 1; i < argc; i += 2) {
-        bool moves = !strcmp(argv[i], "--moves"), cmode = !strcmp(argv[i], "--capture-mode");
+        bool moves = !strcmp(argv[i], "--moves") || !strcmp(argv[i], "--destroy-graph"),
+             cmode = !strcmp(argv[i], "--capture-mode");
         if ((moves && !updates) || (cmode && o->pattern != P_RECAPTURE) ||
             (updates && (!strcmp(argv[i], "--api") || !strcmp(argv[i], "--order")))) {
             fprintf(stderr, "%s: %s does not apply to --pattern %s\n", prog, argv[i],
@@ -648,6 +656,10 @@ static void build(void)
 {
     G.graph = G.o.pattern == P_RECAPTURE ? capture(0) : chain(0, true);
     CK(cuGraphInstantiateWithFlags(&G.exec, G.graph, 0));
+    if (G.o.destroy_graph) {
+        CK(cuGraphDestroy(G.graph));
+        G.graph = NULL;
+    }
     if (update_pattern()) {
         G.prev_args = calloc(G.o.nodes, ARG_STRIDE);
         if (!G.prev_args)
@@ -1096,7 +1108,8 @@ int main(int argc, char **argv)
     const bool verified = max_err <= 1e-4;
 
     CK(cuGraphExecDestroy(G.exec));
-    CK(cuGraphDestroy(G.graph));
+    if (G.graph)
+        CK(cuGraphDestroy(G.graph));
     for (unsigned b = 0; b < o->buffers; b++)
         CK(cuMemFree_v2(G.w[b]));
     for (size_t j = 0; j < fan_arrays() && pool_size(); j++)
