@@ -217,3 +217,62 @@ Test(apps, llama_like_keeping_graphs)
         free_runs(runs);
     }
 }
+
+/* ---- gromacs_like --------------------------------------------------------- */
+
+/* Two execs (even and odd steps) made once, both updated once when the pair
+ * list is reallocated; 30 launches. */
+static void gromacs_case(const char *tag, const char *which, const char *const *shim_env,
+                         struct vr_run runs[1 + NMODES])
+{
+    const char *args[] = {"--case", which, NULL};
+    every_mode(tag, "gromacs_like", args, NULL, shim_env, runs);
+    for (int m = 1; m < NMODES; m++) {
+        const struct vr_run *r = &runs[1 + m];
+        cr_assert_eq(log_events(r, "exec_instantiated"), 2, "%s %s; log:\n%s", tag, modes[m],
+                     r->log.p);
+        cr_assert_eq(log_events(r, "exec_destroyed"), 2, "%s %s", tag, modes[m]);
+        cr_assert_eq(summary(r, "updates_seen"), 2, "%s %s", tag, modes[m]);
+        cr_assert_eq(summary(r, "launches"), 30, "%s %s", tag, modes[m]);
+    }
+}
+
+Test(apps, gromacs_like_two_graphs_alternating)
+{
+    struct vr_run runs[1 + NMODES];
+    gromacs_case("gromacs_keep", "keep", NULL, runs);
+    /* Both execs profiled; the reallocation's updates change one pointer
+     * each: absorbed, no update reaches the driver. */
+    const struct vr_run *r = &runs[1 + 3];
+    cr_assert_eq(log_events(r, "profile_decision"), 2, "log:\n%s", r->log.p);
+    cr_assert_eq(summary(r, "updates_absorbed"), 2, "log:\n%s", r->log.p);
+    cr_assert_eq(vr_sim_calls(&r->stats, "cuGraphExecUpdate_v2"), 0);
+    free_runs(runs);
+}
+
+/* Every buffer in slices (VAREMAP_SLICE_STILL): the pair list reallocated
+ * larger than its slot. */
+Test(apps, gromacs_like_two_graphs_alternating_sliced)
+{
+    static const char *const still[] = {"VAREMAP_SLICE_STILL=1", NULL};
+    struct vr_run runs[1 + NMODES];
+    gromacs_case("gromacs_still", "keep", still, runs);
+    const struct vr_run *r = &runs[1 + 3];
+    cr_assert_eq(log_events(r, "profile_decision"), 2, "log:\n%s", r->log.p);
+    for (size_t i = 0; i < 2; i++) {
+        size_t len;
+        const char *d = vr_log_event(&r->log, "profile_decision", i, &len);
+        char st[16];
+        cr_assert(vr_json_str(d, len, "state", st, sizeof st));
+        cr_assert_str_eq(st, "active", "%.*s", (int)len, d);
+    }
+    free_runs(runs);
+}
+
+/* Each graph destroyed right after its instantiate or update. */
+Test(apps, gromacs_like_graphs_destroyed_after_use)
+{
+    struct vr_run runs[1 + NMODES];
+    gromacs_case("gromacs_destroy", "destroy", NULL, runs);
+    free_runs(runs);
+}
