@@ -22,8 +22,10 @@ int vr_profile_new(struct vr_profile **out, size_t nwords)
     p->sig = calloc(n, sizeof *p->sig);
     p->size = calloc(n, sizeof *p->size);
     p->prev = calloc(n, sizeof *p->prev);
+    p->alt = calloc(n, sizeof *p->alt);
     p->back = calloc(n, 1);
-    if (!p->val || !p->id || !p->base || !p->sig || !p->size || !p->prev || !p->back) {
+    if (!p->val || !p->id || !p->base || !p->sig || !p->size || !p->prev || !p->alt ||
+        !p->back) {
         vr_profile_free(p);
         return -ENOMEM;
     }
@@ -41,6 +43,7 @@ void vr_profile_free(struct vr_profile *p)
     free(p->sig);
     free(p->size);
     free(p->prev);
+    free(p->alt);
     free(p->back);
     free(p->loose);
     free(p->why);
@@ -165,10 +168,13 @@ static void observe_node(struct vr_profile *p, const struct vr_node *n, bool fir
         } else if (!id || v - base != p->val[w] - p->base[w] || size != p->size[w]) {
             /* No anchor from now on: nor are the allocations it held. */
             vr_profile_loosen(p, p->id[w]);
+            vr_profile_loosen(p, p->alt[w]);
             vr_profile_loosen(p, p->prev[w]);
             vr_profile_loosen(p, id);
             p->id[w] = 0;
         } else if (id != p->prev[w]) {
+            if (!p->alt[w] && id != p->id[w])
+                p->alt[w] = id;
             p->sig[w] = (p->sig[w] ^ id) * UINT64_C(0x9e3779b97f4a7c15) + 1;
             p->back[w] |= id == p->id[w];
         }

@@ -221,13 +221,14 @@ static void loosen_current(struct vr_profile *p, const struct vr_nodes *ns)
     vr_profile_loose_compact(p);
 }
 
-/* Whether any allocation candidate k held (its first word's first and last
- * allocation, and the one it holds now) has a word no anchor can stand for:
- * its anchors cannot be translated without splitting a pair. */
+/* Whether any allocation candidate k held (its first word's first, second
+ * and last allocation: every one of a default profile's three launches, a
+ * pingpong's two; and the one it holds now) has a word no anchor can stand
+ * for: its anchors cannot be translated without splitting a pair. */
 static bool unanchored(const struct vr_profile *p, const struct candidate *c)
 {
     return p->loose_lost || loose(p, c->id) || loose(p, p->id[c->word]) ||
-           loose(p, p->prev[c->word]);
+           loose(p, p->alt[c->word]) || loose(p, p->prev[c->word]);
 }
 
 void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphExec exec,

@@ -18,6 +18,7 @@ struct vr_profile {
      * more) and base; sig: the sequence of allocations seen there (equal to
      * id while it never changed), size: the first allocation's size */
     uint64_t *val, *id, *base, *sig, *size, *prev;
+    uint64_t *alt;   /* the first allocation other than id seen there (0: none yet) */
     uint8_t *back;   /* the first allocation came back after another (pingpong) */
 
     /* Allocations a word that is no anchor pointed into (or ended) at some

@@ -10,6 +10,12 @@
  *
  *   --case pingpong   X alternates between two buffers A and B
  *   --case stable     X is always A
+ *   --case late       X is A (begin fixed: both words anchors) until step
+ *                     LATE; then X is a small buffer S (native under the
+ *                     shim) allocated then, where simcuda's address space
+ *                     puts it: right below A's start when there is room,
+ *                     so S's end pointer is A's start (the program cannot
+ *                     tell, nor should it have to)
  *
  * Options --size BYTES (each buffer; default 2 MiB, a multiple of simcuda's
  * granularity), --out FILE (out[0] after every step), --map FILE (every
@@ -31,6 +37,8 @@ static const char *case_name = "";
 
 #define STEPS 12
 #define TAIL 4096u /* bytes of the tail filled and summed from */
+#define LATE 5
+#define SMALL ((size_t)64 << 10)
 
 static CUmodule mod;
 static CUstream stream;
@@ -44,6 +52,29 @@ static CUdeviceptr buffer(const char *name, size_t bytes)
     CK(cuCtxSynchronize());
     if (map)
         fprintf(map, "buf %s 0x%" PRIx64 " %zu plain\n", name, (uint64_t)p, bytes);
+    return p;
+}
+
+/* A small buffer, ending at `at` if the address space has room there
+ * (tried among MAXTRY allocations, the others freed); the last one else. */
+#define MAXTRY 512
+static CUdeviceptr below(CUdeviceptr at)
+{
+    static CUdeviceptr tried[MAXTRY];
+    unsigned n = 0;
+    CUdeviceptr p = 0;
+    while (n < MAXTRY) {
+        CK(cuMemAlloc_v2(&p, SMALL));
+        tried[n++] = p;
+        if (p + SMALL == at)
+            break;
+    }
+    for (unsigned i = 0; i + 1 < n; i++)
+        CK(cuMemFree_v2(tried[i]));
+    CK(cuMemsetD8_v2(p, 0, SMALL));
+    CK(cuCtxSynchronize());
+    if (map)
+        fprintf(map, "buf small 0x%" PRIx64 " %zu plain\n", (uint64_t)p, SMALL);
     return p;
 }
 
@@ -61,13 +92,13 @@ static uint64_t fnv(uint64_t h, const unsigned char *p, size_t n)
     return h;
 }
 
-static int run(bool pingpong, size_t bytes, FILE *out)
+static int run(bool pingpong, bool late, size_t bytes, FILE *out)
 {
     CUfunction fill, sum;
     CK(cuModuleGetFunction(&fill, mod, "vr_fill_f32"));
     CK(cuModuleGetFunction(&sum, mod, "vr_sum_range_f32"));
     CUdeviceptr a = buffer("a", bytes), b = pingpong ? buffer("b", bytes) : a;
-    CUdeviceptr o = buffer("out", 4096);
+    CUdeviceptr o = buffer("out", 4096), small = 0;
     CUdeviceptr tail = a + bytes - TAIL, begin = a + bytes - 4, end = a + bytes;
     float v = 1.0f;
     unsigned long long n = TAIL / 4;
@@ -84,11 +115,20 @@ static int run(bool pingpong, size_t bytes, FILE *out)
     unsigned long long setparams = 0, launches = 0;
     for (unsigned step = 0; step < STEPS; step++) {
         CUdeviceptr x = pingpong && (step & 1) ? b : a;
+        size_t xb = bytes;
         unsigned k = 16 + (step * 37) % (TAIL / 4 - 16);
+        if (late && step < LATE)
+            k = 64;
+        if (late && step == LATE)
+            small = below(a);
+        if (late && step >= LATE) {
+            x = small;
+            xb = SMALL;
+        }
         v = 1.0f + (float)step;
-        tail = x + bytes - TAIL;
-        begin = x + bytes - 4 * (CUdeviceptr)k;
-        end = x + bytes;
+        tail = x + xb - TAIL;
+        begin = x + xb - 4 * (CUdeviceptr)k;
+        end = x + xb;
         pf = params(fill, 4, kp_fill);
         ps = params(sum, 1, kp_sum);
         CK(cuGraphExecKernelNodeSetParams_v2(ex, nf, &pf));
@@ -115,6 +155,8 @@ static int run(bool pingpong, size_t bytes, FILE *out)
     CK(cuMemFree_v2(o));
     if (b != a)
         CK(cuMemFree_v2(b));
+    if (small)
+        CK(cuMemFree_v2(small));
     CK(cuMemFree_v2(a));
     printf("steps=%u launches=%llu setparams=%llu checksum=%016" PRIx64 "\n", STEPS, launches,
            setparams, h);
@@ -135,9 +177,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--size"))
             bytes = (size_t)strtoull(argv[i + 1], NULL, 0);
     }
-    bool pingpong = !strcmp(case_name, "pingpong");
-    if ((!pingpong && strcmp(case_name, "stable")) || bytes < TAIL || bytes % 4) {
-        fprintf(stderr, "usage: pair_probe --case pingpong|stable [--size BYTES >= %u] "
+    bool pingpong = !strcmp(case_name, "pingpong"), late = !strcmp(case_name, "late");
+    if ((!pingpong && !late && strcmp(case_name, "stable")) || bytes < TAIL || bytes % 4) {
+        fprintf(stderr, "usage: pair_probe --case pingpong|stable|late [--size BYTES >= %u] "
                         "[--out FILE] [--map FILE]\n", TAIL);
         return 2;
     }
@@ -154,7 +196,7 @@ int main(int argc, char **argv)
     CK(cuModuleLoadData(&mod, ptx));
     CK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     free(ptx);
-    int rc = run(pingpong, bytes, out);
+    int rc = run(pingpong, late, bytes, out);
     if (out && fclose(out) != 0)
         rc = 1;
     if (map && fclose(map) != 0)

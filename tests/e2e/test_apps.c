@@ -276,3 +276,21 @@ Test(apps, gromacs_like_graphs_destroyed_after_use)
     gromacs_case("gromacs_destroy", "destroy", NULL, runs);
     free_runs(runs);
 }
+
+/* A buffer allocated after the decision where the address space has room:
+ * right below a sliced buffer's start, so its end pointer equals that
+ * start. Before each VMM-backed allocation kept a guard gap below it as
+ * well as after, the end was translated into the slice and its begin not
+ * (profiled summed 0 from step 5 on). */
+Test(apps, an_end_pointer_at_a_sliced_buffers_start_stays_a_pair)
+{
+    static const char *const still[] = {"VAREMAP_SLICE_STILL=1", NULL};
+    const char *args[] = {"--case", "late", "--size", "2097152", NULL};
+    struct vr_run runs[1 + NMODES];
+    every_mode("pair_late", "pair_probe", args, NULL, still, runs);
+    const struct vr_run *r = &runs[1 + 3];
+    uint64_t a[2];
+    cr_assert_eq(vr_map_ptrs(&r->map, "a", NULL, a, 2), 1);
+    cr_assert_str_eq(verdict_of(r, 0, a[0]), "selected", "log:\n%s", r->log.p);
+    free_runs(runs);
+}
