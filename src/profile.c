@@ -102,6 +102,11 @@ void vr_profile_loose_compact(struct vr_profile *p)
     p->nloose = n;
 }
 
+bool vr_profile_loose(const struct vr_profile *p, uint64_t id)
+{
+    return id && p->nloose && bsearch(&id, p->loose, p->nloose, sizeof id, cmp_u64) != NULL;
+}
+
 void vr_profile_loosen(struct vr_profile *p, uint64_t id)
 {
     if (!id || p->loose_lost || (p->nloose && p->loose[p->nloose - 1] == id))

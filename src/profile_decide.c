@@ -164,12 +164,6 @@ static size_t group(const struct vr_profile *p, struct candidate *cand, int32_t 
     return ncand;
 }
 
-static int cmp_id(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void reject_selected(struct candidate *cand, size_t ncand, const char *why)
 {
     for (size_t k = 0; k < ncand; k++)
@@ -198,11 +192,6 @@ static bool current_word(const struct vr_nodes *ns, size_t w, uint64_t *out)
     return false;
 }
 
-static bool loose(const struct vr_profile *p, uint64_t id)
-{
-    return id && bsearch(&id, p->loose, p->nloose, sizeof id, cmp_id) != NULL;
-}
-
 /* Every word that is no anchor, as it is now: the program may have re-set
  * it since the last profiled launch. */
 static void loosen_current(struct vr_profile *p, const struct vr_nodes *ns)
@@ -227,8 +216,8 @@ static void loosen_current(struct vr_profile *p, const struct vr_nodes *ns)
  * for: its anchors cannot be translated without splitting a pair. */
 static bool unanchored(const struct vr_profile *p, const struct candidate *c)
 {
-    return p->loose_lost || loose(p, c->id) || loose(p, p->id[c->word]) ||
-           loose(p, p->alt[c->word]) || loose(p, p->prev[c->word]);
+    return p->loose_lost || vr_profile_loose(p, c->id) || vr_profile_loose(p, p->id[c->word]) ||
+           vr_profile_loose(p, p->alt[c->word]) || vr_profile_loose(p, p->prev[c->word]);
 }
 
 void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphExec exec,

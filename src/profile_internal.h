@@ -56,5 +56,7 @@ void vr_profile_loosen(struct vr_profile *p, uint64_t id);
 uint64_t vr_profile_named_by(struct vr_profile *p, uint64_t v, uint64_t *base, uint64_t *size);
 /* Sorts p->loose and drops its duplicates (profile.c). */
 void vr_profile_loose_compact(struct vr_profile *p);
+/* Whether `id` was loosened; p->loose compacted since the last loosen. */
+bool vr_profile_loose(const struct vr_profile *p, uint64_t id);
 
 #endif
