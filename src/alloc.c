@@ -147,18 +147,21 @@ static int vmm_create(CUdevice dev, size_t size, size_t padded, struct vr_alloc_
     CUmemGenericAllocationHandle h = 0;
     CUmemAccessDesc access[VR_MAX_DEVICES];
     size_t gran = vr_alloc_granularity_for(dev);
-    size_t reserved = padded + gran; /* the guard gap: see alloc.h */
-    struct parked undo = { .rec = { .padded = padded, .reserved = reserved, .size = size } };
+    /* the guard gaps, one below and one after: see alloc.h */
+    size_t reserved = padded + gran;
+    struct parked undo = { .rec = { .padded = padded, .reserved = reserved, .lead = gran,
+                                    .size = size, .device = dev } };
     CUresult r;
 
-    if (reserved < padded)
+    if (reserved < padded || reserved + gran < reserved)
         return -EOVERFLOW;
     vr_vmm_device_prop(&prop, dev);
     *step = "cuMemAddressReserve";
     *bit = FB_RESERVE;
-    r = vr_real.cuMemAddressReserve(&va, reserved, gran, 0, 0);
+    r = vr_real.cuMemAddressReserve(&va, gran + reserved, gran, 0, 0);
     if (r != CUDA_SUCCESS)
         return vr_err_cu(r);
+    va += gran;
     undo.rec.base = va;
     undo.steps = STEP_ADDRESS_FREE;
     *step = "cuMemCreate";
@@ -189,7 +192,7 @@ static int vmm_create(CUdevice dev, size_t size, size_t padded, struct vr_alloc_
     if (r != CUDA_SUCCESS)
         goto undo;
     *rec = (struct vr_alloc_info){ .base = va, .size = size, .padded = padded,
-                                   .reserved = reserved, .device = dev, .vmm = true,
+                                   .reserved = reserved, .lead = gran, .device = dev, .vmm = true,
                                    .eligible = true, .handle = h,
                                    .shareable = prop.requestedHandleTypes != 0 };
     return 0;

@@ -24,16 +24,20 @@
  * Layout of a VMM-backed allocation (device D = the current context's
  * device at cuMemAlloc; the handle is made on D with D's granularity):
  *
- *   base            base+size     base+padded         base+reserved
- *   | program's bytes | padding     | guard gap (unmapped) |
- *   |<------ mapped, one handle --->|<-- one granularity -->|
+ *   base-lead            base            base+size     base+padded         base+reserved
+ *   | guard gap (unmapped) | program's bytes | padding     | guard gap (unmapped) |
+ *   |<-- one granularity ->|<------ mapped, one handle --->|<-- one granularity -->|
  *
- * The guard gap is reserved but never mapped, so one-past-the-end
- * (base+size, even when size == padded) lies inside this allocation's own
- * reservation and never inside another allocation: a [begin, end) pointer
- * pair names exactly one allocation. Addresses in the padding or the gap
- * are not the program's: cuMemGetAddressRange says CUDA_ERROR_NOT_FOUND,
- * as it would for memory the driver never handed out.
+ * The guard gaps are reserved but never mapped. The one after: one-past-
+ * the-end (base+size, even when size == padded) lies inside this
+ * allocation's own reservation and never inside another allocation. The one
+ * below: no other allocation (the driver's native ones included) can end
+ * where this one starts, so its start never equals another's end pointer.
+ * Either way a [begin, end) pointer pair names exactly one allocation, and
+ * a word at base names this one only (issue 30: pairs stay pairs).
+ * Addresses in the padding or the gaps are not the program's:
+ * cuMemGetAddressRange says CUDA_ERROR_NOT_FOUND, as it would for memory
+ * the driver never handed out.
  *
  * Access follows native cuMemAlloc semantics per (owner, accessor) pair:
  * memory owned by device D is accessible from D, and from every device E
@@ -104,7 +108,9 @@ struct vr_alloc_info {
     CUdeviceptr base;   /* what the program sees */
     size_t size;        /* what the program asked for */
     size_t padded;      /* mapped bytes (granularity multiple) for VMM, else size */
-    size_t reserved;    /* VMM: reserved VA, padded + one granularity of guard gap; else size */
+    size_t reserved;    /* VMM: reserved VA from base: padded + one granularity of guard gap;
+                         * else size */
+    size_t lead;        /* VMM: reserved VA below base, the guard gap there (one granularity) */
     int device;         /* the current context's device at cuMemAlloc; -1 when unknown */
     bool vmm;           /* backed by varemap's own cuMemCreate */
     bool eligible;      /* would have been VMM-backed (what mode observe assumes) */

@@ -133,7 +133,7 @@ static unsigned release_steps(struct parked *p, bool may_sync)
             step_failed(FB_RELEASE, "cuMemRelease", r, p);
     }
     if ((p->steps & STEP_ADDRESS_FREE) && !(p->steps & STEP_UNMAP)) {
-        r = vr_real.cuMemAddressFree(rec->base, rec->reserved);
+        r = vr_real.cuMemAddressFree(rec->base - rec->lead, rec->lead + rec->reserved);
         if (r == CUDA_SUCCESS)
             p->steps &= ~(unsigned)STEP_ADDRESS_FREE;
         else

@@ -22,8 +22,10 @@ int vr_profile_new(struct vr_profile **out, size_t nwords)
     p->sig = calloc(n, sizeof *p->sig);
     p->size = calloc(n, sizeof *p->size);
     p->prev = calloc(n, sizeof *p->prev);
+    p->alt = calloc(n, sizeof *p->alt);
     p->back = calloc(n, 1);
-    if (!p->val || !p->id || !p->base || !p->sig || !p->size || !p->prev || !p->back) {
+    if (!p->val || !p->id || !p->base || !p->sig || !p->size || !p->prev || !p->alt ||
+        !p->back) {
         vr_profile_free(p);
         return -ENOMEM;
     }
@@ -41,7 +43,9 @@ void vr_profile_free(struct vr_profile *p)
     free(p->sig);
     free(p->size);
     free(p->prev);
+    free(p->alt);
     free(p->back);
+    free(p->loose);
     free(p->why);
     free(p->todo);
     vr_ptrindex_free(&p->idx);
@@ -80,6 +84,68 @@ uint64_t vr_profile_alloc_of(uint64_t word, uint64_t *base)
     return a.id;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+void vr_profile_loose_compact(struct vr_profile *p)
+{
+    if (p->nloose < 2)
+        return;
+    qsort(p->loose, p->nloose, sizeof *p->loose, cmp_u64);
+    size_t n = 1;
+    for (size_t i = 1; i < p->nloose; i++)
+        if (p->loose[i] != p->loose[n - 1])
+            p->loose[n++] = p->loose[i];
+    p->nloose = n;
+}
+
+bool vr_profile_loose(const struct vr_profile *p, uint64_t id)
+{
+    return id && p->nloose && bsearch(&id, p->loose, p->nloose, sizeof id, cmp_u64) != NULL;
+}
+
+void vr_profile_loosen(struct vr_profile *p, uint64_t id)
+{
+    if (!id || p->loose_lost || (p->nloose && p->loose[p->nloose - 1] == id))
+        return;
+    if (p->nloose == p->caploose) {
+        vr_profile_loose_compact(p);
+        if (p->nloose * 2 >= p->caploose) {
+            size_t cap = p->caploose ? p->caploose * 2 : 16;
+            uint64_t *grown = realloc(p->loose, cap * sizeof *grown);
+            if (!grown) {
+                p->loose_lost = true;
+                return;
+            }
+            p->loose = grown;
+            p->caploose = cap;
+        }
+    }
+    p->loose[p->nloose++] = id;
+}
+
+uint64_t vr_profile_named_by(struct vr_profile *p, uint64_t v, uint64_t *base, uint64_t *size)
+{
+    struct vr_alloc_info a, b;
+    if (vr_profile_find_alloc(v, &a) != 0)
+        return 0;
+    /* Only a buffer that may be sliced needs it: a VMM-backed allocation's
+     * end lies in its own guard gap (alloc.h), so the one ending here is
+     * native, and two native ones are never translated. */
+    if (v == a.base && v && a.eligible && vr_alloc_find(v - 1, &b) == 0 && !b.vmm &&
+        b.base + b.size == v && b.id != a.id) {
+        vr_profile_loosen(p, a.id);
+        vr_profile_loosen(p, b.id);
+        return 0;
+    }
+    *base = a.base;
+    *size = a.size;
+    return a.id;
+}
+
 /* A word is an anchor by position: at every profiled launch it pointed at
  * the same offset of an allocation of the same size. The allocation may
  * differ from launch to launch (a buffer replaced every step, from a pool
@@ -93,22 +159,27 @@ static void observe_node(struct vr_profile *p, const struct vr_node *n, bool fir
         return;
     for (uint32_t k = 0; k < n->layout->nwords; k++) {
         size_t w = n->word0 + k;
-        if (!first && !p->id[w])
-            continue;
         uint64_t v = vr_load_word(n->intended + n->layout->words[k]);
-        struct vr_alloc_info a;
-        uint64_t base = 0, id = vr_profile_alloc_of(v, &base);
-        if (id && vr_alloc_find(base, &a) != 0)
-            id = 0;
+        uint64_t base = 0, size = 0, id = vr_profile_named_by(p, v, &base, &size);
         if (first) {
             p->val[w] = v;
             p->id[w] = id;
             p->base[w] = base;
             p->sig[w] = id;
-            p->size[w] = id ? a.size : 0;
-        } else if (!id || v - base != p->val[w] - p->base[w] || a.size != p->size[w]) {
+            p->size[w] = size;
+        } else if (!p->id[w]) {
+            /* No anchor: whatever it points into cannot be sliced. */
+            vr_profile_loosen(p, id);
+        } else if (!id || v - base != p->val[w] - p->base[w] || size != p->size[w]) {
+            /* No anchor from now on: nor are the allocations it held. */
+            vr_profile_loosen(p, p->id[w]);
+            vr_profile_loosen(p, p->alt[w]);
+            vr_profile_loosen(p, p->prev[w]);
+            vr_profile_loosen(p, id);
             p->id[w] = 0;
         } else if (id != p->prev[w]) {
+            if (!p->alt[w] && id != p->id[w])
+                p->alt[w] = id;
             p->sig[w] = (p->sig[w] ^ id) * UINT64_C(0x9e3779b97f4a7c15) + 1;
             p->back[w] |= id == p->id[w];
         }

@@ -36,6 +36,9 @@ struct candidate {
 static const char *const V_SELECTED = "selected";
 static const char *const V_NOT_WORTH_IT = "not_worth_it";
 static const char *const V_STILL = "still";
+/* A word pointing into the buffer (or at its end) could not be anchored: a
+ * slice would translate its other words and not that one (issue 30). */
+static const char *const V_UNANCHORED = "unanchored_word";
 
 /* The prices the decision weighs with (cost.h). */
 static struct vr_prices prices_now(void)
@@ -189,6 +192,34 @@ static bool current_word(const struct vr_nodes *ns, size_t w, uint64_t *out)
     return false;
 }
 
+/* Every word that is no anchor, as it is now: the program may have re-set
+ * it since the last profiled launch. */
+static void loosen_current(struct vr_profile *p, const struct vr_nodes *ns)
+{
+    for (size_t i = 0; i < ns->n; i++) {
+        const struct vr_node *n = &ns->v[i];
+        for (uint32_t k = 0; n->layout && k < n->layout->nwords; k++) {
+            if (p->id[n->word0 + k])
+                continue;
+            uint64_t base, size;
+            vr_profile_loosen(p, vr_profile_named_by(
+                                     p, vr_load_word(n->intended + n->layout->words[k]), &base,
+                                     &size));
+        }
+    }
+    vr_profile_loose_compact(p);
+}
+
+/* Whether any allocation candidate k held (its first word's first, second
+ * and last allocation: every one of a default profile's three launches, a
+ * pingpong's two; and the one it holds now) has a word no anchor can stand
+ * for: its anchors cannot be translated without splitting a pair. */
+static bool unanchored(const struct vr_profile *p, const struct candidate *c)
+{
+    return p->loose_lost || vr_profile_loose(p, c->id) || vr_profile_loose(p, p->id[c->word]) ||
+           vr_profile_loose(p, p->alt[c->word]) || vr_profile_loose(p, p->prev[c->word]);
+}
+
 void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphExec exec,
                        bool observe, struct vr_decision *out)
 {
@@ -207,6 +238,7 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
     }
     size_t ncand = group(p, cand, cidx);
     size_t nsel = 0, reserved = 0;
+    loosen_current(p, ns);
     /* A moving buffer whose first allocation was freed moves to new ones
      * (freed and re-allocated every step): no variant holds them. */
     for (size_t k = 0; k < ncand; k++) {
@@ -246,6 +278,10 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
         cand[k].size = a->size;
         if (!(observe ? a->eligible : a->vmm)) {
             cand[k].verdict = "not_vmm_backed";
+            continue;
+        }
+        if (unanchored(p, &cand[k])) {
+            cand[k].verdict = V_UNANCHORED;
             continue;
         }
         /* policy.h's cost model: a moving buffer gets a slice where a

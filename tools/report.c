@@ -18,6 +18,7 @@ static const char *verdict_words(const char *v)
         { "map_failed", "mapping into the slice failed" },
         { "not_worth_it", "not worth it: the slice would cost more than the updates it saves" },
         { "still", "still: never moved while profiled, compared as dedup does (no slice)" },
+        { "unanchored_word", "unanchored word: a pointer into it (or at its end) moved, so its words could not be translated together" },
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (strcmp(known[i].v, v) == 0)

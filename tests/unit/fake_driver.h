@@ -31,6 +31,8 @@ static struct fake_driver {
     size_t access_size[16];
     CUdeviceptr last_map_va;
     CUmemGenericAllocationHandle last_map_handle;
+    CUdeviceptr last_reserve_va, last_va_free; /* what the last reserve gave, the last free named */
+    size_t last_reserve_size, last_va_free_size;
 } fk = { .gran = 0x1000, .vmm = 1, .next_va = 0x100000, .reserve_align = 1 };
 
 static inline CUresult CUDAAPI fk_get_device(CUdevice *d)
@@ -70,13 +72,15 @@ static inline CUresult CUDAAPI fk_reserve(CUdeviceptr *p, size_t s, size_t a, CU
     }
     fk.next_va += fk.reserve_gap;
     *p = fk.next_va;
+    fk.last_reserve_va = *p;
+    fk.last_reserve_size = s;
     fk.next_va += (s + fk.reserve_align - 1) / fk.reserve_align * fk.reserve_align;
     return CUDA_SUCCESS;
 }
 static inline CUresult CUDAAPI fk_va_free(CUdeviceptr p, size_t s)
 {
-    (void)p;
-    (void)s;
+    fk.last_va_free = p;
+    fk.last_va_free_size = s;
     fk.va_frees++;
     return CUDA_SUCCESS;
 }

@@ -111,8 +111,17 @@ Test(registry, the_observer_hears_of_a_freed_vmm_allocation, .init = profiled)
     cr_assert_eq(vr_alloc_find(a, &r), 0);
     cr_assert(r.vmm);
     cr_assert_eq(r.padded, 0x20000);
-    cr_assert_eq(r.reserved, 0x30000, "one granularity of guard gap");
+    cr_assert_eq(r.reserved, 0x30000, "one granularity of guard gap after");
+    /* and one below (issue 30, pairs stay pairs): nothing can end where it
+     * starts, so a word at its start names it only */
+    cr_assert_eq(r.lead, 0x10000, "one granularity of guard gap below");
+    cr_assert_eq(fk.last_reserve_va, a - 0x10000);
+    cr_assert_eq(fk.last_reserve_size, 0x40000);
+    cr_assert_eq(vr_alloc_find(a - 1, &r), -ENOENT);
+    cr_assert_eq(vr_alloc_find(a, &r), 0);
     cr_assert_eq(vr_alloc_free(a), 0);
+    cr_assert_eq(fk.last_va_free, a - 0x10000, "the whole reservation returned");
+    cr_assert_eq(fk.last_va_free_size, 0x40000);
     cr_assert_eq(freed_calls, 1);
     cr_assert_eq(freed_id, r.id);
     cr_assert(freed_synced, "cuMemFree synchronized first");
