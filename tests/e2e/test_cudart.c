@@ -134,6 +134,15 @@ Test(cudart, runtime_features)
     each_mode("rt_features", args, (struct expect){ 0 });
 }
 
+/* Managed and stream-ordered allocations, a cloned graph updated every
+ * step, a profiler range (issue 32): the program checks itself against a
+ * host reference (exit 3) and every mode gives the same bytes. */
+Test(cudart, managed_async_clone_profiler)
+{
+    const char *args[] = { "--steps", "12", NULL };
+    each_mode("rt_alloc_kinds", args, (struct expect){ 0 });
+}
+
 /* An exec updated every few launches: each update used to undo the
  * decision, and its slices were made again every time (an H200 ran the
  * program 1.7x slower in CPU time under the shim). The updates change
