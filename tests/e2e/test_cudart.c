@@ -143,6 +143,17 @@ Test(cudart, managed_async_clone_profiler)
     each_mode("rt_alloc_kinds", args, (struct expect){ 0 });
 }
 
+/* Device variables (__constant__, __device__ with an initializer, a
+ * counter) set and read through cudaMemcpyToSymbol(Async)/FromSymbol(Async)
+ * and cudaGetSymbolAddress, read by a graph's kernel updated every step
+ * (issue 32): checked against a host reference (exit 3), the same bytes in
+ * every mode. */
+Test(cudart, device_variables_and_symbol_copies)
+{
+    const char *args[] = { "--steps", "12", NULL };
+    each_mode("rt_symbols", args, (struct expect){ 0 });
+}
+
 /* An exec updated every few launches: each update used to undo the
  * decision, and its slices were made again every time (an H200 ran the
  * program 1.7x slower in CPU time under the shim). The updates change

@@ -116,12 +116,20 @@ struct ptx_kernel {
     uint32_t shared_align;
 };
 
+/* A module-scope .global or .const variable: where it lies in globals. */
+struct ptx_gvar {
+    char *name;
+    size_t off, size;
+};
+
 struct ptx_module {
     atomic_long refs;
     struct ptx_kernel *kernels;
     size_t nkernels;
     unsigned char *globals; /* module-scope .global/.const storage */
     size_t globals_size;
+    struct ptx_gvar *vars;  /* every variable in globals, by name */
+    size_t nvars;
 };
 
 /* Picks, once per decoded kernel, the instructions ptx_exec.c runs through

@@ -444,6 +444,12 @@ void sim_mem_live(long *mappings, long *handles, long *reservations, long *alloc
  * it (cuMemAlloc, cuMemAllocManaged; not cuMemCreate or stream-ordered
  * memory, as documented). The caller has synchronized c. */
 void sim_mem_ctx_destroyed(const struct sim_ctx *c);
+/* A module's .global/.const storage [base, base + size), owned by the
+ * module, as device memory of ctx's device (NULL: device 0) until
+ * sim_mem_del_module: copies and pointer queries accept it, the frees
+ * refuse it, and it is not counted among live allocations. */
+void sim_mem_add_module(uintptr_t base, size_t size, struct sim_ctx *ctx);
+void sim_mem_del_module(uintptr_t base);
 /* Release a native allocation queued by cuMemFreeAsync (stream worker). */
 void sim_mem_free_now(uintptr_t base);
 

@@ -27,6 +27,7 @@ struct nat {
     uint64_t id;   /* CU_POINTER_ATTRIBUTE_BUFFER_ID */
     struct sim_ctx *ctx;   /* the context it was allocated in: unless async, destroyed with it */
     CUmemoryPool pool;     /* cuMemAllocFromPoolAsync's pool, else NULL */
+    bool module;   /* a module's variables: its storage, not mapped here */
 };
 
 /* A memory pool: only the device its allocations come from. */
@@ -223,7 +224,7 @@ static CUresult native_alloc(CUdeviceptr *dptr, size_t bytesize, bool async, int
     size_t at = (size_t)(i + 1);
     memmove(&g_nat[at + 1], &g_nat[at], (g_nnat - at) * sizeof *g_nat);
     g_nat[at] = (struct nat){b, bytesize, len, charged, dev, acct, async, false, g_next_id++, ctx,
-                             pool};
+                             pool, false};
     g_nnat++;
     g_mem_gen++;
     g_native_bytes[acct] += charged;
@@ -241,7 +242,38 @@ static void native_release(struct nat *a)
     g_nnat--;
     g_mem_gen++;
     g_native_bytes[n.acct] -= n.charged;
-    munmap((void *)n.base, n.maplen); /* use after free crashes */
+    if (!n.module)
+        munmap((void *)n.base, n.maplen); /* use after free crashes */
+}
+
+/* A module's storage is device memory of the device it was loaded on, from
+ * its load to its unload (or its context's destruction); it costs the
+ * device nothing here (assumption: a real driver takes it from the device's
+ * memory, too little to matter to a test). */
+void sim_mem_add_module(uintptr_t base, size_t size, struct sim_ctx *ctx)
+{
+    pthread_mutex_lock(&g_mem_mu);
+    if (g_nnat == g_nat_cap)
+        g_nat = grow(g_nat, &g_nat_cap, sizeof *g_nat);
+    long i;
+    SIM_FLOOR(g_nat, g_nnat, base, i);
+    size_t at = (size_t)(i + 1);
+    memmove(&g_nat[at + 1], &g_nat[at], (g_nnat - at) * sizeof *g_nat);
+    int dev = ctx ? ctx->dev : 0;
+    g_nat[at] = (struct nat){base, size, 0, 0, dev, dev, false, false, g_next_id++, ctx, NULL,
+                             true};
+    g_nnat++;
+    g_mem_gen++;
+    pthread_mutex_unlock(&g_mem_mu);
+}
+
+void sim_mem_del_module(uintptr_t base)
+{
+    pthread_mutex_lock(&g_mem_mu);
+    struct nat *a = nat_find(base);
+    if (a && a->base == base && a->module)
+        native_release(a);
+    pthread_mutex_unlock(&g_mem_mu);
 }
 
 void sim_mem_ctx_destroyed(const struct sim_ctx *c)
@@ -478,7 +510,7 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
         return r;
     pthread_mutex_lock(&g_mem_mu);
     struct nat *a = nat_find((uintptr_t)dptr);
-    bool ok = a && a->base == (uintptr_t)dptr && !a->freeing;
+    bool ok = a && a->base == (uintptr_t)dptr && !a->freeing && !a->module;
     bool async = ok && a->async;
     pthread_mutex_unlock(&g_mem_mu);
     if (!ok)
@@ -1017,7 +1049,7 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&g_mem_mu);
     struct nat *a = nat_find((uintptr_t)dptr);
-    bool ok = a && a->base == (uintptr_t)dptr && !a->freeing;
+    bool ok = a && a->base == (uintptr_t)dptr && !a->freeing && !a->module;
     if (ok)
         a->freeing = true;
     pthread_mutex_unlock(&g_mem_mu);
@@ -1651,7 +1683,10 @@ void sim_mem_live(long *mappings, long *handles, long *reservations, long *alloc
     *mappings = m;
     *handles = g_nphys;
     *reservations = (long)g_nresv;
-    *allocations = (long)g_nnat;
+    long mods = 0;
+    for (size_t i = 0; i < g_nnat; i++)
+        mods += g_nat[i].module;
+    *allocations = (long)g_nnat - mods; /* a module's storage goes with the module */
     pthread_mutex_unlock(&g_mem_mu);
 }
 

@@ -934,3 +934,90 @@ Test(ptx, refused_kernel_names_its_instruction_in_a_large_module)
               "message: %s", msg);
     CK(cuModuleUnload(m));
 }
+
+/* Module-scope variables (`__device__`, `__constant__`, `__managed__`, as
+ * nvcc writes them): cuModuleGetGlobal gives each one's address and size in
+ * its module's own storage, initializers applied; the driver's copies reach
+ * them, kernels read and write the same bytes, each loaded module has its
+ * own, and the storage is no allocation to free and goes with the unload. */
+static const char globals_ptx[] =
+    PTX_HEAD ".global .align 4 .u32 counter;\n"
+    ".global .align 4 .b8 table[16] = {0, 0, 128, 63, 0, 0, 0, 64, 0, 0, 96, 64, 0, 0, 128, "
+    "64};\n"
+    ".const .align 4 .b8 coef[32];\n"
+    ".global .attribute(.managed) .align 4 .u32 mvar = 3;\n"
+    ".visible .entry gvars(.param .u64 po)\n{\n"
+    "\t.reg .b32 %r<10>;\n\t.reg .b64 %rd<12>;\n\t.reg .f32 %f<3>;\n"
+    "\tld.param.u64 %rd1, [po];\n\tcvta.to.global.u64 %rd2, %rd1;\n"
+    "\tmov.u64 %rd3, counter;\n\tatom.global.add.u32 %r1, [%rd3], 1;\n"
+    "\tmov.u32 %r2, %tid.x;\n\tmul.wide.u32 %rd4, %r2, 4;\n"
+    "\tmov.u64 %rd5, coef;\n\tadd.s64 %rd6, %rd5, %rd4;\n\tld.const.u32 %r3, [%rd6];\n"
+    "\tand.b64 %rd7, %rd4, 12;\n\tmov.u64 %rd8, table;\n\tadd.s64 %rd9, %rd8, %rd7;\n"
+    "\tld.global.f32 %f1, [%rd9];\n\tcvt.rzi.s32.f32 %r4, %f1;\n"
+    "\tld.global.u32 %r5, [mvar];\n\tadd.s32 %r6, %r3, %r4;\n\tadd.s32 %r7, %r6, %r5;\n"
+    "\tadd.s64 %rd10, %rd2, %rd4;\n\tst.global.u32 [%rd10], %r7;\n\tret;\n}\n";
+
+Test(ptx, module_variables_through_cuModuleGetGlobal)
+{
+    setup();
+    CUmodule m, m2;
+    CK(cuModuleLoadData(&m, globals_ptx));
+    CK(cuModuleLoadData(&m2, globals_ptx));
+    CUdeviceptr counter, table, coef, mvar, other;
+    size_t sz = 0;
+    CK(cuModuleGetGlobal_v2(&counter, &sz, m, "counter"));
+    cr_assert_eq(sz, 4);
+    CK(cuModuleGetGlobal_v2(&table, &sz, m, "table"));
+    cr_assert_eq(sz, 16);
+    CK(cuModuleGetGlobal_v2(&coef, NULL, m, "coef"));
+    CK(cuModuleGetGlobal_v2(NULL, &sz, m, "coef"));
+    cr_assert_eq(sz, 32);
+    CK(cuModuleGetGlobal_v2(&mvar, &sz, m, "mvar"));
+    cr_assert_eq(sz, 4);
+    CK(cuModuleGetGlobal_v2(&other, NULL, m2, "counter"));
+    cr_assert_neq(other, counter, "two loads share one variable");
+    cr_assert_eq(counter % 4, 0);
+    cr_assert_eq(table % 4, 0);
+    cr_assert_eq(cuModuleGetGlobal_v2(&coef, &sz, m, "nope"), CUDA_ERROR_NOT_FOUND);
+    cr_assert_eq(cuModuleGetGlobal_v2(NULL, NULL, m, "coef"), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cuModuleGetGlobal_v2(&coef, &sz, (CUmodule)(uintptr_t)&sz, "coef"),
+                 CUDA_ERROR_INVALID_HANDLE);
+    /* the initializers: 1.0f 2.0f 3.5f 4.0f, and 3; the rest zero */
+    float t[4];
+    uint32_t u;
+    CK(cuMemcpyDtoH_v2(t, table, sizeof t));
+    cr_assert(t[0] == 1.0f && t[1] == 2.0f && t[2] == 3.5f && t[3] == 4.0f, "%g %g %g %g", t[0],
+              t[1], t[2], t[3]);
+    CK(cuMemcpyDtoH_v2(&u, mvar, 4));
+    cr_assert_eq(u, 3);
+    CK(cuMemcpyDtoH_v2(&u, counter, 4));
+    cr_assert_eq(u, 0);
+    int32_t cf[8];
+    for (int i = 0; i < 8; i++)
+        cf[i] = 100 * (i + 1);
+    CK(cuMemcpyHtoD_v2(coef, cf, sizeof cf));
+    CK(cuMemcpyHtoD_v2(counter + 0, &(uint32_t){ 5 }, 4));
+    CUfunction f;
+    CK(cuModuleGetFunction(&f, m, "gvars"));
+    CUdeviceptr d = dalloc(32, NULL);
+    void *a[] = {&d};
+    launch(f, 1, 8, 0, a);
+    launch(f, 1, 8, 0, a);
+    int32_t o[8];
+    CK(cuMemcpyDtoH_v2(o, d, sizeof o));
+    for (int i = 0; i < 8; i++) {
+        int32_t want = 100 * (i + 1) + (int32_t)t[i & 3] + 3;
+        cr_assert_eq(o[i], want, "out[%d] = %d, expected %d", i, o[i], want);
+    }
+    CK(cuMemcpyDtoH_v2(&u, counter, 4));
+    cr_assert_eq(u, 5 + 16, "counter %u", u);
+    CK(cuMemcpyDtoH_v2(&u, other, 4));
+    cr_assert_eq(u, 0, "the other module's counter moved: %u", u);
+    /* its storage is the module's: no allocation to free */
+    cr_assert_eq(cuMemFree_v2(counter), CUDA_ERROR_INVALID_VALUE);
+    CK(cuModuleUnload(m));
+    cr_assert_eq(cuMemcpyHtoD_v2(coef, cf, 4), CUDA_ERROR_INVALID_VALUE,
+                 "a copy into an unloaded module's variable");
+    CK(cuModuleUnload(m2));
+    CK(cuMemFree_v2(d));
+}
