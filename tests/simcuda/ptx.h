@@ -58,6 +58,10 @@ struct ptx_launch {
     const unsigned char *args;   /* the packed parameter buffer */
     size_t argsize;
     int dev;                     /* for messages */
+    /* Device printf's output, one call of one thread at a time, in the
+     * order they ran; NULL: straight to stdout. */
+    void (*print)(void *arg, const char *text, size_t len);
+    void *print_arg;
 };
 
 /* Run one launch to completion. Returns the number of thread-instructions

@@ -1500,6 +1500,12 @@ static void decode_funcs(struct dec *d)
         struct ptx_call *c = &k->calls[i];
         const struct func *f = &d->funcs[c->func];
         if (!f->body) {
+            /* vprintf(fmt, args), as nvcc declares it: device printf */
+            if (tokeq(f->name, f->nlen, "vprintf") && c->nargs == 2 && c->size[0] == 8 &&
+                c->size[1] == 8 && (!c->ret_size || c->ret_size == 4)) {
+                c->builtin = PTX_BI_VPRINTF;
+                continue;
+            }
             fail(d, "unsupported call of an external function", f->name, f->nlen);
             break;
         }

@@ -153,7 +153,17 @@ struct sim_ctx {
     struct sim_ctx **peers;
     size_t npeers, peers_cap;
     _Atomic uint64_t peer_devs;
+    /* device printf's output not yet flushed (sim_print.c) */
+    pthread_mutex_t print_mu;
+    char *print_buf;
+    size_t print_len, print_cap;
 };
+
+/* Device printf (sim_print.c): a kernel running in ctx (a struct sim_ctx *)
+ * appends its text; a flush point writes ctx's text to stdout (NULL:
+ * nothing). */
+void sim_print_append(void *ctx, const char *text, size_t len);
+void sim_print_flush(struct sim_ctx *c);
 
 /* May a kernel running in c touch memory of device dev? */
 static inline bool sim_ctx_can_access(const struct sim_ctx *c, int dev)

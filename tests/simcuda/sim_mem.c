@@ -686,8 +686,10 @@ static CUresult do_copy(enum copy_kind k, void *dst, const void *src, size_t n, 
         memcpy(op->u.copy.staging, src, n);
     }
     uint64_t seq = sim_stream_submit(s, op, NULL, 0);
-    if (sync)
+    if (sync) {
         sim_stream_wait(s, seq);
+        sim_print_flush(s->ctx ? s->ctx : c); /* a blocking copy flushes device printf */
+    }
     return CUDA_SUCCESS;
 }
 

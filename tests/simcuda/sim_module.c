@@ -393,6 +393,7 @@ static CUresult ctx_module_load(CUmodule *out, const void *image)
     CUresult r = sim_ctx_need(&c);
     if (r)
         return r;
+    sim_print_flush(c); /* module loads and unloads flush device printf */
     return module_load(out, image, false, c);
 }
 
@@ -455,6 +456,7 @@ CUresult cuModuleUnload(CUmodule hmod)
     if (!sim_reg_has(m, SIM_T_MODULE) || m->library)
         return CUDA_ERROR_INVALID_HANDLE; /* a library's module goes with the library */
     sim_reg_del(m);
+    sim_print_flush(sim_ctx_current());
     /* Queued launches and executable graphs hold copies of what they need. */
     module_free(m);
     return CUDA_SUCCESS;

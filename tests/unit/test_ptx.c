@@ -1021,3 +1021,99 @@ Test(ptx, module_variables_through_cuModuleGetGlobal)
     CK(cuModuleUnload(m2));
     CK(cuMemFree_v2(d));
 }
+
+/* Device printf (vprintf, as nvcc calls it): the format applied to the
+ * argument buffer the thread wrote (promoted types at their alignments),
+ * each specifier through the host's printf, `*` widths, `%%`, a specifier
+ * printf() does not take printed as written; the call returns the number
+ * of arguments parsed. The output stays in the context's buffer until a
+ * flush point (here cuCtxSynchronize), then reaches stdout, thread by
+ * thread in order. */
+static const char printf_fmt[] =
+    "a=%d b=%5.2f c=%-4x| d=%lld e=%c f=%s %% g=%hd h=%*d i=%.*f j=%q\n";
+
+static char *printf_ptx(void)
+{
+    static char ptx[8192];
+    size_t n = (size_t)snprintf(
+        ptx, sizeof ptx,
+        PTX_HEAD ".extern .func (.param .b32 func_retval0) vprintf\n"
+        "(\n\t.param .b64 vprintf_param_0,\n\t.param .b64 vprintf_param_1\n)\n;\n"
+        ".global .align 1 .b8 str[4] = {115, 116, 114, 0};\n"
+        ".global .align 1 .b8 $fmt[%zu] = {",
+        sizeof printf_fmt);
+    for (size_t i = 0; i < sizeof printf_fmt; i++)
+        n += (size_t)snprintf(ptx + n, sizeof ptx - n, "%s%d", i ? ", " : "",
+                              (unsigned char)printf_fmt[i]);
+    snprintf(ptx + n, sizeof ptx - n, "%s",
+             "};\n.visible .entry pf(.param .u64 po)\n{\n"
+             "\t.local .align 8 .b8 __local_depot0[72];\n"
+             "\t.reg .b64 %SP;\n\t.reg .b64 %SPL;\n"
+             "\t.reg .b32 %r<8>;\n\t.reg .b64 %rd<12>;\n\t.reg .f64 %fd<3>;\n"
+             "\tmov.u64 %SPL, __local_depot0;\n\tcvta.local.u64 %SP, %SPL;\n"
+             "\tadd.u64 %rd1, %SPL, 0;\n\tadd.u64 %rd2, %SP, 0;\n"
+             "\tmov.u32 %r1, %tid.x;\n\tsub.s32 %r2, %r1, 42;\n"
+             "\tst.local.u32 [%rd1], %r2;\n"
+             "\tmov.f64 %fd1, 0d400921F9F01B866E;\n\tst.local.f64 [%rd1+8], %fd1;\n"
+             "\tmov.u32 %r3, 255;\n\tst.local.u32 [%rd1+16], %r3;\n"
+             "\tmov.u64 %rd3, -1234567890123;\n\tst.local.u64 [%rd1+24], %rd3;\n"
+             "\tmov.u32 %r4, 90;\n\tst.local.u32 [%rd1+32], %r4;\n"
+             "\tmov.u64 %rd4, str;\n\tcvta.global.u64 %rd5, %rd4;\n"
+             "\tst.local.u64 [%rd1+40], %rd5;\n"
+             "\tmov.u32 %r5, 65537;\n\tst.local.u32 [%rd1+48], %r5;\n"
+             "\tmov.u32 %r6, 6;\n\tst.local.u32 [%rd1+52], %r6;\n"
+             "\tmov.u32 %r7, 7;\n\tst.local.u32 [%rd1+56], %r7;\n"
+             "\tmov.u32 %r6, 3;\n\tst.local.u32 [%rd1+60], %r6;\n"
+             "\tmov.f64 %fd2, 0d4004000000000000;\n\tst.local.f64 [%rd1+64], %fd2;\n"
+             "\tmov.u64 %rd6, $fmt;\n\tcvta.global.u64 %rd7, %rd6;\n"
+             "\t{ // callseq 0, 0\n\t.reg .b32 temp_param_reg;\n"
+             "\t.param .b64 param0;\n\tst.param.b64 [param0+0], %rd7;\n"
+             "\t.param .b64 param1;\n\tst.param.b64 [param1+0], %rd2;\n"
+             "\t.param .b32 retval0;\n"
+             "\tcall.uni (retval0), \n\tvprintf, \n\t(\n\tparam0, \n\tparam1\n\t);\n"
+             "\tld.param.b32 %r1, [retval0+0];\n\t} // callseq 0\n"
+             "\tld.param.u64 %rd8, [po];\n\tcvta.to.global.u64 %rd9, %rd8;\n"
+             "\tmov.u32 %r2, %tid.x;\n\tmul.wide.u32 %rd10, %r2, 4;\n"
+             "\tadd.s64 %rd11, %rd9, %rd10;\n\tst.global.u32 [%rd11], %r1;\n\tret;\n}\n");
+    return ptx;
+}
+
+Test(ptx, device_printf_formats_and_flushes_at_synchronize)
+{
+    setup();
+    CUmodule m;
+    CUfunction f;
+    CK(cuModuleLoadData(&m, printf_ptx()));
+    CK(cuModuleGetFunction(&f, m, "pf"));
+    CUdeviceptr d = dalloc(8, NULL);
+    void *a[] = {&d};
+    fflush(stdout);
+    FILE *cap = tmpfile();
+    cr_assert(cap);
+    int saved = dup(1);
+    dup2(fileno(cap), 1);
+    CK(cuLaunchKernel(f, 1, 1, 1, 2, 1, 1, 0, NULL, a, NULL));
+    fflush(stdout);
+    long before = (long)lseek(fileno(cap), 0, SEEK_END); /* bytes written so far */
+    CK(cuCtxSynchronize());
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    char got[1024] = {0};
+    rewind(cap);
+    size_t len = fread(got, 1, sizeof got - 1, cap);
+    fclose(cap);
+    cr_assert_eq(before, 0, "device printf reached stdout before a flush point");
+    const char *want = "a=-42 b= 3.14 c=ff  | d=-1234567890123 e=Z f=str % g=1 h=     7 "
+                       "i=2.500 j=%q\n"
+                       "a=-41 b= 3.14 c=ff  | d=-1234567890123 e=Z f=str % g=1 h=     7 "
+                       "i=2.500 j=%q\n";
+    cr_assert_eq(len, strlen(want), "got %zu bytes:\n%s", len, got);
+    cr_assert_str_eq(got, want);
+    int32_t ret[2];
+    CK(cuMemcpyDtoH_v2(ret, d, sizeof ret));
+    cr_assert(ret[0] == 11 && ret[1] == 11, "printf returned %d, %d (11 arguments)", ret[0],
+              ret[1]);
+    CK(cuMemFree_v2(d));
+    CK(cuModuleUnload(m));
+}
