@@ -3,8 +3,9 @@
 // a kernel, a `__device__` counter it increments; the host sets them with
 // cudaMemcpyToSymbol (synchronous, at an offset, and cudaMemcpyToSymbolAsync
 // ordered between graph launches), reads them back with
-// cudaMemcpyFromSymbol, and finds them with cudaGetSymbolAddress/Size. The
-// kernel runs as a graph's node updated every step (ping-pong), and a bad
+// cudaMemcpyFromSymbol, and finds them with cudaGetSymbolAddress/Size. A
+// `__managed__` counter (with an initializer) is read and written by the
+// host directly and incremented by the kernel. The kernel runs as a graph's node updated every step (ping-pong), and a bad
 // symbol, offset or direction gets the documented error.
 //
 //   rt_symbols [--steps S] [--elems E] [--out FILE]
@@ -16,6 +17,7 @@
 __constant__ float coef[8];
 __device__ float bias[4] = {1.0f, 2.0f, 3.0f, 0.5f};
 __device__ unsigned int blocks_run;
+__device__ __managed__ unsigned int managed_steps = 7;
 
 // out[i] = in[i] * coef[i % 8] + bias[i % 4]; one count per block.
 extern "C" __global__ void sym_step(float *out, const float *in, unsigned long long n)
@@ -25,6 +27,8 @@ extern "C" __global__ void sym_step(float *out, const float *in, unsigned long l
         out[i] = in[i] * coef[i % 8] + bias[i % 4];
     if (threadIdx.x == 0)
         atomicAdd(&blocks_run, 1u);
+    if (i == 0)
+        managed_steps += 1;
 }
 
 int main(int argc, char **argv)
@@ -59,6 +63,13 @@ int main(int argc, char **argv)
         std::fprintf(stderr, "rt_symbols: a bad symbol copy got the wrong answer\n");
         return 1;
     }
+
+    if (managed_steps != 7) {
+        std::fprintf(stderr, "rt_symbols: the managed variable reads %u, not its initializer 7\n",
+                     managed_steps);
+        return 1;
+    }
+    managed_steps = 100;
 
     std::vector<float> init(elems);
     for (unsigned long i = 0; i < elems; i++)
@@ -110,18 +121,21 @@ int main(int argc, char **argv)
     unsigned int counted = 0;
     CK(cudaMemcpy(&counted, counter, sizeof counted, cudaMemcpyDeviceToHost));
     size_t at = res.bytes.size();
-    res.bytes.resize(at + sizeof back + sizeof counted);
+    unsigned int managed = managed_steps;
+    res.bytes.resize(at + sizeof back + sizeof counted + sizeof managed);
     std::memcpy(res.bytes.data() + at, back, sizeof back);
     std::memcpy(res.bytes.data() + at + sizeof back, &counted, sizeof counted);
+    std::memcpy(res.bytes.data() + at + sizeof back + sizeof counted, &managed, sizeof managed);
 
     // Host reference.
     const float bias_want[4] = {1.0f, 2.0f, 3.0f, 4.0f};
-    int bad = counted != (unsigned)(steps * grid) ||
+    int bad = counted != (unsigned)(steps * grid) || managed != 100 + steps ||
               std::memcmp(back, ones, sizeof ones) != 0 ||
               std::memcmp(back + 8, bias_want, sizeof bias_want) != 0;
     if (bad)
-        std::fprintf(stderr, "rt_symbols: %u blocks counted (expected %lu), coef/bias read back "
-                     "wrong\n", counted, steps * grid);
+        std::fprintf(stderr, "rt_symbols: %u blocks counted (expected %lu), %u managed steps "
+                     "(expected %lu), or coef/bias read back wrong\n", counted, steps * grid,
+                     managed, 100 + steps);
     const float *dev = (const float *)(const void *)res.bytes.data();
     for (unsigned long i = 0; i < elems && !bad; i++) {
         float x = init[i];

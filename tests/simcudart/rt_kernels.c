@@ -46,6 +46,17 @@ struct rt_var {
 static _Atomic(struct rt_func *) g_funcs;
 static _Atomic(struct rt_var *) g_vars;
 
+/* A `__managed__` variable: the host reaches it through a pointer nvcc keeps
+ * (slot), which __cudaInitModule points at the variable (simcuda's device
+ * memory is host memory). */
+struct rt_mvar {
+    struct rt_mvar *next;
+    void **slot;
+    struct rt_module *m;
+    char *name;
+};
+static _Atomic(struct rt_mvar *) g_mvars;
+
 RT_API void **__cudaRegisterFatBinary(void *fatCubin)
 {
     struct rt_module *m = calloc(1, sizeof *m);
@@ -111,13 +122,49 @@ RT_API void __cudaRegisterManagedVar(void **handle, void **hostVarPtrAddress, ch
                                      const char *deviceName, int ext, size_t size, int constant,
                                      int global)
 {
-    (void)handle, (void)hostVarPtrAddress, (void)deviceAddress, (void)deviceName, (void)ext;
-    (void)size, (void)constant, (void)global;
+    (void)deviceAddress, (void)ext, (void)size, (void)constant, (void)global;
+    struct rt_mvar *v = calloc(1, sizeof *v);
+    if (!v || !(v->name = strdup(deviceName))) {
+        fprintf(stderr, "simcudart: out of memory registering %s\n", deviceName);
+        abort();
+    }
+    v->slot = hostVarPtrAddress;
+    v->m = (struct rt_module *)(void *)handle;
+    v->next = atomic_load_explicit(&g_mvars, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&g_mvars, &v->next, v, memory_order_release,
+                                                  memory_order_relaxed)) {
+    }
 }
 
+static cudaError_t module_on(struct rt_module *m, int dev, const char *what);
+
+/* nvcc's host code calls it (through __nv_init_managed_rt) before its first
+ * access to a `__managed__` variable of the module, and takes 0 for "not
+ * initialized": the module is loaded on the current device and each
+ * managed variable's host pointer set to its address there. Assumption:
+ * the variables live in the first device the program touches them from
+ * (managed memory is one copy for every device on a real system). */
 RT_API char __cudaInitModule(void **handle)
 {
-    (void)handle;
+    struct rt_module *m = (struct rt_module *)(void *)handle;
+    int dev = rt_device();
+    if (rt_enter() != cudaSuccess || dev >= RT_KDEV)
+        return 0;
+    pthread_mutex_lock(&m->mu);
+    cudaError_t e = module_on(m, dev, "a __managed__ variable");
+    CUmodule mod = m->mod[dev];
+    pthread_mutex_unlock(&m->mu);
+    if (e)
+        return 0;
+    for (struct rt_mvar *v = atomic_load_explicit(&g_mvars, memory_order_acquire); v; v = v->next) {
+        CUdeviceptr a;
+        size_t size;
+        if (v->m != m)
+            continue;
+        if (RT_CALL(cuModuleGetGlobal, (&a, &size, mod, v->name)) != CUDA_SUCCESS)
+            return 0;
+        *v->slot = (void *)(uintptr_t)a;
+    }
     return 1;
 }
 
