@@ -1117,3 +1117,27 @@ Test(ptx, device_printf_formats_and_flushes_at_synchronize)
     CK(cuMemFree_v2(d));
     CK(cuModuleUnload(m));
 }
+
+/* cuLibraryGetGlobal: a library's variables, as a module's (cuda.h); a
+ * module without variables has none to find. */
+Test(ptx, library_variables_through_cuLibraryGetGlobal)
+{
+    setup();
+    CUlibrary lib;
+    CK(cuLibraryLoadData(&lib, globals_ptx, NULL, NULL, 0, NULL, NULL, 0));
+    CUdeviceptr table;
+    size_t sz = 0;
+    CK(cuLibraryGetGlobal(&table, &sz, lib, "table"));
+    cr_assert_eq(sz, 16);
+    float t[4];
+    CK(cuMemcpyDtoH_v2(t, table, sizeof t));
+    cr_assert(t[0] == 1.0f && t[3] == 4.0f, "%g %g", t[0], t[3]);
+    cr_assert_eq(cuLibraryGetGlobal(&table, &sz, lib, "nope"), CUDA_ERROR_NOT_FOUND);
+    cr_assert_eq(cuLibraryGetGlobal(&table, &sz, (CUlibrary)(uintptr_t)&sz, "table"),
+                 CUDA_ERROR_INVALID_HANDLE);
+    CK(cuLibraryUnload(lib));
+    CUmodule m;
+    CK(cuModuleLoadData(&m, PTX_HEAD ".visible .entry none()\n{\n\tret;\n}\n"));
+    cr_assert_eq(cuModuleGetGlobal_v2(&table, &sz, m, "table"), CUDA_ERROR_NOT_FOUND);
+    CK(cuModuleUnload(m));
+}
