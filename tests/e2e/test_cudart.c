@@ -27,8 +27,10 @@ static const char *ld_env(void)
     return ld_path;
 }
 
-static void run_rt(struct vr_run *r, const char *tag, const char *name, const char *const *args,
-                   const char *mode)
+/* one_line: the program's stdout is its final line only (run_ok's check);
+ * else it may print more before it. */
+static void run_rt_any(struct vr_run *r, const char *tag, const char *name,
+                       const char *const *args, const char *mode, bool one_line)
 {
     char out[64], vm[64];
     snprintf(vm, sizeof vm, "VAREMAP_MODE=%s", mode ? mode : "");
@@ -43,7 +45,21 @@ static void run_rt(struct vr_run *r, const char *tag, const char *name, const ch
     /* LD_BIND_NOW: a runtime symbol the program needs and simcudart lacks
      * fails at start, not halfway. */
     const char *env[] = { ld_env(), "LD_BIND_NOW=1", mode ? vm : NULL, NULL };
-    run_ok(r, tag, rtapp(name), argv, mode ? VR_RUN_SHIM : 0, env);
+    if (one_line) {
+        run_ok(r, tag, rtapp(name), argv, mode ? VR_RUN_SHIM : 0, env);
+        return;
+    }
+    int rc = vr_run_app(tag, rtapp(name), argv, mode ? VR_RUN_SHIM : 0, env, r);
+    cr_assert_eq(rc, 0, "%s: cannot start %s: %s", tag, name, strerror(-rc));
+    cr_assert_eq(r->proc.status, 0, "%s: %s exited with %d; stderr:\n%s", tag, name,
+                 r->proc.status, r->proc.err.p);
+    cr_assert(r->parsed, "%s: no final line on stdout:\n%s", tag, r->proc.out.p);
+}
+
+static void run_rt(struct vr_run *r, const char *tag, const char *name, const char *const *args,
+                   const char *mode)
+{
+    run_rt_any(r, tag, name, args, mode, true);
 }
 
 struct expect {
@@ -132,6 +148,65 @@ Test(cudart, runtime_features)
 {
     const char *args[] = { "--steps", "12", NULL };
     each_mode("rt_features", args, (struct expect){ 0 });
+}
+
+/* Managed and stream-ordered allocations, a cloned graph updated every
+ * step, a profiler range (issue 32): the program checks itself against a
+ * host reference (exit 3) and every mode gives the same bytes. */
+Test(cudart, managed_async_clone_profiler)
+{
+    const char *args[] = { "--steps", "12", NULL };
+    each_mode("rt_alloc_kinds", args, (struct expect){ 0 });
+}
+
+/* Device variables (__constant__, __device__ with an initializer, a
+ * counter) set and read through cudaMemcpyToSymbol(Async)/FromSymbol(Async)
+ * and cudaGetSymbolAddress, read by a graph's kernel updated every step
+ * (issue 32): checked against a host reference (exit 3), the same bytes in
+ * every mode. */
+Test(cudart, device_variables_and_symbol_copies)
+{
+    const char *args[] = { "--steps", "12", NULL };
+    each_mode("rt_symbols", args, (struct expect){ 0 });
+}
+
+/* Device printf (issue 32): a plain launch's threads and a graph's kernel
+ * node (updated every step) print; the output reaches stdout at the
+ * synchronization after it, so it follows the host's line printed before
+ * that synchronization, thread by thread and step by step, and is
+ * byte-identical without the shim and in every mode. */
+Test(cudart, device_printf_at_synchronization)
+{
+    static const char *const modes[] = { "off", "observe", "dedup", "profiled" };
+    const char *args[] = { "--steps", "6", NULL };
+    static const char want[] =
+        "host: launched\n"
+        "thread 0: hello  0.25 a 0%\n"
+        "thread 1: hello  1.25 b -1000000000000%\n"
+        "thread 2: hello  2.25 c -2000000000000%\n"
+        "thread 3: hello  3.25 d -3000000000000%\n"
+        "host: graph steps queued\n"
+        "step 0: in[0]=0 in[n-1]=0.0\n"
+        "step 1: in[0]=1 in[n-1]=1.0\n"
+        "step 2: in[0]=2 in[n-1]=2.0\n"
+        "step 3: in[0]=3 in[n-1]=3.0\n"
+        "step 4: in[0]=4 in[n-1]=4.0\n"
+        "step 5: in[0]=5 in[n-1]=5.0\n"
+        "host: done\n"
+        "steps=6 launches=6 setparams=6 checksum=";
+    struct vr_run base;
+    run_rt_any(&base, "printf-none", "rt_printf", args, NULL, false);
+    cr_assert(strncmp(base.proc.out.p, want, strlen(want)) == 0, "stdout:\n%s", base.proc.out.p);
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        struct vr_run r;
+        char tag[64];
+        snprintf(tag, sizeof tag, "printf-%s", modes[m]);
+        run_rt_any(&r, tag, "rt_printf", args, modes[m], false);
+        same_output(&base, &r, tag);
+        cr_expect_eq(summary(&r, "setparams_seen"), r.setparams, "%s: setparams", tag);
+        vr_run_free(&r);
+    }
+    vr_run_free(&base);
 }
 
 /* An exec updated every few launches: each update used to undo the

@@ -37,6 +37,11 @@ struct ptx_kernel;
 int ptx_module_load(const char *text, struct ptx_module **out);
 /* Drop the loader's reference. */
 void ptx_module_unref(struct ptx_module *m);
+/* The module-scope .global/.const variable called name: its address in the
+ * module's storage and its size. 0, or -ENOENT. */
+int ptx_module_global(const struct ptx_module *m, const char *name, void **addr, size_t *size);
+/* The storage of all of them (NULL, 0 when the module declares none). */
+void ptx_module_storage(const struct ptx_module *m, void **base, size_t *size);
 /* The decoded entry called name, or NULL. */
 struct ptx_kernel *ptx_module_kernel(struct ptx_module *m, const char *name);
 /* NULL when the kernel can run; else what the interpreter lacks. */
@@ -53,6 +58,10 @@ struct ptx_launch {
     const unsigned char *args;   /* the packed parameter buffer */
     size_t argsize;
     int dev;                     /* for messages */
+    /* Device printf's output, one call of one thread at a time, in the
+     * order they ran; NULL: straight to stdout. */
+    void (*print)(void *arg, const char *text, size_t len);
+    void *print_arg;
 };
 
 /* Run one launch to completion. Returns the number of thread-instructions

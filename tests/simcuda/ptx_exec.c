@@ -77,6 +77,29 @@ static inline void global_check(const struct blk *b, uint32_t pc, uint64_t a)
         fault(b, pc, "a null pointer dereferenced");
 }
 
+/* vprintf(fmt, args) of one lane: its two parameters (generic addresses)
+ * are read from where the call sequence stored them. Returns printf()'s
+ * value. */
+static int32_t device_printf(const struct blk *b, uint32_t pc, const unsigned char *pfmt,
+                             const unsigned char *pargs)
+{
+    uint64_t f, a;
+    memcpy(&f, pfmt, sizeof f);
+    memcpy(&a, pargs, sizeof a);
+    if (f)
+        global_check(b, pc, f);
+    char *text;
+    size_t len;
+    int r = ptx_format((const char *)(uintptr_t)f, (const unsigned char *)(uintptr_t)a, &text,
+                       &len);
+    if (text && b->l->print)
+        b->l->print(b->l->print_arg, text, len);
+    else if (text)
+        fwrite(text, 1, len, stdout);
+    sim_free(text);
+    return r;
+}
+
 #define R(i, l) (w->r[(size_t)(i) * 32u + (unsigned)(l)])
 #define LANES for (uint32_t mm_ = em; mm_; mm_ &= mm_ - 1)
 #define LANE const int l = __builtin_ctz(mm_)
@@ -1410,6 +1433,17 @@ top:
         }
         case OP_CALL: {
             const struct ptx_call *c = &k->calls[o[0].imm];
+            if (c->builtin == PTX_BI_VPRINTF) {
+                LANES {
+                    LANE;
+                    unsigned char *loc =
+                        b->local + (size_t)(w->id * 32u + (unsigned)l) * k->local_bytes;
+                    int32_t ret = device_printf(b, pc, loc + c->src[0], loc + c->src[1]);
+                    if (c->ret_size)
+                        memcpy(loc + c->ret_to, &ret, sizeof ret);
+                }
+                break;
+            }
             LANES {
                 LANE;
                 unsigned char *loc = b->local + (size_t)(w->id * 32u + (unsigned)l) * k->local_bytes;

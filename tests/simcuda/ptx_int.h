@@ -96,7 +96,17 @@ struct ptx_call {
     uint32_t nargs;
     uint32_t src[PTX_MAX_ARGS], dst[PTX_MAX_ARGS], size[PTX_MAX_ARGS];
     uint32_t ret_from, ret_to, ret_size; /* ret_size 0: nothing returned */
+    uint8_t builtin; /* enum ptx_builtin: an external function run on the host */
 };
+
+/* The external functions a call may name (no body in the module). */
+enum ptx_builtin { PTX_BI_NONE, PTX_BI_VPRINTF };
+
+/* Device printf (ptx_printf.c): fmt and the argument buffer as vprintf
+ * receives them, formatted into *out (sim_malloc'ed, *len bytes). Returns
+ * what printf() returns on the device: the number of arguments parsed, -1
+ * for a NULL format (*out NULL), -2 when out of memory. */
+int ptx_format(const char *fmt, const unsigned char *args, char **out, size_t *len);
 
 struct ptx_kernel {
     struct ptx_module *mod;
@@ -116,12 +126,20 @@ struct ptx_kernel {
     uint32_t shared_align;
 };
 
+/* A module-scope .global or .const variable: where it lies in globals. */
+struct ptx_gvar {
+    char *name;
+    size_t off, size;
+};
+
 struct ptx_module {
     atomic_long refs;
     struct ptx_kernel *kernels;
     size_t nkernels;
     unsigned char *globals; /* module-scope .global/.const storage */
     size_t globals_size;
+    struct ptx_gvar *vars;  /* every variable in globals, by name */
+    size_t nvars;
 };
 
 /* Picks, once per decoded kernel, the instructions ptx_exec.c runs through

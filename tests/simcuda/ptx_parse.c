@@ -287,6 +287,13 @@ static bool decl_var(const char *p, const char *end, const char **name, size_t *
             *init = p + 1;
             break;
         }
+        if (*p == '(') { /* `.attribute(.managed)` */
+            while (p < end && *p != ')')
+                p++;
+            if (p < end)
+                p++;
+            continue;
+        }
         if (*p == '[') {
             p++;
             if (*p == ']') {
@@ -1326,6 +1333,13 @@ static int module_globals(struct dec *d, struct ptx_module *m, const char *t, bo
         }
         total = (total + al - 1) / al * al;
         if (place) {
+            size_t cap = m->nvars;
+            char *vn = sim_strndup(nm, nl);
+            if (!vn || !grow((void **)&m->vars, &cap, m->nvars, sizeof *m->vars)) {
+                sim_free(vn);
+                return -ENOMEM;
+            }
+            m->vars[m->nvars++] = (struct ptx_gvar){ vn, total, sz };
             struct sym *s = sym_add(d, nm, nl);
             if (s) {
                 s->space = is_g ? SP_GLOBAL : SP_CONST;
@@ -1486,6 +1500,12 @@ static void decode_funcs(struct dec *d)
         struct ptx_call *c = &k->calls[i];
         const struct func *f = &d->funcs[c->func];
         if (!f->body) {
+            /* vprintf(fmt, args), as nvcc declares it: device printf */
+            if (tokeq(f->name, f->nlen, "vprintf") && c->nargs == 2 && c->size[0] == 8 &&
+                c->size[1] == 8 && (!c->ret_size || c->ret_size == 4)) {
+                c->builtin = PTX_BI_VPRINTF;
+                continue;
+            }
             fail(d, "unsupported call of an external function", f->name, f->nlen);
             break;
         }
@@ -1512,7 +1532,28 @@ static void module_free(struct ptx_module *m)
         kernel_free(&m->kernels[i]);
     sim_free(m->kernels);
     sim_free(m->globals);
+    for (size_t i = 0; i < m->nvars; i++)
+        sim_free(m->vars[i].name);
+    sim_free(m->vars);
     sim_free(m);
+}
+
+int ptx_module_global(const struct ptx_module *m, const char *name, void **addr, size_t *size)
+{
+    for (size_t i = 0; m && i < m->nvars; i++)
+        if (strcmp(m->vars[i].name, name) == 0) {
+            *addr = m->globals + m->vars[i].off;
+            *size = m->vars[i].size;
+            return 0;
+        }
+    return -ENOENT;
+}
+
+void ptx_module_storage(const struct ptx_module *m, void **base, size_t *size)
+{
+    bool any = m && m->globals_size;
+    *base = any ? m->globals : NULL;
+    *size = any ? m->globals_size : 0;
 }
 
 int ptx_module_load(const char *text, struct ptx_module **out)

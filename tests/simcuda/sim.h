@@ -154,7 +154,17 @@ struct sim_ctx {
     struct sim_ctx **peers;
     size_t npeers, peers_cap;
     _Atomic uint64_t peer_devs;
+    /* device printf's output not yet flushed (sim_print.c) */
+    pthread_mutex_t print_mu;
+    char *print_buf;
+    size_t print_len, print_cap;
 };
+
+/* Device printf (sim_print.c): a kernel running in ctx (a struct sim_ctx *)
+ * appends its text; a flush point writes ctx's text to stdout (NULL:
+ * nothing). */
+void sim_print_append(void *ctx, const char *text, size_t len);
+void sim_print_flush(struct sim_ctx *c);
 
 /* May a kernel running in c touch memory of device dev? */
 static inline bool sim_ctx_can_access(const struct sim_ctx *c, int dev)
@@ -445,6 +455,12 @@ void sim_mem_live(long *mappings, long *handles, long *reservations, long *alloc
  * it (cuMemAlloc, cuMemAllocManaged; not cuMemCreate or stream-ordered
  * memory, as documented). The caller has synchronized c. */
 void sim_mem_ctx_destroyed(const struct sim_ctx *c);
+/* A module's .global/.const storage [base, base + size), owned by the
+ * module, as device memory of ctx's device (NULL: device 0) until
+ * sim_mem_del_module: copies and pointer queries accept it, the frees
+ * refuse it, and it is not counted among live allocations. */
+void sim_mem_add_module(uintptr_t base, size_t size, struct sim_ctx *ctx);
+void sim_mem_del_module(uintptr_t base);
 /* Release a native allocation queued by cuMemFreeAsync (stream worker). */
 void sim_mem_free_now(uintptr_t base);
 

@@ -476,6 +476,7 @@ static struct sim_ctx *ctx_new(int dev, bool primary, unsigned flags)
     c->primary = primary;
     c->flags = flags;
     c->id = atomic_fetch_add(&g_ctx_ids, 1) + 1;
+    pthread_mutex_init(&c->print_mu, NULL); /* contexts are never freed */
     c->legacy = sim_stream_new(c, SIM_S_LEGACY, 0, 0);
     if (!c->legacy) {
         sim_free(c);
@@ -755,6 +756,7 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
     SIM_CHECK_DEV(dev);
     struct sim_ctx *pc = g_primaries[dev];
     sim_ctx_sync(pc);
+    sim_print_flush(pc);
     sim_mem_ctx_destroyed(pc);
     return CUDA_SUCCESS;
 }
@@ -823,6 +825,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
     if (c->primary || !atomic_load(&c->alive))
         return CUDA_ERROR_INVALID_CONTEXT;
     sim_ctx_sync(c);
+    sim_print_flush(c);
     sim_mem_ctx_destroyed(c); /* documented: its cuMemAlloc memory goes with it */
     atomic_store(&c->alive, false);
     sim_reg_del(c);
@@ -927,6 +930,7 @@ CUresult cuCtxSynchronize(void)
     if ((r = sim_capture_unsafe()) != CUDA_SUCCESS)
         return r;
     sim_ctx_sync(c);
+    sim_print_flush(c);
     return CUDA_SUCCESS;
 }
 
@@ -941,6 +945,7 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
     if ((r = sim_capture_unsafe()) != CUDA_SUCCESS)
         return r;
     sim_ctx_sync(c);
+    sim_print_flush(c);
     return CUDA_SUCCESS;
 }
 

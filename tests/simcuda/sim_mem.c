@@ -39,6 +39,7 @@ struct nat {
     int refs;
     int src_pid;
     uint64_t src_id;
+    bool module;   /* a module's variables: its storage, not mapped here */
 };
 
 /* A memory pool: only the device its allocations come from. */
@@ -262,9 +263,32 @@ static void native_release(struct nat *a)
     g_nnat--;
     g_mem_gen++;
     g_native_bytes[n.acct] -= n.charged;
-    munmap((void *)n.base, n.maplen); /* use after free crashes */
+    if (!n.module)
+        munmap((void *)n.base, n.maplen); /* use after free crashes */
     if (n.exported || n.imported)
         close(n.fd); /* a later cuIpcOpenMemHandle of its handle fails */
+}
+
+/* A module's storage is device memory of the device it was loaded on, from
+ * its load to its unload (or its context's destruction); it costs the
+ * device nothing here (assumption: a real driver takes it from the device's
+ * memory, too little to matter to a test). */
+void sim_mem_add_module(uintptr_t base, size_t size, struct sim_ctx *ctx)
+{
+    pthread_mutex_lock(&g_mem_mu);
+    int dev = ctx ? ctx->dev : 0;
+    nat_insert(&(struct nat){.base = base, .size = size, .dev = dev, .acct = dev,
+                             .id = g_next_id++, .ctx = ctx, .module = true});
+    pthread_mutex_unlock(&g_mem_mu);
+}
+
+void sim_mem_del_module(uintptr_t base)
+{
+    pthread_mutex_lock(&g_mem_mu);
+    struct nat *a = nat_find(base);
+    if (a && a->base == base && a->module)
+        native_release(a);
+    pthread_mutex_unlock(&g_mem_mu);
 }
 
 void sim_mem_ctx_destroyed(const struct sim_ctx *c)
@@ -502,7 +526,7 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
     pthread_mutex_lock(&g_mem_mu);
     struct nat *a = nat_find((uintptr_t)dptr);
     /* memory opened by cuIpcOpenMemHandle goes by cuIpcCloseMemHandle only */
-    bool ok = a && a->base == (uintptr_t)dptr && !a->freeing && !a->imported;
+    bool ok = a && a->base == (uintptr_t)dptr && !a->freeing && !a->imported && !a->module;
     bool async = ok && a->async;
     pthread_mutex_unlock(&g_mem_mu);
     if (!ok)
@@ -678,8 +702,10 @@ static CUresult do_copy(enum copy_kind k, void *dst, const void *src, size_t n, 
         memcpy(op->u.copy.staging, src, n);
     }
     uint64_t seq = sim_stream_submit(s, op, NULL, 0);
-    if (sync)
+    if (sync) {
         sim_stream_wait(s, seq);
+        sim_print_flush(s->ctx ? s->ctx : c); /* a blocking copy flushes device printf */
+    }
     return CUDA_SUCCESS;
 }
 
@@ -1041,7 +1067,7 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&g_mem_mu);
     struct nat *a = nat_find((uintptr_t)dptr);
-    bool ok = a && a->base == (uintptr_t)dptr && !a->freeing && !a->imported;
+    bool ok = a && a->base == (uintptr_t)dptr && !a->freeing && !a->imported && !a->module;
     if (ok)
         a->freeing = true;
     pthread_mutex_unlock(&g_mem_mu);
@@ -1682,7 +1708,10 @@ void sim_mem_live(long *mappings, long *handles, long *reservations, long *alloc
     *mappings = m;
     *handles = g_nphys;
     *reservations = (long)g_nresv;
-    *allocations = (long)g_nnat;
+    long mods = 0;
+    for (size_t i = 0; i < g_nnat; i++)
+        mods += g_nat[i].module;
+    *allocations = (long)g_nnat - mods; /* a module's storage goes with the module */
     pthread_mutex_unlock(&g_mem_mu);
 }
 

@@ -288,11 +288,16 @@ static void module_free(struct sim_module *m)
     }
     sim_free(m->funcs);
     sim_free(m->kerns);
+    void *gbase;
+    size_t gsize;
+    ptx_module_storage(m->ptx, &gbase, &gsize);
+    if (gbase)
+        sim_mem_del_module((uintptr_t)gbase);
     ptx_module_unref(m->ptx);
     sim_free(m);
 }
 
-static CUresult module_load(CUmodule *out, const void *image, bool library)
+static CUresult module_load(CUmodule *out, const void *image, bool library, struct sim_ctx *ctx)
 {
     if (!out || !image)
         return CUDA_ERROR_INVALID_VALUE;
@@ -370,6 +375,12 @@ static CUresult module_load(CUmodule *out, const void *image, bool library)
         if (library)
             sim_reg_add(m->kerns[i], SIM_T_KERNEL);
     }
+    /* Its variables are device memory while it is loaded (cuModuleGetGlobal). */
+    void *gbase;
+    size_t gsize;
+    ptx_module_storage(pm, &gbase, &gsize);
+    if (gbase)
+        sim_mem_add_module((uintptr_t)gbase, gsize, ctx);
     sim_reg_add(m, SIM_T_MODULE);
     *out = (CUmodule)m;
     return CUDA_SUCCESS;
@@ -382,7 +393,8 @@ static CUresult ctx_module_load(CUmodule *out, const void *image)
     CUresult r = sim_ctx_need(&c);
     if (r)
         return r;
-    return module_load(out, image, false);
+    sim_print_flush(c); /* module loads and unloads flush device printf */
+    return module_load(out, image, false, c);
 }
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image)
@@ -444,6 +456,7 @@ CUresult cuModuleUnload(CUmodule hmod)
     if (!sim_reg_has(m, SIM_T_MODULE) || m->library)
         return CUDA_ERROR_INVALID_HANDLE; /* a library's module goes with the library */
     sim_reg_del(m);
+    sim_print_flush(sim_ctx_current());
     /* Queued launches and executable graphs hold copies of what they need. */
     module_free(m);
     return CUDA_SUCCESS;
@@ -467,6 +480,39 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
         return CUDA_SUCCESS;
     }
     return CUDA_ERROR_NOT_FOUND;
+}
+
+/* A module-scope .global or .const variable of m (`__device__`,
+ * `__constant__`): its address and size. Documented: one of dptr and bytes
+ * (not both) may be NULL. */
+static CUresult module_global(CUdeviceptr *dptr, size_t *bytes, struct sim_module *m,
+                              const char *name)
+{
+    if ((!dptr && !bytes) || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *addr;
+    size_t size;
+    if (ptx_module_global(m->ptx, name, &addr, &size) != 0)
+        return CUDA_ERROR_NOT_FOUND;
+    if (dptr)
+        *dptr = (CUdeviceptr)(uintptr_t)addr;
+    if (bytes)
+        *bytes = size;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
+{
+    SIM_ENTER(cuModuleGetGlobal_v2);
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    struct sim_module *m = (struct sim_module *)hmod;
+    if (!sim_reg_has(m, SIM_T_MODULE))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return module_global(dptr, bytes, m, name);
 }
 
 /* A CUkernel may stand for a CUfunction (cuLaunchKernel, kernel nodes). */
@@ -531,7 +577,9 @@ CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *j
     if ((numJitOptions && (!jitOptions || !jitOptionsValues)) ||
         (numLibraryOptions && (!libraryOptions || !libraryOptionValues)))
         return CUDA_ERROR_INVALID_VALUE;
-    return module_load((CUmodule *)library, code, true);
+    /* Assumption: its variables are memory of the current context's device
+     * (device 0 without one). */
+    return module_load((CUmodule *)library, code, true, sim_ctx_current());
 }
 
 static struct sim_module *library_get(CUlibrary h)
@@ -570,6 +618,20 @@ CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *na
         return CUDA_SUCCESS;
     }
     return CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
+{
+    SIM_ENTER(cuLibraryGetGlobal);
+    SIM_CHECK_INIT();
+    struct sim_ctx *c;
+    CUresult r = sim_ctx_need(&c);
+    if (r)
+        return r;
+    struct sim_module *m = library_get(library);
+    if (!m)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return module_global(dptr, bytes, m, name);
 }
 
 static struct sim_func *kernel_get(CUkernel h)

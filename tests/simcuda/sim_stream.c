@@ -146,6 +146,8 @@ void sim_run_kcall(const struct sim_kcall *c, struct sim_ctx *ctx, struct sim_se
         .args = c->args,
         .argsize = c->argsize,
         .dev = ctx ? ctx->dev : 0,
+        .print = ctx ? sim_print_append : NULL,
+        .print_arg = ctx,
     };
     ptx_run(c->pk, &l);
 }
@@ -888,6 +890,7 @@ static CUresult stream_synchronize(CUstream h, bool ptsz)
     if ((r = sim_capture_unsafe()) != CUDA_SUCCESS)
         return r;
     sim_stream_sync(s);
+    sim_print_flush(s->ctx);
     return CUDA_SUCCESS;
 }
 
@@ -1253,6 +1256,7 @@ CUresult cuEventSynchronize(CUevent hEvent)
     if (!event_snapshot(e, &d))
         return CUDA_SUCCESS;
     sim_stream_wait(d.s, d.seq);
+    sim_print_flush(d.s->ctx);
     sim_stream_unref(d.s);
     return CUDA_SUCCESS;
 }

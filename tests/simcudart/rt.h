@@ -56,4 +56,10 @@ CUfunction rt_function(const void *host, cudaError_t *err);
 /* CUfunction -> the host stub it was registered with; NULL when unknown. */
 void *rt_host_of(CUfunction f);
 
+/* A device variable (`__device__`, `__constant__`) by its host shadow (what
+ * a program passes as `symbol`): its address and size in the current
+ * device's copy of its module, loaded if it was not. cudaErrorInvalidSymbol
+ * when no variable is registered at symbol. */
+cudaError_t rt_symbol(const void *symbol, CUdeviceptr *addr, size_t *size);
+
 #endif

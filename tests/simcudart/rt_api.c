@@ -47,6 +47,43 @@ RT_API cudaError_t cudaFree(void *devPtr)
     return rt_cu(RT_CALL(cuMemFree, (dp(devPtr))));
 }
 
+/* The flags are the driver's (cudaMemAttachGlobal == CU_MEM_ATTACH_GLOBAL,
+ * cudaMemAttachHost == CU_MEM_ATTACH_HOST); size 0 is cudaErrorInvalidValue,
+ * as documented (unlike cudaMalloc). */
+RT_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+    ENTER();
+    if (!devPtr || size == 0 || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost))
+        return rt_ret(cudaErrorInvalidValue);
+    CUdeviceptr p;
+    CUresult r = RT_CALL(cuMemAllocManaged, (&p, size, flags));
+    if (r == CUDA_SUCCESS)
+        *devPtr = (void *)(uintptr_t)p;
+    return r == CUDA_ERROR_OUT_OF_MEMORY ? rt_ret(cudaErrorMemoryAllocation) : rt_cu(r);
+}
+
+static cudaError_t malloc_async_any(void **devPtr, size_t size, cudaStream_t s, bool pt)
+{
+    ENTER();
+    if (!devPtr)
+        return rt_ret(cudaErrorInvalidValue);
+    CUdeviceptr p;
+    CUresult r = PICK(pt, cuMemAllocAsync, (&p, size, (CUstream)s));
+    if (r == CUDA_SUCCESS)
+        *devPtr = (void *)(uintptr_t)p;
+    return r == CUDA_ERROR_OUT_OF_MEMORY ? rt_ret(cudaErrorMemoryAllocation) : rt_cu(r);
+}
+
+RT_API cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
+{
+    return malloc_async_any(devPtr, size, hStream, false);
+}
+
+RT_API cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
+{
+    return malloc_async_any(devPtr, size, hStream, true);
+}
+
 /* Assumption: pinned host memory is ordinary host memory on simcuda. */
 RT_API cudaError_t cudaMallocHost(void **ptr, size_t size)
 {
@@ -167,6 +204,23 @@ RT_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned int flags)
 RT_API cudaError_t cudaEventCreate(cudaEvent_t *ev)
 {
     return cudaEventCreateWithFlags(ev, cudaEventDefault);
+}
+
+/* ---- profiler ---------------------------------------------------------------------------- */
+
+/* No profiling tool is ever attached to simcuda, so there is no collection
+ * to enable or disable: cudaSuccess, the only return cuda_profiler_api.h
+ * documents (after the runtime's initialization, like any call). */
+RT_API cudaError_t cudaProfilerStart(void)
+{
+    ENTER();
+    return cudaSuccess;
+}
+
+RT_API cudaError_t cudaProfilerStop(void)
+{
+    ENTER();
+    return cudaSuccess;
 }
 
 /* ---- graphs ------------------------------------------------------------------------------ */

@@ -32,9 +32,30 @@ struct rt_func {
     _Atomic(CUfunction) fn[RT_KDEV];
 };
 
-/* Pushed at registration (constructors), never removed: readers walk it
+/* A device variable nvcc registered (__cudaRegisterVar): found by its host
+ * shadow, resolved by name in its module (cuModuleGetGlobal). */
+struct rt_var {
+    struct rt_var *next;
+    const void *host;
+    struct rt_module *m;
+    char *name;
+};
+
+/* Pushed at registration (constructors), never removed: readers walk them
  * without a lock. */
 static _Atomic(struct rt_func *) g_funcs;
+static _Atomic(struct rt_var *) g_vars;
+
+/* A `__managed__` variable: the host reaches it through a pointer nvcc keeps
+ * (slot), which __cudaInitModule points at the variable (simcuda's device
+ * memory is host memory). */
+struct rt_mvar {
+    struct rt_mvar *next;
+    void **slot;
+    struct rt_module *m;
+    char *name;
+};
+static _Atomic(struct rt_mvar *) g_mvars;
 
 RT_API void **__cudaRegisterFatBinary(void *fatCubin)
 {
@@ -77,26 +98,73 @@ RT_API void __cudaRegisterFunction(void **handle, const char *hostFun, char *dev
     }
 }
 
-/* Device variables are not supported (simcuda has no module globals); the
- * registration is accepted so programs that never touch them run. */
+/* hostVar is the variable's host shadow, the address a program names it by
+ * (cudaMemcpyToSymbol(sym, ...) passes &sym); deviceName its PTX name. The
+ * size and kind are the module's to say (cuModuleGetGlobal). */
 RT_API void __cudaRegisterVar(void **handle, char *hostVar, char *deviceAddress,
                               const char *deviceName, int ext, size_t size, int constant, int global)
 {
-    (void)handle, (void)hostVar, (void)deviceAddress, (void)deviceName, (void)ext, (void)size;
-    (void)constant, (void)global;
+    (void)deviceAddress, (void)ext, (void)size, (void)constant, (void)global;
+    struct rt_var *v = calloc(1, sizeof *v);
+    if (!v || !(v->name = strdup(deviceName))) {
+        fprintf(stderr, "simcudart: out of memory registering %s\n", deviceName);
+        abort();
+    }
+    v->host = hostVar;
+    v->m = (struct rt_module *)(void *)handle;
+    v->next = atomic_load_explicit(&g_vars, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&g_vars, &v->next, v, memory_order_release,
+                                                  memory_order_relaxed)) {
+    }
 }
 
 RT_API void __cudaRegisterManagedVar(void **handle, void **hostVarPtrAddress, char *deviceAddress,
                                      const char *deviceName, int ext, size_t size, int constant,
                                      int global)
 {
-    (void)handle, (void)hostVarPtrAddress, (void)deviceAddress, (void)deviceName, (void)ext;
-    (void)size, (void)constant, (void)global;
+    (void)deviceAddress, (void)ext, (void)size, (void)constant, (void)global;
+    struct rt_mvar *v = calloc(1, sizeof *v);
+    if (!v || !(v->name = strdup(deviceName))) {
+        fprintf(stderr, "simcudart: out of memory registering %s\n", deviceName);
+        abort();
+    }
+    v->slot = hostVarPtrAddress;
+    v->m = (struct rt_module *)(void *)handle;
+    v->next = atomic_load_explicit(&g_mvars, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&g_mvars, &v->next, v, memory_order_release,
+                                                  memory_order_relaxed)) {
+    }
 }
 
+static cudaError_t module_on(struct rt_module *m, int dev, const char *what);
+
+/* nvcc's host code calls it (through __nv_init_managed_rt) before its first
+ * access to a `__managed__` variable of the module, and takes 0 for "not
+ * initialized": the module is loaded on the current device and each
+ * managed variable's host pointer set to its address there. Assumption:
+ * the variables live in the first device the program touches them from
+ * (managed memory is one copy for every device on a real system). */
 RT_API char __cudaInitModule(void **handle)
 {
-    (void)handle;
+    struct rt_module *m = (struct rt_module *)(void *)handle;
+    int dev = rt_device();
+    if (rt_enter() != cudaSuccess || dev >= RT_KDEV)
+        return 0;
+    pthread_mutex_lock(&m->mu);
+    cudaError_t e = module_on(m, dev, "a __managed__ variable");
+    CUmodule mod = m->mod[dev];
+    pthread_mutex_unlock(&m->mu);
+    if (e)
+        return 0;
+    for (struct rt_mvar *v = atomic_load_explicit(&g_mvars, memory_order_acquire); v; v = v->next) {
+        CUdeviceptr a;
+        size_t size;
+        if (v->m != m)
+            continue;
+        if (RT_CALL(cuModuleGetGlobal, (&a, &size, mod, v->name)) != CUDA_SUCCESS)
+            return 0;
+        *v->slot = (void *)(uintptr_t)a;
+    }
     return 1;
 }
 
@@ -108,15 +176,15 @@ static struct rt_func *func_of(const void *host)
     return NULL;
 }
 
-static cudaError_t load(struct rt_func *f, int dev, CUfunction *out)
+/* Under m->mu: m loaded on dev (once; a failure is remembered). what
+ * names the kernel or variable that needed it, for the message. */
+static cudaError_t module_on(struct rt_module *m, int dev, const char *what)
 {
-    struct rt_module *m = f->m;
-    pthread_mutex_lock(&m->mu);
     cudaError_t e = m->err[dev];
     if (!e && !m->mod[dev]) {
         if (!m->ptx && rt_fatbin_ptx(m->wrapper, &m->ptx) != 0) {
             fprintf(stderr, "simcudart: no PTX in the fatbin of %s (simcuda loads PTX only)\n",
-                    f->name);
+                    what);
             e = cudaErrorInvalidKernelImage;
         } else {
             CUresult r = RT_CALL(cuModuleLoadData, (&m->mod[dev], m->ptx));
@@ -125,6 +193,14 @@ static cudaError_t load(struct rt_func *f, int dev, CUfunction *out)
         }
         m->err[dev] = e;
     }
+    return e;
+}
+
+static cudaError_t load(struct rt_func *f, int dev, CUfunction *out)
+{
+    struct rt_module *m = f->m;
+    pthread_mutex_lock(&m->mu);
+    cudaError_t e = module_on(m, dev, f->name);
     CUfunction fn = NULL;
     if (!e && RT_CALL(cuModuleGetFunction, (&fn, m->mod[dev], f->name)) != CUDA_SUCCESS)
         e = cudaErrorInvalidDeviceFunction; /* simcuda runs the standard kernels only */
@@ -148,6 +224,27 @@ CUfunction rt_function(const void *host, cudaError_t *err)
     if (!fn && (*err = load(f, dev, &fn)) != cudaSuccess)
         return NULL;
     return fn;
+}
+
+cudaError_t rt_symbol(const void *symbol, CUdeviceptr *addr, size_t *size)
+{
+    struct rt_var *v = atomic_load_explicit(&g_vars, memory_order_acquire);
+    while (v && (!symbol || v->host != symbol))
+        v = v->next;
+    int dev = rt_device();
+    if (!v)
+        return cudaErrorInvalidSymbol;
+    if (dev >= RT_KDEV)
+        return cudaErrorInvalidDevice;
+    pthread_mutex_lock(&v->m->mu);
+    cudaError_t e = module_on(v->m, dev, v->name);
+    CUmodule mod = v->m->mod[dev];
+    pthread_mutex_unlock(&v->m->mu);
+    if (e)
+        return e;
+    CUresult r = RT_CALL(cuModuleGetGlobal, (addr, size, mod, v->name));
+    return r == CUDA_SUCCESS ? cudaSuccess
+           : r == CUDA_ERROR_NOT_FOUND ? cudaErrorInvalidSymbol : (cudaError_t)r;
 }
 
 void *rt_host_of(CUfunction fn)

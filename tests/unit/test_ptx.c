@@ -934,3 +934,210 @@ Test(ptx, refused_kernel_names_its_instruction_in_a_large_module)
               "message: %s", msg);
     CK(cuModuleUnload(m));
 }
+
+/* Module-scope variables (`__device__`, `__constant__`, `__managed__`, as
+ * nvcc writes them): cuModuleGetGlobal gives each one's address and size in
+ * its module's own storage, initializers applied; the driver's copies reach
+ * them, kernels read and write the same bytes, each loaded module has its
+ * own, and the storage is no allocation to free and goes with the unload. */
+static const char globals_ptx[] =
+    PTX_HEAD ".global .align 4 .u32 counter;\n"
+    ".global .align 4 .b8 table[16] = {0, 0, 128, 63, 0, 0, 0, 64, 0, 0, 96, 64, 0, 0, 128, "
+    "64};\n"
+    ".const .align 4 .b8 coef[32];\n"
+    ".global .attribute(.managed) .align 4 .u32 mvar = 3;\n"
+    ".visible .entry gvars(.param .u64 po)\n{\n"
+    "\t.reg .b32 %r<10>;\n\t.reg .b64 %rd<12>;\n\t.reg .f32 %f<3>;\n"
+    "\tld.param.u64 %rd1, [po];\n\tcvta.to.global.u64 %rd2, %rd1;\n"
+    "\tmov.u64 %rd3, counter;\n\tatom.global.add.u32 %r1, [%rd3], 1;\n"
+    "\tmov.u32 %r2, %tid.x;\n\tmul.wide.u32 %rd4, %r2, 4;\n"
+    "\tmov.u64 %rd5, coef;\n\tadd.s64 %rd6, %rd5, %rd4;\n\tld.const.u32 %r3, [%rd6];\n"
+    "\tand.b64 %rd7, %rd4, 12;\n\tmov.u64 %rd8, table;\n\tadd.s64 %rd9, %rd8, %rd7;\n"
+    "\tld.global.f32 %f1, [%rd9];\n\tcvt.rzi.s32.f32 %r4, %f1;\n"
+    "\tld.global.u32 %r5, [mvar];\n\tadd.s32 %r6, %r3, %r4;\n\tadd.s32 %r7, %r6, %r5;\n"
+    "\tadd.s64 %rd10, %rd2, %rd4;\n\tst.global.u32 [%rd10], %r7;\n\tret;\n}\n";
+
+Test(ptx, module_variables_through_cuModuleGetGlobal)
+{
+    setup();
+    CUmodule m, m2;
+    CK(cuModuleLoadData(&m, globals_ptx));
+    CK(cuModuleLoadData(&m2, globals_ptx));
+    CUdeviceptr counter, table, coef, mvar, other;
+    size_t sz = 0;
+    CK(cuModuleGetGlobal_v2(&counter, &sz, m, "counter"));
+    cr_assert_eq(sz, 4);
+    CK(cuModuleGetGlobal_v2(&table, &sz, m, "table"));
+    cr_assert_eq(sz, 16);
+    CK(cuModuleGetGlobal_v2(&coef, NULL, m, "coef"));
+    CK(cuModuleGetGlobal_v2(NULL, &sz, m, "coef"));
+    cr_assert_eq(sz, 32);
+    CK(cuModuleGetGlobal_v2(&mvar, &sz, m, "mvar"));
+    cr_assert_eq(sz, 4);
+    CK(cuModuleGetGlobal_v2(&other, NULL, m2, "counter"));
+    cr_assert_neq(other, counter, "two loads share one variable");
+    cr_assert_eq(counter % 4, 0);
+    cr_assert_eq(table % 4, 0);
+    cr_assert_eq(cuModuleGetGlobal_v2(&coef, &sz, m, "nope"), CUDA_ERROR_NOT_FOUND);
+    cr_assert_eq(cuModuleGetGlobal_v2(NULL, NULL, m, "coef"), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cuModuleGetGlobal_v2(&coef, &sz, (CUmodule)(uintptr_t)&sz, "coef"),
+                 CUDA_ERROR_INVALID_HANDLE);
+    /* the initializers: 1.0f 2.0f 3.5f 4.0f, and 3; the rest zero */
+    float t[4];
+    uint32_t u;
+    CK(cuMemcpyDtoH_v2(t, table, sizeof t));
+    cr_assert(t[0] == 1.0f && t[1] == 2.0f && t[2] == 3.5f && t[3] == 4.0f, "%g %g %g %g", t[0],
+              t[1], t[2], t[3]);
+    CK(cuMemcpyDtoH_v2(&u, mvar, 4));
+    cr_assert_eq(u, 3);
+    CK(cuMemcpyDtoH_v2(&u, counter, 4));
+    cr_assert_eq(u, 0);
+    int32_t cf[8];
+    for (int i = 0; i < 8; i++)
+        cf[i] = 100 * (i + 1);
+    CK(cuMemcpyHtoD_v2(coef, cf, sizeof cf));
+    CK(cuMemcpyHtoD_v2(counter + 0, &(uint32_t){ 5 }, 4));
+    CUfunction f;
+    CK(cuModuleGetFunction(&f, m, "gvars"));
+    CUdeviceptr d = dalloc(32, NULL);
+    void *a[] = {&d};
+    launch(f, 1, 8, 0, a);
+    launch(f, 1, 8, 0, a);
+    int32_t o[8];
+    CK(cuMemcpyDtoH_v2(o, d, sizeof o));
+    for (int i = 0; i < 8; i++) {
+        int32_t want = 100 * (i + 1) + (int32_t)t[i & 3] + 3;
+        cr_assert_eq(o[i], want, "out[%d] = %d, expected %d", i, o[i], want);
+    }
+    CK(cuMemcpyDtoH_v2(&u, counter, 4));
+    cr_assert_eq(u, 5 + 16, "counter %u", u);
+    CK(cuMemcpyDtoH_v2(&u, other, 4));
+    cr_assert_eq(u, 0, "the other module's counter moved: %u", u);
+    /* its storage is the module's: no allocation to free */
+    cr_assert_eq(cuMemFree_v2(counter), CUDA_ERROR_INVALID_VALUE);
+    CK(cuModuleUnload(m));
+    cr_assert_eq(cuMemcpyHtoD_v2(coef, cf, 4), CUDA_ERROR_INVALID_VALUE,
+                 "a copy into an unloaded module's variable");
+    CK(cuModuleUnload(m2));
+    CK(cuMemFree_v2(d));
+}
+
+/* Device printf (vprintf, as nvcc calls it): the format applied to the
+ * argument buffer the thread wrote (promoted types at their alignments),
+ * each specifier through the host's printf, `*` widths, `%%`, a specifier
+ * printf() does not take printed as written; the call returns the number
+ * of arguments parsed. The output stays in the context's buffer until a
+ * flush point (here cuCtxSynchronize), then reaches stdout, thread by
+ * thread in order. */
+static const char printf_fmt[] =
+    "a=%d b=%5.2f c=%-4x| d=%lld e=%c f=%s %% g=%hd h=%*d i=%.*f j=%q\n";
+
+static char *printf_ptx(void)
+{
+    static char ptx[8192];
+    size_t n = (size_t)snprintf(
+        ptx, sizeof ptx,
+        PTX_HEAD ".extern .func (.param .b32 func_retval0) vprintf\n"
+        "(\n\t.param .b64 vprintf_param_0,\n\t.param .b64 vprintf_param_1\n)\n;\n"
+        ".global .align 1 .b8 str[4] = {115, 116, 114, 0};\n"
+        ".global .align 1 .b8 $fmt[%zu] = {",
+        sizeof printf_fmt);
+    for (size_t i = 0; i < sizeof printf_fmt; i++)
+        n += (size_t)snprintf(ptx + n, sizeof ptx - n, "%s%d", i ? ", " : "",
+                              (unsigned char)printf_fmt[i]);
+    snprintf(ptx + n, sizeof ptx - n, "%s",
+             "};\n.visible .entry pf(.param .u64 po)\n{\n"
+             "\t.local .align 8 .b8 __local_depot0[72];\n"
+             "\t.reg .b64 %SP;\n\t.reg .b64 %SPL;\n"
+             "\t.reg .b32 %r<8>;\n\t.reg .b64 %rd<12>;\n\t.reg .f64 %fd<3>;\n"
+             "\tmov.u64 %SPL, __local_depot0;\n\tcvta.local.u64 %SP, %SPL;\n"
+             "\tadd.u64 %rd1, %SPL, 0;\n\tadd.u64 %rd2, %SP, 0;\n"
+             "\tmov.u32 %r1, %tid.x;\n\tsub.s32 %r2, %r1, 42;\n"
+             "\tst.local.u32 [%rd1], %r2;\n"
+             "\tmov.f64 %fd1, 0d400921F9F01B866E;\n\tst.local.f64 [%rd1+8], %fd1;\n"
+             "\tmov.u32 %r3, 255;\n\tst.local.u32 [%rd1+16], %r3;\n"
+             "\tmov.u64 %rd3, -1234567890123;\n\tst.local.u64 [%rd1+24], %rd3;\n"
+             "\tmov.u32 %r4, 90;\n\tst.local.u32 [%rd1+32], %r4;\n"
+             "\tmov.u64 %rd4, str;\n\tcvta.global.u64 %rd5, %rd4;\n"
+             "\tst.local.u64 [%rd1+40], %rd5;\n"
+             "\tmov.u32 %r5, 65537;\n\tst.local.u32 [%rd1+48], %r5;\n"
+             "\tmov.u32 %r6, 6;\n\tst.local.u32 [%rd1+52], %r6;\n"
+             "\tmov.u32 %r7, 7;\n\tst.local.u32 [%rd1+56], %r7;\n"
+             "\tmov.u32 %r6, 3;\n\tst.local.u32 [%rd1+60], %r6;\n"
+             "\tmov.f64 %fd2, 0d4004000000000000;\n\tst.local.f64 [%rd1+64], %fd2;\n"
+             "\tmov.u64 %rd6, $fmt;\n\tcvta.global.u64 %rd7, %rd6;\n"
+             "\t{ // callseq 0, 0\n\t.reg .b32 temp_param_reg;\n"
+             "\t.param .b64 param0;\n\tst.param.b64 [param0+0], %rd7;\n"
+             "\t.param .b64 param1;\n\tst.param.b64 [param1+0], %rd2;\n"
+             "\t.param .b32 retval0;\n"
+             "\tcall.uni (retval0), \n\tvprintf, \n\t(\n\tparam0, \n\tparam1\n\t);\n"
+             "\tld.param.b32 %r1, [retval0+0];\n\t} // callseq 0\n"
+             "\tld.param.u64 %rd8, [po];\n\tcvta.to.global.u64 %rd9, %rd8;\n"
+             "\tmov.u32 %r2, %tid.x;\n\tmul.wide.u32 %rd10, %r2, 4;\n"
+             "\tadd.s64 %rd11, %rd9, %rd10;\n\tst.global.u32 [%rd11], %r1;\n\tret;\n}\n");
+    return ptx;
+}
+
+Test(ptx, device_printf_formats_and_flushes_at_synchronize)
+{
+    setup();
+    CUmodule m;
+    CUfunction f;
+    CK(cuModuleLoadData(&m, printf_ptx()));
+    CK(cuModuleGetFunction(&f, m, "pf"));
+    CUdeviceptr d = dalloc(8, NULL);
+    void *a[] = {&d};
+    fflush(stdout);
+    FILE *cap = tmpfile();
+    cr_assert(cap);
+    int saved = dup(1);
+    dup2(fileno(cap), 1);
+    CK(cuLaunchKernel(f, 1, 1, 1, 2, 1, 1, 0, NULL, a, NULL));
+    fflush(stdout);
+    long before = (long)lseek(fileno(cap), 0, SEEK_END); /* bytes written so far */
+    CK(cuCtxSynchronize());
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    char got[1024] = {0};
+    rewind(cap);
+    size_t len = fread(got, 1, sizeof got - 1, cap);
+    fclose(cap);
+    cr_assert_eq(before, 0, "device printf reached stdout before a flush point");
+    const char *want = "a=-42 b= 3.14 c=ff  | d=-1234567890123 e=Z f=str % g=1 h=     7 "
+                       "i=2.500 j=%q\n"
+                       "a=-41 b= 3.14 c=ff  | d=-1234567890123 e=Z f=str % g=1 h=     7 "
+                       "i=2.500 j=%q\n";
+    cr_assert_eq(len, strlen(want), "got %zu bytes:\n%s", len, got);
+    cr_assert_str_eq(got, want);
+    int32_t ret[2];
+    CK(cuMemcpyDtoH_v2(ret, d, sizeof ret));
+    cr_assert(ret[0] == 11 && ret[1] == 11, "printf returned %d, %d (11 arguments)", ret[0],
+              ret[1]);
+    CK(cuMemFree_v2(d));
+    CK(cuModuleUnload(m));
+}
+
+/* cuLibraryGetGlobal: a library's variables, as a module's (cuda.h); a
+ * module without variables has none to find. */
+Test(ptx, library_variables_through_cuLibraryGetGlobal)
+{
+    setup();
+    CUlibrary lib;
+    CK(cuLibraryLoadData(&lib, globals_ptx, NULL, NULL, 0, NULL, NULL, 0));
+    CUdeviceptr table;
+    size_t sz = 0;
+    CK(cuLibraryGetGlobal(&table, &sz, lib, "table"));
+    cr_assert_eq(sz, 16);
+    float t[4];
+    CK(cuMemcpyDtoH_v2(t, table, sizeof t));
+    cr_assert(t[0] == 1.0f && t[3] == 4.0f, "%g %g", t[0], t[3]);
+    cr_assert_eq(cuLibraryGetGlobal(&table, &sz, lib, "nope"), CUDA_ERROR_NOT_FOUND);
+    cr_assert_eq(cuLibraryGetGlobal(&table, &sz, (CUlibrary)(uintptr_t)&sz, "table"),
+                 CUDA_ERROR_INVALID_HANDLE);
+    CK(cuLibraryUnload(lib));
+    CUmodule m;
+    CK(cuModuleLoadData(&m, PTX_HEAD ".visible .entry none()\n{\n\tret;\n}\n"));
+    cr_assert_eq(cuModuleGetGlobal_v2(&table, &sz, m, "table"), CUDA_ERROR_NOT_FOUND);
+    CK(cuModuleUnload(m));
+}
