@@ -160,18 +160,8 @@ int main(int argc, char **argv)
             keep = !strcmp(argv[i + 1], "keep");
     }
     alarm(30); /* a hang is a failure with a name */
-    char *ptx = vr_ptx_or_die(getenv("VR_PTX"));
-    FILE *out = out_path ? fopen(out_path, "wb") : NULL;
-    map = map_path ? fopen(map_path, "w") : NULL;
-    if ((out_path && !out) || (map_path && !map)) {
-        perror("llama_like: --out/--map");
-        return 1;
-    }
-    CK(cuInit(0));
-    vr_ctx_current(0, NULL);
-    CK(cuModuleLoadData(&mod, ptx));
-    free(ptx);
-    CK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    FILE *out;
+    vr_probe_start(out_path, map_path, &out, &map, &mod, &stream);
     CK(cuModuleGetFunction(&f_fill, mod, "vr_fill_f32"));
     CK(cuModuleGetFunction(&f_axpy, mod, "vr_axpy_f32"));
     CK(cuModuleGetFunction(&f_scale, mod, "vr_scale_f32"));

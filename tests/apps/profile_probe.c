@@ -149,23 +149,8 @@ int main(int argc, char **argv)
         return 2;
     }
     alarm(20); /* a hang is a failure with a name */
-    const char *path = getenv("VR_PTX");
-    char *ptx = path ? vr_read_text(path) : NULL;
-    if (!ptx) {
-        fprintf(stderr, "profile_probe: set VR_PTX to the kernels' PTX\n");
-        return 2;
-    }
-    FILE *out = out_path ? fopen(out_path, "wb") : NULL;
-    map = map_path ? fopen(map_path, "w") : NULL;
-    if ((out_path && !out) || (map_path && !map)) {
-        perror("profile_probe: --out/--map");
-        return 1;
-    }
-    CK(cuInit(0));
-    vr_ctx_current(0, NULL);
-    CK(cuModuleLoadData(&mod, ptx));
-    CK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-    free(ptx);
+    FILE *out;
+    vr_probe_start(out_path, map_path, &out, &map, &mod, &stream);
     int rc = run(realloc_a, k, out);
     if (out && fclose(out) != 0)
         rc = 1;

@@ -89,6 +89,27 @@ static inline char *vr_ptx_or_die(const char *path)
     return text;
 }
 
+/* The start of a probe with --out and --map files: both opened (NULL when
+ * not asked for; one that cannot be opened exits 1), the driver up with
+ * device 0's primary context current, VR_PTX's kernels loaded and a
+ * non-blocking stream made. */
+static inline void vr_probe_start(const char *out_path, const char *map_path, FILE **out,
+                                  FILE **map, CUmodule *mod, CUstream *stream)
+{
+    char *ptx = vr_ptx_or_die(getenv("VR_PTX"));
+    *out = out_path ? fopen(out_path, "wb") : NULL;
+    *map = map_path ? fopen(map_path, "w") : NULL;
+    if ((out_path && !*out) || (map_path && !*map)) {
+        fprintf(stderr, "%s: --out/--map: %s\n", VR_PROG, strerror(errno));
+        exit(1);
+    }
+    CK(cuInit(0));
+    vr_ctx_current(0, NULL);
+    CK(cuModuleLoadData(mod, ptx));
+    free(ptx);
+    CK(cuStreamCreate(stream, CU_STREAM_NON_BLOCKING));
+}
+
 static inline CUdeviceptr vr_buffer_f32(size_t n, float value)
 {
     CUdeviceptr p;
