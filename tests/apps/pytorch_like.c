@@ -122,12 +122,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "pytorch_like: 1 <= --layers <= %d, --steps >= 1\n", MAXL);
         return 2;
     }
-    CK(cuInit(0));
-    vr_ctx_current(0, NULL);
     CUmodule mod;
-    char *ptx = vr_ptx_or_die(getenv("VR_PTX"));
-    CK(cuModuleLoadData(&mod, ptx));
-    free(ptx);
+    vr_module_start(&mod);
     CK(cuModuleGetFunction(&k_scale, mod, "vr_scale_f32"));
     CK(cuModuleGetFunction(&k_axpy, mod, "vr_axpy_f32"));
     CUstream main_st;

@@ -57,12 +57,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    CK(cuInit(0));
-    vr_ctx_current(0, NULL);
     CUmodule mod;
-    char *ptx = vr_ptx_or_die(getenv("VR_PTX"));
-    CK(cuModuleLoadData(&mod, ptx));
-    free(ptx);
+    vr_module_start(&mod);
     CUfunction store = fn(mod, "vr_store_ptr"), scale = fn(mod, "vr_scale_f32"),
                load = fn(mod, "vr_load_ptr_f32");
     CUstream st;

@@ -121,12 +121,8 @@ int main(int argc, char **argv)
                 MAXC, MAXL - 4);
         return 2;
     }
-    CK(cuInit(0));
-    vr_ctx_current(0, NULL);
     CUmodule mod;
-    char *ptx = vr_ptx_or_die(getenv("VR_PTX"));
-    CK(cuModuleLoadData(&mod, ptx));
-    free(ptx);
+    vr_module_start(&mod);
     CK(cuModuleGetFunction(&k_scale, mod, "vr_scale_f32"));
     CK(cuModuleGetFunction(&k_axpy, mod, "vr_axpy_f32"));
     CK(cuModuleGetFunction(&k_add, mod, "vr_add_f32"));

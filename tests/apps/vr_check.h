@@ -89,24 +89,30 @@ static inline char *vr_ptx_or_die(const char *path)
     return text;
 }
 
+/* The driver up with device 0's primary context current and VR_PTX's
+ * kernels loaded (a missing PTX exits 1). */
+static inline void vr_module_start(CUmodule *mod)
+{
+    char *ptx = vr_ptx_or_die(getenv("VR_PTX"));
+    CK(cuInit(0));
+    vr_ctx_current(0, NULL);
+    CK(cuModuleLoadData(mod, ptx));
+    free(ptx);
+}
+
 /* The start of a probe with --out and --map files: both opened (NULL when
- * not asked for; one that cannot be opened exits 1), the driver up with
- * device 0's primary context current, VR_PTX's kernels loaded and a
- * non-blocking stream made. */
+ * not asked for; one that cannot be opened exits 1), vr_module_start and
+ * a non-blocking stream made. */
 static inline void vr_probe_start(const char *out_path, const char *map_path, FILE **out,
                                   FILE **map, CUmodule *mod, CUstream *stream)
 {
-    char *ptx = vr_ptx_or_die(getenv("VR_PTX"));
     *out = out_path ? fopen(out_path, "wb") : NULL;
     *map = map_path ? fopen(map_path, "w") : NULL;
     if ((out_path && !*out) || (map_path && !*map)) {
         fprintf(stderr, "%s: --out/--map: %s\n", VR_PROG, strerror(errno));
         exit(1);
     }
-    CK(cuInit(0));
-    vr_ctx_current(0, NULL);
-    CK(cuModuleLoadData(mod, ptx));
-    free(ptx);
+    vr_module_start(mod);
     CK(cuStreamCreate(stream, CU_STREAM_NON_BLOCKING));
 }
 
