@@ -16,6 +16,7 @@
 #include "layout.h"
 #include "lock.h"
 #include "lockrank.h"
+#include "stats.h"
 
 /* Records of destroyed graphs, kept with their arrays for the next ones
  * (a program re-capturing every step makes and drops one per step: its
@@ -34,6 +35,7 @@ struct vr_grec *vr_gr_new_locked(void)
     r->sorted = true;
     r->unknown = false;
     r->checked = false;
+    r->born_seen = false;
     return r;
 }
 
@@ -298,13 +300,20 @@ static void check_against(struct vr_grec *r, const CUgraphNodeType *t, size_t n)
         r->unknown = true;
 }
 
-/* A graph whose making the recorder did not see from one capture (built
- * node by node, or captured into) is checked once, at its first use. */
+/* A graph whose making the recorder may not have seen entirely is checked
+ * once, at its first use. One recorded from its cuGraphCreate on was seen
+ * entirely while no entry point escaped the shim: every node-adding call
+ * is either recorded or makes the record stale, and a program can reach
+ * the driver past the hooks only through a cuGetProcAddress answer the
+ * shim could not route (unrouted_procs). So such a graph costs no
+ * per-node driver call at each update (a program that rebuilds its graph
+ * every step would pay one per node every step). */
 static void check_once(CUgraph graph)
 {
+    bool escaped = vr_stat_get(VR_C_unrouted_procs) != 0;
     vr_gr_lock();
     const struct vr_grec *have = vr_gr_graph(graph);
-    bool need = have && !have->unknown && !have->checked;
+    bool need = have && !have->unknown && !have->checked && (escaped || !have->born_seen);
     vr_gr_unlock();
     if (!need)
         return;

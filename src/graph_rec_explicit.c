@@ -16,8 +16,10 @@ void vr_grec_created(CUgraph g)
 {
     vr_gr_lock();
     struct vr_grec *r = vr_gr_new_locked();
-    if (r)
+    if (r) {
+        r->born_seen = true;
         vr_gr_put(g, r);
+    }
     else
         vr_gr_put(g, NULL);
     vr_gr_unlock();

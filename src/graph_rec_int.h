@@ -34,6 +34,7 @@ struct vr_grec {
     uint32_t ne, ecap;
     bool sorted, unknown;
     bool checked;                   /* its node types matched the driver's once */
+    bool born_seen;                 /* recorded from its cuGraphCreate on */
     uint8_t *bytes;
     size_t nb, bcap;
     uint32_t *kidx;                 /* private copies: the k-th kernel's node index */

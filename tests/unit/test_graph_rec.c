@@ -9,6 +9,7 @@
 #include "graph_rec.h"
 #include "layout.h"
 #include "node.h"
+#include "stats.h"
 
 static size_t driver_count; /* what cuGraphGetNodes reports for every graph */
 
@@ -473,10 +474,34 @@ Test(graph_rec, miscounts_that_cancel_make_it_stale)
     vr_grec_destroyed(g);
 }
 
-/* A graph built node by node is checked once, at its first use: a node the
- * driver holds in place of one recorded makes it stale. */
+/* While no entry point escaped the shim, a graph recorded from its
+ * cuGraphCreate on was seen entirely: no per-node type query at its use
+ * (the fake driver's differing type is never asked). */
+Test(graph_rec, explicit_graph_seen_from_birth_is_not_asked)
+{
+    CUgraph g = (CUgraph)(void *)0xb20;
+    CUgraphNode a = (CUgraphNode)(void *)0xb30, b = (CUgraphNode)(void *)0xb31;
+    struct vr_fields f = {.func = F};
+    memcpy(f.dims, dims, sizeof dims);
+    uint64_t x0 = 1, y = 7;
+    void *k0[] = {&x0, &y};
+    cr_assert_eq(vr_stat_get(VR_C_unrouted_procs), 0);
+    vr_grec_created(g);
+    vr_grec_add_kernel(g, a, NULL, 0, &f, k0, NULL);
+    vr_grec_add_kernel(g, b, NULL, 0, &f, k0, NULL);
+    driver_count = 2;
+    driver_types[1] = CU_GRAPH_NODE_TYPE_WAIT_EVENT;
+    cr_assert(trusted(g));
+    memset(driver_types, 0, sizeof driver_types);
+    vr_grec_destroyed(g);
+}
+
+/* A graph built node by node, once an entry point escaped the shim
+ * (unrouted_procs), is checked once, at its first use: a node the driver
+ * holds in place of one recorded makes it stale. */
 Test(graph_rec, explicit_graph_checked_once)
 {
+    vr_stat_inc(VR_C_unrouted_procs);
     CUgraph g = (CUgraph)(void *)0xb00;
     CUgraphNode a = (CUgraphNode)(void *)0xb10, b = (CUgraphNode)(void *)0xb11;
     struct vr_fields f = {.func = F};
