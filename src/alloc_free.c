@@ -209,10 +209,10 @@ int vr_alloc_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread)
         vr_park_drain(false);
         return rc;
     }
-    /* Into a capture: the driver's own answer (cuda.h: a free of memory not
-     * allocated in the graph is refused, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
-     * and the capture invalidated), and the memory stays the program's; no
-     * event of the shim's goes into the program's graph (issue 30 item 7). */
+    /* Into a capture: the driver's own answer (an H200 refuses a free of
+     * memory not allocated in the graph with CUDA_ERROR_INVALID_VALUE and
+     * the capture goes on), and the memory stays the program's; no event of
+     * the shim's goes into the program's graph (issue 30 item 7). */
     if (vr_capture_stream_busy(stream, per_thread))
         return vr_err_cu(per_thread ? vr_real.cuMemFreeAsync_ptsz(dptr, stream)
                                     : vr_real.cuMemFreeAsync(dptr, stream));

@@ -22,8 +22,9 @@
  * (an exec that kept the old, complete event would run through).
  * zero_only: the same without the event node (the recorder must know every
  * graph exactly). free_in_capture: a buffer freed with cuMemFreeAsync into
- * a capturing stream (the driver refuses it and invalidates the capture),
- * then read back and freed for real. launch_in_capture: an exec launched
+ * a capturing stream (an H200 refuses it, CUDA_ERROR_INVALID_VALUE, and the
+ * capture goes on), the captured graph launched (its kernel reads the
+ * buffer), then the buffer read back and freed for real. launch_in_capture: an exec launched
  * into a capturing stream (after launches on another stream).
  * launch_beside_capture: an exec launched on one stream while the stream
  * of its earlier launches captures a kernel (the shim must not record its
@@ -155,8 +156,16 @@ static int free_in_capture(bool ptsz)
     CUgraph g = NULL;
     r = cuStreamEndCapture(st, &g);
     printf("end capture: %s graph %s\n", vr_err_name(r), g ? "yes" : "no");
-    if (g)
+    if (g) {
+        /* The capture stands: its kernel reads x, which must be alive. */
+        CUgraphExec ge;
+        CK(cuGraphInstantiateWithFlags(&ge, g, 0));
+        CK(cuGraphLaunch(ge, st));
+        CK(cuStreamSynchronize(st));
+        printf("y[0] %.1f y[63] %.1f\n", vr_read_f32(y, 0), vr_read_f32(y, 63));
+        CK(cuGraphExecDestroy(ge));
         CK(cuGraphDestroy(g));
+    }
     /* The buffer is the program's still: readable, then freed once. */
     printf("x[0] %.1f x[last] %.1f\n", vr_read_f32(x, 0), vr_read_f32(x, BIG / 4 - 1));
     CK(cuMemsetD32_v2(x, 0x40a00000u, BIG / 4)); /* 5.0 */

@@ -288,7 +288,8 @@ static void zero_byte_capture(void)
 }
 
 /* cuMemFreeAsync of memory allocated outside the capture, into a capturing
- * stream (issue 30 item 7): refused, and the capture invalidated. */
+ * stream (issue 30 item 7): an H200 refuses it, CUDA_ERROR_INVALID_VALUE,
+ * and the capture goes on. */
 static void free_in_capture(void)
 {
     const char *q = "capture.mem_free_async.outside_allocation";

@@ -2,7 +2,7 @@
  * as PyTorch shares a CUDA tensor (torch.multiprocessing, DataLoader
  * workers; issue 30, item 6).
  *
- *   ipc_share [--case share|bare|peeroff|stale|forged|freed] [PTX]
+ *   ipc_share [--case share|interior|bare|peeroff|stale|forged|freed] [PTX]
  *
  * The parent allocates A (2 MiB: VMM-backed under the shim) and B, fills A
  * with a kernel, replays a graph B = 2 * A whose graph it destroyed after
@@ -15,8 +15,12 @@
  *   bare    the peer runs without LD_PRELOAD (under the shim: without it);
  *   peeroff the peer runs with VAREMAP_MODE=off (the parent as told);
  *   stale   the parent frees A before the peer opens its handle;
- *   forged  the peer opens the handle with its id bytes changed, an
- *           all-zero handle, and the handle with its first byte changed;
+ *   interior the peer gets the handle of an interior pointer of A (an H200
+ *           makes one): its open maps A from its first byte (docs/design.md);
+ *   forged  the peer opens an all-zero handle, 64 fixed pseudo-random
+ *           bytes and the handle with flags 0 (stdout), and the handle with
+ *           its id bytes or its first byte changed (stderr: the answer is
+ *           the layout's, which differs between a GPU's driver and the shim);
  *   freed   the parent frees A while the peer has it open (cuda.h:
  *           undefined; neither run may crash, and both give the same bytes),
  *           the two in step through pipes.
@@ -137,19 +141,38 @@ static int peer(const char *hex, unsigned long long n, const char *ptx_path)
     kern_load(&k, ptx_path);
     CUdeviceptr p = 0, q = 0;
     if (!strcmp(which, "forged")) {
-        CUipcMemHandle f = h;
-        f.reserved[16] ^= 0x5a; /* the allocation's id (both layouts) */
-        CUresult r = cuIpcOpenMemHandle_v2(&p, f, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-        printf("peer open forged_id=%s\n", vr_err_name(r));
+        /* stdout: forgeries no driver's handle layout can take for the
+         * parent's allocation (an H200 opened the handle with a byte of
+         * it changed: its layout is not the shim's nor simcuda's). */
+        CUipcMemHandle f;
         memset(&f, 0, sizeof f);
-        r = cuIpcOpenMemHandle_v2(&p, f, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        CUresult r = cuIpcOpenMemHandle_v2(&p, f, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
         printf("peer open zero=%s\n", vr_err_name(r));
+        uint64_t x = 0x9e3779b97f4a7c15ull; /* fixed: both runs forge the same bytes */
+        for (size_t i = 0; i < sizeof f.reserved; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            f.reserved[i] = (char)(x >> 56);
+        }
+        r = cuIpcOpenMemHandle_v2(&p, f, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        printf("peer open random=%s\n", vr_err_name(r));
+        if (r == CUDA_SUCCESS)
+            cuIpcCloseMemHandle(p);
+        r = cuIpcOpenMemHandle_v2(&p, h, 0);
+        printf("peer open flags0=%s\n", vr_err_name(r));
+        /* stderr: the handle with a byte changed, whose answer depends on
+         * whose layout it is (the e2e suite checks the shim's refuses). */
+        f = h;
+        f.reserved[16] ^= 0x5a; /* the allocation's id in the shim's and simcuda's layouts */
+        r = cuIpcOpenMemHandle_v2(&p, f, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        if (r == CUDA_SUCCESS)
+            cuIpcCloseMemHandle(p);
+        fprintf(stderr, "ipc_share peer: open forged_id=%s\n", vr_err_name(r));
         f = h;
         f.reserved[0] ^= 0x01;
         r = cuIpcOpenMemHandle_v2(&p, f, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-        printf("peer open forged_magic=%s\n", vr_err_name(r));
-        r = cuIpcOpenMemHandle_v2(&p, h, 0);
-        printf("peer open flags0=%s\n", vr_err_name(r));
+        if (r == CUDA_SUCCESS)
+            cuIpcCloseMemHandle(p);
+        fprintf(stderr, "ipc_share peer: open forged_magic=%s\n", vr_err_name(r));
         return 0;
     }
     CUresult r = cuIpcOpenMemHandle_v2(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
@@ -311,7 +334,9 @@ int main(int argc, char **argv)
     printf("parent ipc_get=%s\n", vr_err_name(r));
     printf("parent ipc_get_interior=%s\n", vr_err_name(cuIpcGetMemHandle(&h, a + 256)));
     if (r == CUDA_SUCCESS) {
-        CK(cuIpcGetMemHandle(&h, a)); /* again: "without adverse effects" (cuda.h) */
+        /* again: "without adverse effects" (cuda.h); case interior sends
+         * the handle of a + 256, which names the allocation */
+        CK(cuIpcGetMemHandle(&h, !strcmp(which, "interior") ? a + 256 : a));
         if (!strcmp(which, "stale")) {
             CK(cuMemFree_v2(a));
             a = 0;

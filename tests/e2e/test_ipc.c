@@ -5,6 +5,7 @@
  * peer without the shim gets the driver's error for a handle it does not
  * know (the choice docs/design.md states) while the exporter runs on. */
 #include <stdio.h>
+#include <string.h>
 
 #include "checks.h"
 
@@ -138,16 +139,49 @@ Test(ipc, stale_handle_is_the_drivers_error)
     pair_free(&p);
 }
 
+/* Forgeries: stdout has what any driver refuses; a forged handle of the
+ * shim's (its id or its first byte changed) gets the driver's error for a
+ * handle it does not know, and nothing crashes (the peer's stderr). */
 Test(ipc, forged_handles_are_the_drivers_error)
 {
     static const char *const args[] = { "--case", "forged", NULL };
     struct pair p;
     pair_run_app(&p, "forged", "ipc_share", args, NULL, NULL, NULL, 0);
     cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
-    has_line(&p.shim, "peer open forged_id=CUDA_ERROR_INVALID_VALUE");
     has_line(&p.shim, "peer open zero=CUDA_ERROR_INVALID_VALUE");
-    has_line(&p.shim, "peer open forged_magic=CUDA_ERROR_INVALID_VALUE");
+    has_line(&p.shim, "peer open random=CUDA_ERROR_INVALID_VALUE");
     has_line(&p.shim, "peer open flags0=CUDA_ERROR_INVALID_VALUE");
+    has_line(&p.shim, "parent peer_exit=0");
+    cr_assert(strstr(p.shim.proc.out.p, "forged_id") == NULL, "%s", p.shim.proc.out.p);
+    const struct vr_run *runs[] = { &p.plain, &p.shim };
+    for (size_t i = 0; i < 2; i++) {
+        cr_assert(strstr(runs[i]->proc.err.p,
+                         "ipc_share peer: open forged_id=CUDA_ERROR_INVALID_VALUE\n"),
+                  "%s", runs[i]->proc.err.p);
+        cr_assert(strstr(runs[i]->proc.err.p,
+                         "ipc_share peer: open forged_magic=CUDA_ERROR_INVALID_VALUE\n"),
+                  "%s", runs[i]->proc.err.p);
+    }
+    pair_free(&p);
+}
+
+/* The handle of an interior pointer (an H200 makes one, ipc.get_native_interior)
+ * names the whole allocation: the peer's open maps it from its first byte,
+ * natively and under the shim (the shim's own handle of VMM-backed memory). */
+Test(ipc, interior_pointer_handle_opens_the_allocation)
+{
+    static const char *const args[] = { "--case", "interior", NULL };
+    struct pair p;
+    pair_run_app(&p, "interior", "ipc_share", args, NULL, NULL, NULL, 0);
+    cr_assert_str_eq(p.plain.proc.out.p, p.shim.proc.out.p);
+    has_line(&p.shim, "parent ipc_get_interior=CUDA_SUCCESS");
+    has_line(&p.shim, "peer open=CUDA_SUCCESS");
+    has_line(&p.shim, "peer range=CUDA_SUCCESS base_ok=1 size=2097152");
+    has_line(&p.shim, "peer A first=1.5 last=1.5 fnv=b841b9935391a383");
+    has_line(&p.shim, "peer reopen=CUDA_SUCCESS same=1");
+    has_line(&p.shim, "parent A first=3 last=3 fnv=cc5f8ce6d14dc383");
+    cr_assert_geq(vr_sim_calls(&p.shim.stats, "cuMemExportToShareableHandle"), 1);
+    nothing_alive(&p.shim.stats, "parent");
     pair_free(&p);
 }
 

@@ -14,8 +14,9 @@
  * does (issue 30); its shareable handle is the memfd itself.
  *
  * Assumptions where cuda.h is silent (docs/design.md lists them):
- * - cuIpcGetMemHandle takes the base only ("Base pointer to previously
- *   allocated device memory"): an interior pointer is CUDA_ERROR_INVALID_VALUE;
+ * - cuIpcGetMemHandle of an interior pointer succeeds (an H200 does) and
+ *   its handle names the allocation: the peer's open maps the allocation
+ *   from its first byte (cuda.h is silent on which address it returns);
  * - a handle the driver does not know (forged, or its allocation freed, or
  *   its process gone) is CUDA_ERROR_INVALID_VALUE;
  * - a process opening its own handle gets CUDA_ERROR_INVALID_CONTEXT;
@@ -74,7 +75,7 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
         return CUDA_ERROR_INVALID_VALUE;
     struct sim_ipc_mem m;
     if ((r = sim_mem_ipc_export((uintptr_t)dptr, &m)) != CUDA_SUCCESS)
-        return r; /* VMM memory, interior, managed, stream-ordered, unknown */
+        return r; /* VMM memory, managed, stream-ordered, unknown */
     struct wire w;
     memset(&w, 0, sizeof w);
     memcpy(w.magic, ipc_magic, sizeof w.magic);
@@ -165,7 +166,7 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     ssize_t n = fd >= 0 ? readlink(path, link, sizeof link - 1) : -1;
     if (n <= 0)
-        return CUDA_ERROR_INVALID_VALUE;
+        return CUDA_ERROR_UNKNOWN; /* no such descriptor: what an H200 answers (-1) */
     link[n] = '\0';
     static const char pre[] = "/memfd:" SIM_VMM_MEMFD;
     if (strncmp(link, pre, sizeof pre - 1) != 0)

@@ -1060,7 +1060,15 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
     if (r)
         return r;
     struct sim_stream *s;
-    if ((r = stream_for_work(h, pt, &s)) != CUDA_SUCCESS)
+    if ((r = sim_stream_resolve(h, pt, &s)) != CUDA_SUCCESS)
+        return r;
+    /* Into a capture: only memory allocated in that graph could be freed
+     * there, and simcuda captures no allocation. An H200 refuses the rest
+     * with CUDA_ERROR_INVALID_VALUE and the capture goes on
+     * (capture.mem_free_async.outside_allocation); the memory stays. */
+    if (sim_capture_active(s))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = sim_capture_check_legacy(s)) != CUDA_SUCCESS)
         return r;
     struct sim_op *op = sim_op_new(SIM_OP_FREE, 0);
     if (!op)
@@ -1883,14 +1891,15 @@ static CUresult nat_share(struct nat *a)
     return CUDA_SUCCESS;
 }
 
-/* What cuIpcGetMemHandle may export: the base of cuMemAlloc'd (or pitched)
- * memory; not managed, stream-ordered or imported memory (what
- * CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE answers). */
+/* What cuIpcGetMemHandle may export: cuMemAlloc'd (or pitched) memory,
+ * its base or an interior pointer (an H200 makes a handle of either: the
+ * handle names the allocation); not managed, stream-ordered or imported
+ * memory (what CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE answers). */
 static CUresult ipc_exportable(struct nat *a, uintptr_t p)
 {
     if (!a || a->freeing || a->imported || a->dev < 0 || a->async)
         return CUDA_ERROR_INVALID_VALUE;
-    return a->base == p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return p - a->base < a->size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult sim_mem_ipc_export(uintptr_t p, struct sim_ipc_mem *out)
