@@ -15,7 +15,9 @@
 #include <stdio.h>
 
 #include "assert.h"
+#include "capture_guard.h"
 #include "driver.h"
+#include "graph_rec.h"
 #include "err.h"
 #include "log.h"
 #include "stats.h"
@@ -305,9 +307,15 @@ int vr_alloc_create(CUdeviceptr *dptr, size_t size)
     vr_park_drain(false);
     if (vr_vmm_current_device(&dev) == 0)
         rec.device = dev;
-    size_t gran = rec.device >= 0 && size > 0 && size >= vr_alloc_cfg.vmm_min_bytes
-                      ? vr_alloc_granularity_for(dev) : 0;
-    if (rec.device >= 0 && size > 0 && size >= vr_alloc_cfg.vmm_min_bytes && gran == 0 && profiled)
+    /* During a capture, a thread not relaxed may be refused cuMemAlloc while
+     * the VMM calls that would serve it are allowed (measured on an H200):
+     * the native call, so that the driver answers, and invalidates the
+     * capture, itself. Allowed after all (a capture that prohibits nothing
+     * here): a native allocation, never a candidate. */
+    bool vmm_ok = !vr_grec_capturing() || vr_capture_thread_relaxed();
+    bool wants_vmm = vmm_ok && rec.device >= 0 && size > 0 && size >= vr_alloc_cfg.vmm_min_bytes;
+    size_t gran = wants_vmm ? vr_alloc_granularity_for(dev) : 0;
+    if (wants_vmm && gran == 0 && profiled)
         vr_alloc_fallback(FB_NO_VMM, "device has no VMM support");
     if (gran != 0) {
         size_t padded = (size + gran - 1) / gran * gran;

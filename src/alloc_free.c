@@ -13,6 +13,7 @@
 #include "capture_guard.h"
 #include "driver.h"
 #include "err.h"
+#include "graph_rec.h"
 #include "log.h"
 #include "stats.h"
 
@@ -60,8 +61,34 @@ static void forget_and_release(const struct vr_alloc_info *rec, CUcontext ctx, b
  * direct call to one never passes here, cudart's cuGetExportTable tables
  * are opaque, and a newer driver adds entry points. An epoch counted over
  * the hooked ones would let a free return before such work finished. */
+/* During a capture the shim's cuCtxSynchronize is refused even in a relaxed
+ * thread, and the refusal invalidates the program's capture (measured on an
+ * H200), where the native cuMemFree of a relaxed thread succeeds. So no
+ * synchronize: the driver's verdict on the program's call is asked of a
+ * scrap native allocation in the program's own mode (cuMemAlloc and cuMemFree
+ * are refused alike: measured), and an allowed free returns at once, its
+ * release parked until a synchronize is safe again (alloc_release.c), so
+ * nothing is unmapped under running work. */
+static int free_in_capture(const struct vr_alloc_info *rec, CUcontext ctx, unsigned gen)
+{
+    if (!vr_capture_thread_relaxed()) {
+        CUdeviceptr scrap = 0;
+        CUresult r = vr_real.cuMemAlloc_v2(&scrap, 1);
+        if (r == CUDA_SUCCESS)
+            vr_real.cuMemFree_v2(scrap);
+        else if (r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) {
+            vr_reg_reattach(rec); /* the native free is refused the same way */
+            return vr_err_cu(r);
+        }
+    }
+    forget_and_release(rec, ctx, false, NULL, gen);
+    return 0;
+}
+
 static int free_vmm(const struct vr_alloc_info *rec, CUcontext ctx, unsigned gen)
 {
+    if (vr_grec_capturing())
+        return free_in_capture(rec, ctx, gen);
     CUresult r = vr_real.cuCtxSynchronize();
     if (r != CUDA_SUCCESS && vr_alloc_programs_error(r)) {
         vr_reg_reattach(rec); /* the native free would have failed the same way */

@@ -16,6 +16,7 @@
 #include "capture_guard.h"
 #include "driver.h"
 #include "err.h"
+#include "graph_rec.h"
 #include "stats.h"
 #include "waitq.h"
 
@@ -80,6 +81,11 @@ static unsigned release_steps(struct parked *p, bool may_sync)
 {
     const struct vr_alloc_info *rec = &p->rec;
     CUresult r;
+    /* No blocking wait while a capture runs: the driver refuses a relaxed
+     * thread's cuCtxSynchronize then, invalidating the capture (measured on
+     * an H200); the release waits for a later hook. */
+    if (may_sync && vr_grec_capturing())
+        may_sync = false;
     if (p->steps & STEP_EVENT) {
         r = vr_real.cuEventQuery(p->done);
         if (r == CUDA_ERROR_NOT_READY && may_sync)

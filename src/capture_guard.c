@@ -61,3 +61,19 @@ bool vr_capture_stream_busy(CUstream s, bool ptsz)
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
     return is(s, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
+
+bool vr_capture_thread_relaxed(void)
+{
+    if (depth != 0 && exchanged)
+        return saved == CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (!vr_real.cuThreadExchangeStreamCaptureMode)
+        return true;
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (vr_real.cuThreadExchangeStreamCaptureMode(&mode) != CUDA_SUCCESS)
+        return false; /* unknown: the driver is asked, not the shim's guess */
+    if (mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+        CUstreamCaptureMode back = mode;
+        vr_real.cuThreadExchangeStreamCaptureMode(&back);
+    }
+    return mode == CU_STREAM_CAPTURE_MODE_RELAXED;
+}

@@ -45,6 +45,14 @@ void vr_capture_restore(void);
 #include <stdbool.h>
 bool vr_capture_stream_busy(CUstream s, bool ptsz);
 
+/* Whether the calling thread's capture mode is relaxed, so that the driver
+ * refuses it no "potentially unsafe" call (a mode read inside a
+ * vr_capture_relax pair is the one the pair put aside). Two calls of
+ * cuThreadExchangeStreamCaptureMode (none without the entry point: no modes,
+ * answered true); ask it only while vr_grec_capturing(), so that the
+ * common path makes no driver call. */
+bool vr_capture_thread_relaxed(void);
+
 struct vr_driver;
 /* Called once, when the driver table is published: every use of
  * vr_real.cuEventQuery is the shim's own (the program's cuEventQuery is not

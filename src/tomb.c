@@ -11,6 +11,7 @@
 #include "assert.h"
 #include "capture_guard.h"
 #include "driver.h"
+#include "graph_rec.h"
 #include "log.h"
 #include "waitq.h"
 
@@ -193,6 +194,10 @@ void vr_tomb_drop_event(CUevent ev)
 static bool ctx_finished(CUcontext ctx)
 {
     CUcontext popped;
+    /* A capture still running: the driver would refuse the synchronize and
+     * invalidate it (measured on an H200); the reservation stays. */
+    if (vr_grec_capturing())
+        return false;
     CUresult r = ctx ? vr_real.cuCtxPushCurrent_v2(ctx) : CUDA_SUCCESS;
     if (r == CUDA_SUCCESS) {
         r = vr_real.cuCtxSynchronize();

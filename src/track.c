@@ -199,10 +199,30 @@ bool vr_track_orderable(struct vr_track *t, CUstream stream, bool ptsz)
            record_last(t) >= 0;
 }
 
+/* During a capture: the driver refuses cuCtxSynchronize even in a relaxed
+ * thread, invalidating the program's capture (measured on an H200), so only
+ * the last launch's own stream is waited for, when it is one (a created
+ * stream, alive, not capturing: a relaxed thread's cuStreamSynchronize of it
+ * is allowed, measured); else the launch goes unordered, logged. */
+static int stream_wait(struct vr_track *t)
+{
+    if (t->gone || relative(t->stream) || vr_capture_stream_busy(t->stream, false))
+        return -EBUSY;
+    vr_capture_relax();
+    CUresult r = vr_real.cuStreamSynchronize(t->stream);
+    vr_capture_restore();
+    if (r != CUDA_SUCCESS)
+        return vr_err_cu(r);
+    vr_track_synced(t);
+    return 1;
+}
+
 /* The last resort: the contexts of the last launch and of the exec
  * synchronized, so the last launch is complete. */
 static int host_wait(struct vr_track *t)
 {
+    if (vr_grec_capturing())
+        return stream_wait(t);
     CUcontext ctxs[2] = {t->sctx, t->ctx};
     for (int i = 0; i < 2; i++) {
         if (!ctxs[i] || (i == 1 && ctxs[1] == ctxs[0]))

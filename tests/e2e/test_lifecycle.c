@@ -335,6 +335,49 @@ Test(lifecycle, the_shim_never_breaks_a_global_capture)
     vr_run_free(&shim);
 }
 
+/* capture_mem with and without the shim: the same bytes, and `want` in them
+ * (the driver's answer, measured on an H200). */
+static void capture_mem(const char *what, const char *const *want)
+{
+    const char *args[] = { what, NULL };
+    char t1[64], t2[64];
+    snprintf(t1, sizeof t1, "capmem_%s_plain", what);
+    snprintf(t2, sizeof t2, "capmem_%s_shim", what);
+    struct vr_run plain, shim;
+    cr_assert_eq(vr_run_app(t1, "capture_mem", args, 0, NULL, &plain), 0);
+    cr_assert_eq(vr_run_app(t2, "capture_mem", args, VR_RUN_SHIM, NULL, &shim), 0);
+    cr_assert_eq(plain.proc.status, 0, "%s%s", plain.proc.out.p, plain.proc.err.p);
+    for (size_t i = 0; want[i]; i++)
+        cr_assert(strstr(plain.proc.out.p, want[i]), "%s not in:\n%s", want[i], plain.proc.out.p);
+    cr_assert_eq(shim.proc.status, 0, "%s%s", shim.proc.out.p, shim.proc.err.p);
+    cr_assert_str_eq(shim.proc.out.p, plain.proc.out.p);
+    vr_run_free(&plain);
+    vr_run_free(&shim);
+}
+
+/* Beside another thread's global capture, a global-mode cuMemAlloc of 2 MiB
+ * is refused and invalidates the capture, though the VMM calls that would
+ * serve it under the shim are allowed: the program meets the driver's own
+ * refusal, not the shim's success. */
+Test(lifecycle, an_alloc_beside_a_global_capture_meets_the_drivers_refusal)
+{
+    static const char *const want[] = {
+        "worker.mem_alloc CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED\n",
+        "capture.end CUDA_ERROR_STREAM_CAPTURE_INVALIDATED\n", NULL };
+    capture_mem("alloc", want);
+}
+
+/* A relaxed thread frees 2 MiB (VMM-backed under the shim) right after a
+ * kernel that reads it, beside a global capture: allowed, and the capture
+ * holds; the shim neither synchronizes the context (refused then, and
+ * invalidating) nor unmaps under the kernel. */
+Test(lifecycle, a_relaxed_free_beside_a_global_capture_keeps_it)
+{
+    static const char *const want[] = { "worker.relaxed.mem_free CUDA_SUCCESS\n",
+                                        "capture.end CUDA_SUCCESS\n", NULL };
+    capture_mem("free", want);
+}
+
 /* A program that never touches CUDA: the shim loads, stays silent, and its
  * dlsym hook serves the program's own lookups (the shell's, the loader's). */
 Test(lifecycle, program_without_cuda_is_untouched)

@@ -355,6 +355,12 @@ CUresult sim_capture_check_legacy(struct sim_stream *s);
  * any thread holds a global capture. Lock-free while no capture prohibits
  * anything. The calls simcuda counts as unsafe: README.md. */
 CUresult sim_capture_unsafe(void);
+/* cuCtxSynchronize (both): refused as sim_capture_unsafe refuses, and also,
+ * whatever the calling thread's mode, while any capture of context c runs
+ * (it would wait for a capturing stream): those captures invalidated.
+ * Measured on an H200 for a relaxed thread beside another thread's global
+ * capture; the other modes of the capture are simcuda's assumption. */
+CUresult sim_capture_ctx_sync(struct sim_ctx *c);
 #define SIM_CHECK_CAPTURE()                                                    \
     do {                                                                       \
         CUresult sim_unsafe_r_ = sim_capture_unsafe();                         \

@@ -927,7 +927,7 @@ CUresult cuCtxSynchronize(void)
     CUresult r = sim_ctx_need(&c);
     if (r)
         return r;
-    if ((r = sim_capture_unsafe()) != CUDA_SUCCESS)
+    if ((r = sim_capture_ctx_sync(c)) != CUDA_SUCCESS)
         return r;
     sim_ctx_sync(c);
     sim_print_flush(c);
@@ -942,7 +942,7 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
     CUresult r = ctx ? ctx_check(ctx, &c) : sim_ctx_need(&c);
     if (r)
         return r;
-    if ((r = sim_capture_unsafe()) != CUDA_SUCCESS)
+    if ((r = sim_capture_ctx_sync(c)) != CUDA_SUCCESS)
         return r;
     sim_ctx_sync(c);
     sim_print_flush(c);

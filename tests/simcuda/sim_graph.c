@@ -1338,6 +1338,10 @@ static CUresult instantiate_entry(CUgraphExec *out, CUgraph hg, cuuint64_t flags
     CUresult r = sim_ctx_need(&c);
     if (r)
         return r;
+    /* Measured (H200, driver 580): refused during another thread's global
+     * capture from a thread in global mode, and the capture invalidated. */
+    if ((r = sim_capture_unsafe()) != CUDA_SUCCESS)
+        return r;
     struct sim_graph *g = graph_get(hg);
     if (!out || !g || (flags & ~k_inst_flags))
         return CUDA_ERROR_INVALID_VALUE;

@@ -1167,7 +1167,6 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
 {
     SIM_ENTER(cuMemAddressReserve);
     SIM_CHECK_INIT();
-    SIM_CHECK_CAPTURE();
     size_t g = sim_knob.granularity;
     if (!ptr || size == 0 || flags != 0 || size % g != 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1216,7 +1215,6 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
     SIM_ENTER(cuMemAddressFree);
     SIM_CHECK_INIT();
-    SIM_CHECK_CAPTURE();
     pthread_mutex_lock(&g_mem_mu);
     struct resv *r = resv_find((uintptr_t)ptr);
     if (!r || r->base != (uintptr_t)ptr || r->size != size) {
@@ -1243,7 +1241,6 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 {
     SIM_ENTER(cuMemCreate);
     SIM_CHECK_INIT();
-    SIM_CHECK_CAPTURE();
     if (!sim_knob.vmm)
         return CUDA_ERROR_NOT_SUPPORTED;
     if (!handle || flags != 0)
@@ -1300,7 +1297,6 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     SIM_ENTER(cuMemRelease);
     SIM_CHECK_INIT();
-    SIM_CHECK_CAPTURE();
     pthread_mutex_lock(&g_mem_mu);
     struct sim_phys *ph = phys_get(handle);
     if (!ph) {
@@ -1320,7 +1316,6 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 {
     SIM_ENTER(cuMemMap);
     SIM_CHECK_INIT();
-    SIM_CHECK_CAPTURE();
     size_t g = sim_knob.granularity;
     uintptr_t p = (uintptr_t)ptr;
     if (flags != 0 || offset != 0) /* documented: offset currently must be zero */
@@ -1396,7 +1391,6 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     SIM_ENTER(cuMemUnmap);
     SIM_CHECK_INIT();
-    SIM_CHECK_CAPTURE();
     uintptr_t p = (uintptr_t)ptr;
     size_t first, last;
     pthread_mutex_lock(&g_mem_mu);
@@ -1433,7 +1427,6 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
 {
     SIM_ENTER(cuMemSetAccess);
     SIM_CHECK_INIT();
-    SIM_CHECK_CAPTURE();
     if (!desc || count == 0)
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < count; i++) {

@@ -541,6 +541,20 @@ CUresult sim_capture_unsafe(void)
     return r;
 }
 
+CUresult sim_capture_ctx_sync(struct sim_ctx *ctx)
+{
+    CUresult r = sim_capture_unsafe();
+    pthread_mutex_lock(&g_capture_mu);
+    for (struct sim_capture *c = g_captures; c; c = c->next) {
+        if (c->origin && c->origin->ctx == ctx) {
+            c->invalid = true;
+            r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        }
+    }
+    pthread_mutex_unlock(&g_capture_mu);
+    return r;
+}
+
 CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 {
     SIM_ENTER(cuThreadExchangeStreamCaptureMode);
