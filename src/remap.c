@@ -240,8 +240,9 @@ static uint64_t xlat_stable(void *ctx, int32_t home, uint64_t w)
  * w, stands for: the window t lies in moved back to w. A window's start
  * may also be the end of the window before it (a binding that fills its
  * slot): then both. False when t lies in no window. */
-static bool range_of(const struct vr_exec *e, uint64_t w, uint64_t t, uint64_t *lo, uint64_t *hi)
+static bool range_of(void *ctx, uint64_t w, uint64_t t, uint64_t *lo, uint64_t *hi)
 {
+    const struct vr_exec *e = ctx;
     int s = vr_slices_slot_at(e->slices, t);
     if (s < 0)
         return false;
@@ -254,39 +255,9 @@ static bool range_of(const struct vr_exec *e, uint64_t w, uint64_t t, uint64_t *
     return true;
 }
 
-/* Pairs stay pairs (issue 30): a kernel may use the difference of two words
- * into one allocation ([begin, end), end = base + size included). Where
- * one word into a translated range was translated and another word into it
- * was not, or by another distance (a word that is no anchor, or anchors of
- * two slots holding one buffer), every word of the node into that range is
- * passed as the program wrote it: all of them or none. The range is the
- * slot's whole window (padding and the guard gap after it are the shim's:
- * no program word points there but the end pointer). */
-static void keep_pairs(const struct vr_exec *e, const struct vr_node *n, const uint8_t *src,
-                       uint8_t *dst)
-{
-    const struct vr_layout *l = n->layout;
-    for (uint32_t k = 0; k < l->nwords; k++) {
-        uint64_t w = vr_load_word(src + l->words[k]), t = vr_load_word(dst + l->words[k]);
-        uint64_t lo, hi;
-        if (t == w || !range_of(e, w, t, &lo, &hi))
-            continue;
-        bool split = false;
-        for (uint32_t j = 0; j < l->nwords && !split; j++) {
-            uint64_t wj = vr_load_word(src + l->words[j]);
-            split = wj >= lo && wj <= hi && vr_load_word(dst + l->words[j]) - wj != t - w;
-        }
-        for (uint32_t j = 0; split && j < l->nwords; j++) {
-            uint64_t wj = vr_load_word(src + l->words[j]);
-            if (wj >= lo && wj <= hi)
-                memcpy(dst + l->words[j], &wj, sizeof wj);
-        }
-    }
-}
-
 /* dst = src with the anchors translated; only anchors: any other word is
  * passed as the program wrote it, whatever its bits look like. Words into
- * one allocation are translated together or not at all (keep_pairs). */
+ * one allocation are translated together or not at all (vr_xlat_keep_pairs). */
 void vr_ex_translate_node(struct vr_exec *e, const struct vr_node *n, const uint8_t *src,
                            uint8_t *dst, bool setparams)
 {
@@ -296,7 +267,7 @@ void vr_ex_translate_node(struct vr_exec *e, const struct vr_node *n, const uint
     e->xvary = may_vary(e) && !e->stuck;
     vr_xlat_args(n->layout->words, e->anchor_slot + n->word0, n->layout->nwords,
                  n->layout->bytes, src, dst, setparams ? xlat_setparams : xlat_stable, e);
-    keep_pairs(e, n, src, dst);
+    vr_xlat_keep_pairs(n->layout->words, n->layout->nwords, src, dst, range_of, e);
 }
 
 /* ---- decision and transition --------------------------------------------- */

@@ -38,3 +38,31 @@ void vr_xlat_args(const uint32_t *offs, const vr_anchor *anchor, uint32_t nwords
             memcpy(dst + offs[k], &t, sizeof t);
     }
 }
+
+static uint64_t word_at(const uint8_t *p)
+{
+    uint64_t w;
+    memcpy(&w, p, sizeof w);
+    return w;
+}
+
+void vr_xlat_keep_pairs(const uint32_t *offs, uint32_t nwords, const uint8_t *src, uint8_t *dst,
+                        vr_xlat_range_fn range, void *ctx)
+{
+    for (uint32_t k = 0; k < nwords; k++) {
+        uint64_t w = word_at(src + offs[k]), t = word_at(dst + offs[k]);
+        uint64_t lo, hi;
+        if (t == w || !range(ctx, w, t, &lo, &hi))
+            continue;
+        bool split = false;
+        for (uint32_t j = 0; j < nwords && !split; j++) {
+            uint64_t wj = word_at(src + offs[j]);
+            split = wj >= lo && wj <= hi && word_at(dst + offs[j]) - wj != t - w;
+        }
+        for (uint32_t j = 0; split && j < nwords; j++) {
+            uint64_t wj = word_at(src + offs[j]);
+            if (wj >= lo && wj <= hi)
+                memcpy(dst + offs[j], &wj, sizeof wj);
+        }
+    }
+}

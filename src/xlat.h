@@ -16,6 +16,7 @@
 #ifndef VR_XLAT_H
 #define VR_XLAT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,5 +45,19 @@ typedef uint64_t (*vr_xlat_fn)(void *ctx, int32_t anchor, uint64_t word);
  * fn(ctx, anchor[k], word). src and dst must not overlap. */
 void vr_xlat_args(const uint32_t *offs, const vr_anchor *anchor, uint32_t nwords, size_t bytes,
                   const uint8_t *src, uint8_t *dst, vr_xlat_fn fn, void *ctx);
+
+/* Pairs stay pairs (issue 30): a kernel may use the difference of two words
+ * into one allocation ([begin, end), end = base + size included). After
+ * vr_xlat_args, where one word into a translated range was translated and
+ * another word into it was not, or by another distance (a word that is no
+ * anchor, or anchors of two slots holding one buffer), every word of the
+ * node into that range is put back as the program wrote it: all of them or
+ * none. range(ctx, w, t, lo, hi) gives the program addresses [lo, hi] the
+ * translated word t (from w) stands for, false when t was not translated
+ * into a range (the caller's slot window: padding and the guard gap after
+ * it are the shim's, no program word points there but the end pointer). */
+typedef bool (*vr_xlat_range_fn)(void *ctx, uint64_t w, uint64_t t, uint64_t *lo, uint64_t *hi);
+void vr_xlat_keep_pairs(const uint32_t *offs, uint32_t nwords, const uint8_t *src, uint8_t *dst,
+                        vr_xlat_range_fn range, void *ctx);
 
 #endif
