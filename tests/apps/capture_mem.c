@@ -19,44 +19,13 @@
 #include <string.h>
 
 #include "vr_check.h"
-
-#define N ((unsigned long long)(1u << 19)) /* floats: 2 MiB buffers */
-#define BYTES (N * sizeof(float))
+#include "two_threads.h"
 
 static CUcontext ctx;
 static CUfunction fill, scale;
 static bool freeing;
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static int phase; /* 1: worker set up; 2: capturing; 3: worker done; 4: capture over */
+/* phase (two_threads.h): 1: worker set up; 2: capturing; 3: worker done; 4: capture over */
 static unsigned long long n = N;
-
-static void set_phase(int p)
-{
-    pthread_mutex_lock(&mu);
-    phase = p;
-    pthread_cond_broadcast(&cv);
-    pthread_mutex_unlock(&mu);
-}
-
-static void wait_phase(int p)
-{
-    pthread_mutex_lock(&mu);
-    while (phase < p)
-        pthread_cond_wait(&cv, &mu);
-    pthread_mutex_unlock(&mu);
-}
-
-static uint64_t checksum(CUdeviceptr p)
-{
-    static float host[N];
-    CK(cuMemcpyDtoH(host, p, BYTES));
-    uint64_t h = 1469598103934665603ull;
-    const unsigned char *b = (const unsigned char *)host;
-    for (size_t i = 0; i < BYTES; i++)
-        h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
 
 static void grid(CUfunction f, CUstream s, void **args)
 {

@@ -13,42 +13,11 @@
 #include <stdint.h>
 
 #include "vr_check.h"
-
-#define N ((unsigned long long)(1u << 19)) /* floats: 2 MiB buffers, VMM-backed under the shim */
-#define BYTES (N * sizeof(float))
+#include "two_threads.h"
 
 static CUcontext ctx;
 static CUfunction fill, scale, axpy;
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static int phase; /* 1: replayer set up; 2: capturing; 3: replayer done; 4: capture over */
-
-static void set_phase(int p)
-{
-    pthread_mutex_lock(&mu);
-    phase = p;
-    pthread_cond_broadcast(&cv);
-    pthread_mutex_unlock(&mu);
-}
-
-static void wait_phase(int p)
-{
-    pthread_mutex_lock(&mu);
-    while (phase < p)
-        pthread_cond_wait(&cv, &mu);
-    pthread_mutex_unlock(&mu);
-}
-
-static uint64_t checksum(CUdeviceptr p)
-{
-    static float host[N];
-    CK(cuMemcpyDtoH(host, p, BYTES));
-    uint64_t h = 1469598103934665603ull;
-    const unsigned char *b = (const unsigned char *)host;
-    for (size_t i = 0; i < BYTES; i++)
-        h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
+/* phase (two_threads.h): 1: replayer set up; 2: capturing; 3: replayer done; 4: capture over */
 
 /* ---- the capturing thread -------------------------------------------- */
 
@@ -188,10 +157,7 @@ static void *replayer(void *arg)
     set_phase(3);
 
     /* The capture may still be ending: the remaining calls wait for it. */
-    pthread_mutex_lock(&mu);
-    while (phase < 4)
-        pthread_cond_wait(&cv, &mu);
-    pthread_mutex_unlock(&mu);
+    wait_phase(4);
     CK(cuStreamSynchronize(sw));
     printf("replay.sums y=%016llx z=%016llx w=%016llx\n", (unsigned long long)checksum(y),
            (unsigned long long)checksum(z), (unsigned long long)wsum);
