@@ -254,7 +254,7 @@ static CUdeviceptr filled(size_t floats, float v)
     unsigned bits;
     memcpy(&bits, &v, sizeof bits);
     CK(cuMemsetD32_v2(p, bits, floats));
-    CK(cuCtxSynchronize());
+    CK(cuStreamSynchronize(NULL)); /* not the context: see run()'s steps */
     return p;
 }
 
@@ -367,7 +367,11 @@ static double run(const struct opts *o, const char *tag)
             CK(cuMemsetD32_v2(w.out, 0, floats));
             if (w.memset || w.node)
                 CK(cuMemsetD32_v2(w.aux2, 0, M));
-            CK(cuCtxSynchronize());
+            /* The legacy stream, not the context: with --thread another
+             * thread may be capturing, and a context's synchronize is
+             * refused then (the programming guide; the H200 refused it) and
+             * ends that capture. The workers' streams are non-blocking. */
+            CK(cuStreamSynchronize(NULL));
         }
         CK(cuGraphLaunch(x, w.st));
         if (o->async) {
