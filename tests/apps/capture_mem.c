@@ -134,12 +134,8 @@ int main(int argc, char **argv)
         return 2;
     }
     freeing = !strcmp(argv[1], "free");
-    char *text = vr_ptx_or_die(getenv("VR_PTX"));
-    CK(cuInit(0));
-    vr_ctx_current(0, &ctx);
     CUmodule mod;
-    CK(cuModuleLoadData(&mod, text));
-    free(text);
+    vr_module_start(&mod, &ctx);
     CK(cuModuleGetFunction(&fill, mod, "vr_fill_f32"));
     CK(cuModuleGetFunction(&scale, mod, "vr_scale_f32"));
     pthread_t tc, tw;

@@ -173,12 +173,8 @@ static void *replayer(void *arg)
 
 int main(void)
 {
-    char *text = vr_ptx_or_die(getenv("VR_PTX"));
-    CK(cuInit(0));
-    vr_ctx_current(0, &ctx);
     CUmodule mod;
-    CK(cuModuleLoadData(&mod, text));
-    free(text);
+    vr_module_start(&mod, &ctx);
     CK(cuModuleGetFunction(&fill, mod, "vr_fill_f32"));
     CK(cuModuleGetFunction(&scale, mod, "vr_scale_f32"));
     CK(cuModuleGetFunction(&axpy, mod, "vr_axpy_f32"));

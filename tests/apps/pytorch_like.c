@@ -123,7 +123,7 @@ int main(int argc, char **argv)
         return 2;
     }
     CUmodule mod;
-    vr_module_start(&mod);
+    vr_module_start(&mod, NULL);
     CK(cuModuleGetFunction(&k_scale, mod, "vr_scale_f32"));
     CK(cuModuleGetFunction(&k_axpy, mod, "vr_axpy_f32"));
     CUstream main_st;

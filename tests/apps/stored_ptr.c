@@ -58,7 +58,7 @@ int main(int argc, char **argv)
         }
     }
     CUmodule mod;
-    vr_module_start(&mod);
+    vr_module_start(&mod, NULL);
     CUfunction store = fn(mod, "vr_store_ptr"), scale = fn(mod, "vr_scale_f32"),
                load = fn(mod, "vr_load_ptr_f32");
     CUstream st;

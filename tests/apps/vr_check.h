@@ -89,13 +89,13 @@ static inline char *vr_ptx_or_die(const char *path)
     return text;
 }
 
-/* The driver up with device 0's primary context current and VR_PTX's
- * kernels loaded (a missing PTX exits 1). */
-static inline void vr_module_start(CUmodule *mod)
+/* The driver up with device 0's primary context current (into *ctx_out
+ * unless NULL) and VR_PTX's kernels loaded (a missing PTX exits 1). */
+static inline void vr_module_start(CUmodule *mod, CUcontext *ctx_out)
 {
     char *ptx = vr_ptx_or_die(getenv("VR_PTX"));
     CK(cuInit(0));
-    vr_ctx_current(0, NULL);
+    vr_ctx_current(0, ctx_out);
     CK(cuModuleLoadData(mod, ptx));
     free(ptx);
 }
@@ -112,7 +112,7 @@ static inline void vr_probe_start(const char *out_path, const char *map_path, FI
         fprintf(stderr, "%s: --out/--map: %s\n", VR_PROG, strerror(errno));
         exit(1);
     }
-    vr_module_start(mod);
+    vr_module_start(mod, NULL);
     CK(cuStreamCreate(stream, CU_STREAM_NON_BLOCKING));
 }
 

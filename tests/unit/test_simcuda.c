@@ -19,18 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CK(call)                                                               \
-    do {                                                                       \
-        CUresult ck_r_ = (call);                                               \
-        cr_assert_eq(ck_r_, CUDA_SUCCESS, "%s -> %d", #call, (int)ck_r_);      \
-    } while (0)
-
-#define CKE(call, want)                                                        \
-    do {                                                                       \
-        CUresult ck_r_ = (call);                                               \
-        cr_assert_eq(ck_r_, (want), "%s -> %d, want %d", #call, (int)ck_r_,   \
-                     (int)(want));                                             \
-    } while (0)
+#include "sim_ck.h"
 
 static CUcontext g_ctx;
 static CUmodule g_mod;

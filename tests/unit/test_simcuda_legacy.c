@@ -11,18 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CK(call)                                                               \
-    do {                                                                       \
-        CUresult ck_r_ = (call);                                               \
-        cr_assert_eq(ck_r_, CUDA_SUCCESS, "%s -> %d", #call, (int)ck_r_);      \
-    } while (0)
-
-#define CKE(call, want)                                                        \
-    do {                                                                       \
-        CUresult ck_r_ = (call);                                               \
-        cr_assert_eq(ck_r_, (want), "%s -> %d, want %d", #call, (int)ck_r_,   \
-                     (int)(want));                                             \
-    } while (0)
+#include "sim_ck.h"
 
 static CUfunction f_scale;
 
