@@ -10,6 +10,7 @@
  *     g_capture_mu -> event->mu -> g_submit_mu
  *     g_capture_mu -> g_streams_mu
  *     g_mem_mu -> g_reg_mu;  g_reg_mu is a leaf.
+ *     exec->mu, graph->mu -> graph memory's g_mu (sim_graph_mem.c) -> g_mem_mu
  *   No lock is held while a kernel runs (stream workers run operations with
  *   no lock held) or while a caller waits for a stream.
  */
