@@ -741,6 +741,85 @@ static void context_memory(CUdevice dev)
     cuMemAddressFree(va, gran);
 }
 
+/* Graph memory nodes (issue 32, item 4): what cuda.h leaves open and
+ * simcuda assumes (docs/design.md, "Graph memory nodes"). A graph of
+ * alloc -> fill -> free on one granule. */
+static CUresult mem_graph(CUgraph *g, CUdeviceptr *p)
+{
+    CUDA_MEM_ALLOC_NODE_PARAMS a;
+    memset(&a, 0, sizeof a);
+    a.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    a.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    a.poolProps.location.id = 0;
+    a.bytesize = (size_t)2 << 20;
+    CUgraphNode na, nf, nfree;
+    CUresult r = cuGraphCreate(g, 0);
+    if (r == CUDA_SUCCESS && (r = cuGraphAddMemAllocNode(&na, *g, NULL, 0, &a)) == CUDA_SUCCESS) {
+        *p = a.dptr;
+        CUDA_KERNEL_NODE_PARAMS k = kp;
+        static void *margs[3];
+        static CUdeviceptr mp;
+        mp = a.dptr;
+        margs[0] = &mp;
+        margs[1] = &value;
+        margs[2] = &count;
+        k.kernelParams = margs;
+        if ((r = cuGraphAddKernelNode(&nf, *g, &na, 1, &k)) == CUDA_SUCCESS)
+            r = cuGraphAddMemFreeNode(&nfree, *g, &nf, 1, a.dptr);
+    }
+    return r;
+}
+
+static const char *zero_or_not(cuuint64_t v)
+{
+    return v ? "nonzero" : "zero";
+}
+
+static void graph_mem(CUdevice dev)
+{
+    const char *q = "graph_mem";
+    CUgraph g, g2, c = NULL;
+    CUdeviceptr p, p2;
+    CUgraphExec x, y = NULL;
+    SETUP(mem_graph(&g, &p));
+    SETUP(mem_graph(&g2, &p2));
+    SETUP(cuGraphInstantiateWithFlags(&x, g, 0));
+    answer("graph_mem.instantiate_twice", cuGraphInstantiateWithFlags(&y, g, 0));
+    if (y)
+        cuGraphExecDestroy(y);
+    answer("graph_mem.clone", cuGraphClone(&c, g));
+    if (c)
+        cuGraphDestroy(c);
+    CUgraphExecUpdateResultInfo info;
+    memset(&info, 0, sizeof info);
+    CUresult r = cuGraphExecUpdate(x, g2, &info);
+    printf("graph_mem.update_from_other_graph %s result=%d\n", vr_err_name(r), (int)info.result);
+    r = cuGraphExecUpdate(x, g, &info);
+    printf("graph_mem.update_from_own_graph %s result=%d\n", vr_err_name(r), (int)info.result);
+    cuuint64_t used = 0, resv = 0, high = 0, zero = 0;
+    SETUP(cuGraphLaunch(x, NULL));
+    SETUP(cuCtxSynchronize());
+    cuDeviceGetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used);
+    cuDeviceGetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &resv);
+    printf("graph_mem.after_launch used=%s reserved=%s\n", zero_or_not(used), zero_or_not(resv));
+    r = cuDeviceSetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &zero);
+    cuDeviceGetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &high);
+    printf("graph_mem.reset_high_watermark %s high=%s\n", vr_err_name(r),
+           high == used ? "current" : high ? "other" : "zero");
+    cuGraphExecDestroy(x);
+    cuDeviceGetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used);
+    cuDeviceGetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &resv);
+    printf("graph_mem.after_exec_destroy used=%s reserved=%s\n", zero_or_not(used),
+           zero_or_not(resv));
+    cuGraphDestroy(g);
+    cuGraphDestroy(g2);
+    cuDeviceGetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &resv);
+    printf("graph_mem.after_graph_destroy reserved=%s\n", zero_or_not(resv));
+    answer("graph_mem.trim", cuDeviceGraphMemTrim(dev));
+    cuDeviceGetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &resv);
+    printf("graph_mem.after_trim reserved=%s\n", zero_or_not(resv));
+}
+
 /* Last: it takes the primary context's memory (and, on a GPU, its modules). */
 static void primary_reset(CUdevice dev)
 {
@@ -790,6 +869,7 @@ int main(int argc, char **argv)
     capture_global(dev);
     zero_byte_capture();
     free_in_capture();
+    graph_mem(dev);
     other_context(dev);
     context_memory(dev);
     keep_for_exit(dev);

@@ -294,3 +294,44 @@ Test(apps, an_end_pointer_at_a_sliced_buffers_start_stays_a_pair)
     cr_assert_str_eq(verdict_of(r, 0, a[0]), "selected", "log:\n%s", r->log.p);
     free_runs(runs);
 }
+
+/* ---- mem_nodes ------------------------------------------------------------- */
+
+/* A graph with memory alloc and free nodes (issue 32, item 4): the shim's
+ * record of it is stale (hooks_capture_stale.c), so each of its 3 updates
+ * from a graph reaches the driver, in every mode; SetParams and launches
+ * go through as the program made them, the bytes the same. */
+static void mem_nodes_case(const char *tag, const char *which)
+{
+    const char *args[] = {"--case", which, NULL};
+    struct vr_run runs[1 + NMODES];
+    every_mode(tag, "mem_nodes", args, NULL, NULL, runs);
+    const struct vr_run *ref = &runs[0];
+    cr_assert_eq(vr_sim_calls(&ref->stats, "cuGraphExecUpdate_v2"), 3, "%s", tag);
+    for (int m = 0; m < NMODES; m++) {
+        const struct vr_run *r = &runs[1 + m];
+        static const char *const same[] = {
+            "cuGraphExecUpdate_v2", "cuGraphInstantiateWithFlags", "cuGraphLaunch",
+            "cuGraphAddMemAllocNode", "cuGraphAddMemFreeNode", "cuMemAllocAsync",
+            "cuMemFreeAsync", "cuDeviceGraphMemTrim", NULL};
+        for (size_t i = 0; same[i]; i++)
+            cr_assert_eq(vr_sim_calls(&r->stats, same[i]), vr_sim_calls(&ref->stats, same[i]),
+                         "%s %s: %s", tag, modes[m], same[i]);
+        if (m == 0)
+            continue; /* mode off keeps no exec */
+        cr_assert_eq(summary(r, "updates_seen"), 3, "%s %s; log:\n%s", tag, modes[m], r->log.p);
+        cr_assert_eq(summary(r, "updates_absorbed"), 0, "%s %s", tag, modes[m]);
+        cr_assert_eq(summary(r, "launches"), 12, "%s %s", tag, modes[m]);
+    }
+    free_runs(runs);
+}
+
+Test(apps, mem_nodes_added_graph_allocates_at_launch)
+{
+    mem_nodes_case("mem_nodes_added", "added");
+}
+
+Test(apps, mem_nodes_captured_alloc_async_and_free_async)
+{
+    mem_nodes_case("mem_nodes_captured", "captured");
+}

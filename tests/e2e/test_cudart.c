@@ -159,6 +159,17 @@ Test(cudart, managed_async_clone_profiler)
     each_mode("rt_alloc_kinds", args, (struct expect){ 0 });
 }
 
+/* Graph memory nodes (issue 32, item 4): a graph built with
+ * cudaGraphAddMemAllocNode/FreeNode and updated every step, and one
+ * captured from cudaMallocAsync/cudaFreeAsync; the program checks itself
+ * against a host reference and the graph memory footprint (exit 3), and
+ * every mode gives the same bytes. */
+Test(cudart, graph_memory_nodes_built_and_captured)
+{
+    const char *args[] = { "--steps", "12", NULL };
+    each_mode("rt_graph_mem", args, (struct expect){ 0 });
+}
+
 /* Device variables (__constant__, __device__ with an initializer, a
  * counter) set and read through cudaMemcpyToSymbol(Async)/FromSymbol(Async)
  * and cudaGetSymbolAddress, read by a graph's kernel updated every step

@@ -10,6 +10,7 @@
  *     g_capture_mu -> event->mu -> g_submit_mu
  *     g_capture_mu -> g_streams_mu
  *     g_mem_mu -> g_reg_mu;  g_reg_mu is a leaf.
+ *     exec->mu, graph->mu -> graph memory's g_mu (sim_graph_mem.c) -> g_mem_mu
  *   No lock is held while a kernel runs (stream workers run operations with
  *   no lock held) or while a caller waits for a stream.
  */
@@ -469,6 +470,12 @@ void sim_mem_add_module(uintptr_t base, size_t size, struct sim_ctx *ctx);
 void sim_mem_del_module(uintptr_t base);
 /* Release a native allocation queued by cuMemFreeAsync (stream worker). */
 void sim_mem_free_now(uintptr_t base);
+/* A graph allocation's address range [base, base + size) of device dev
+ * (sim_graph_mem.c maps and unmaps its pages): valid for copies, kernels
+ * and pointer queries until sim_mem_del_graph; cuMemFree and cuMemFreeAsync
+ * hand it to sim_gmem_free_outside. */
+void sim_mem_add_graph(uintptr_t base, size_t size, int dev);
+void sim_mem_del_graph(uintptr_t base);
 
 /* ---- IPC (sim_ipc.c; the tables are sim_mem.c's) ---- */
 
@@ -527,6 +534,7 @@ struct sim_onode {
     CUDA_MEMSET_NODE_PARAMS ms;
     CUDA_HOST_NODE_PARAMS host;
     struct sim_event *ev;      /* event record / wait: referenced */
+    struct sim_gmem *gm;       /* memory alloc / free: the allocation (referenced) */
 };
 
 CUresult sim_onode_memcpy(struct sim_onode *o, const CUDA_MEMCPY3D *p, CUcontext ctx);
@@ -543,6 +551,32 @@ void sim_onode_clear(struct sim_onode *o);
 /* The work of a memcpy, memset or host node. */
 void sim_onode_work(const struct sim_onode *o, struct sim_work *w);
 
+/* ---- graph memory nodes (sim_graph_mem.c) ---- */
+
+struct sim_gmem;  /* one allocation node's allocation */
+struct sim_gexec; /* an exec's allocation and free nodes */
+void sim_gmem_ref(struct sim_gmem *gm);
+void sim_gmem_unref(struct sim_gmem *gm);
+/* A memory node being added to graph graph_id (under its lock): the free
+ * rules of cuda.h checked and recorded; other nodes pass. */
+CUresult sim_gmem_node_added(const struct sim_onode *o, uint64_t graph_id);
+/* cuMemAllocAsync / cuMemFreeAsync into a capturing stream. */
+CUresult sim_gmem_capture_alloc(struct sim_stream *s, int dev, size_t size, CUdeviceptr *dptr);
+CUresult sim_gmem_capture_free(struct sim_stream *s, uintptr_t dptr);
+/* cuMemFree (s NULL) or cuMemFreeAsync of a graph allocation. */
+CUresult sim_gmem_free_outside(uintptr_t dptr, struct sim_stream *s);
+/* Instantiation: the exec's memory nodes (n onodes), one exec per graph. */
+CUresult sim_gmem_exec_new(const struct sim_onode *const *nodes, size_t n, uint64_t graph_id,
+                           unsigned long long flags, struct sim_gexec **out);
+void sim_gmem_exec_free(struct sim_gexec *gx);
+/* A launch (the exec's lock held), before it is queued: may it run, and
+ * its allocations made and frees done; then, once queued, where it went. */
+CUresult sim_gmem_launch(struct sim_gexec *gx);
+void sim_gmem_launched(struct sim_gexec *gx, struct sim_stream *s, uint64_t seq);
+static inline bool sim_gmem_type(CUgraphNodeType t)
+{
+    return t == CU_GRAPH_NODE_TYPE_MEM_ALLOC || t == CU_GRAPH_NODE_TYPE_MEM_FREE;
+}
 
 struct sim_graph;
 struct sim_graph *sim_graph_new(void);
@@ -561,6 +595,9 @@ CUresult sim_graph_add_kernel_attrs(struct sim_graph *g, const CUgraphNode *deps
 /* o: owned by the node once added (the caller's to clear on failure). */
 CUresult sim_graph_add_other(struct sim_graph *g, const CUgraphNode *deps, size_t ndeps,
                              struct sim_onode *o, CUgraphNode *out);
+/* A graph node's parameters of another type (not referenced: valid while
+ * the node is); false when h is not a node of that type. */
+bool sim_graph_node_onode(CUgraphNode h, CUgraphNodeType type, struct sim_onode *o);
 /* Whether node `target` of g is one of `from` or an ancestor of one. */
 bool sim_graph_reaches(struct sim_graph *g, const CUgraphNode *from, size_t nfrom,
                        CUgraphNode target);

@@ -164,6 +164,10 @@ CUresult sim_onode_exec_check(const struct sim_onode *from, const struct sim_ono
              to->ms.pitch != from->ms.pitch))
             return CUDA_ERROR_INVALID_VALUE;
         return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        /* the same allocation (sim_graph_mem.c: an address is fixed at node creation) */
+        return to->gm == from->gm ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     default:
         return CUDA_SUCCESS; /* host and events: unrestricted */
     }
@@ -174,12 +178,16 @@ void sim_onode_copy(struct sim_onode *dst, const struct sim_onode *src)
     *dst = *src;
     if (dst->ev)
         sim_event_ref((CUevent)dst->ev);
+    if (dst->gm)
+        sim_gmem_ref(dst->gm);
 }
 
 void sim_onode_clear(struct sim_onode *o)
 {
     if (o->ev)
         sim_event_unref(o->ev);
+    if (o->gm)
+        sim_gmem_unref(o->gm);
     memset(o, 0, sizeof *o);
 }
 

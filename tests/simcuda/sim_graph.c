@@ -121,6 +121,7 @@ struct sim_exec {
     size_t nevents;
     struct sim_stream *last_s; /* previous launch (referenced) */
     uint64_t last_seq;
+    struct sim_gexec *gm;     /* memory alloc and free nodes (sim_graph_mem.c), or NULL */
 };
 
 static _Atomic uint64_t g_graph_ids;
@@ -346,6 +347,8 @@ static CUresult add_node(struct sim_graph *g, CUgraphNodeType type, const CUgrap
     CUresult r = check_deps(g, deps, ndeps);
     if (r)
         return r;
+    if (o && (r = sim_gmem_node_added(o, g->id)) != CUDA_SUCCESS)
+        return r;
     if (g->n >= UINT32_MAX)
         return CUDA_ERROR_OUT_OF_MEMORY;
     struct sim_node *nd = sim_calloc(1, sizeof *nd);
@@ -488,6 +491,9 @@ CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&g->mu);
+    for (size_t i = 0; i < g->n && !r; i++)
+        if (sim_gmem_type(g->nodes[i]->type))
+            r = CUDA_ERROR_NOT_SUPPORTED; /* cuda.h: not for memory nodes */
     for (size_t i = 0; i < g->n && !r; i++) {
         struct sim_node *nd = g->nodes[i];
         CUgraphNode *deps = sim_malloc((nd->ndeps ? nd->ndeps : 1) * sizeof *deps);
@@ -697,7 +703,7 @@ CUresult cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 
 /* A graph node's parameters of another type, copied out under its graph's
  * lock; false when h is not a node of that type. */
-static bool other_get(CUgraphNode h, CUgraphNodeType type, struct sim_onode *o)
+bool sim_graph_node_onode(CUgraphNode h, CUgraphNodeType type, struct sim_onode *o)
 {
     struct sim_node *nd = node_get(h);
     if (!nd || nd->type != type)
@@ -713,7 +719,7 @@ CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams
     SIM_ENTER(cuGraphMemcpyNodeGetParams);
     SIM_CHECK_INIT();
     struct sim_onode o;
-    if (!nodeParams || !other_get(hNode, CU_GRAPH_NODE_TYPE_MEMCPY, &o))
+    if (!nodeParams || !sim_graph_node_onode(hNode, CU_GRAPH_NODE_TYPE_MEMCPY, &o))
         return CUDA_ERROR_INVALID_VALUE;
     *nodeParams = o.cp;
     return CUDA_SUCCESS;
@@ -724,7 +730,7 @@ CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *
     SIM_ENTER(cuGraphMemsetNodeGetParams);
     SIM_CHECK_INIT();
     struct sim_onode o;
-    if (!nodeParams || !other_get(hNode, CU_GRAPH_NODE_TYPE_MEMSET, &o))
+    if (!nodeParams || !sim_graph_node_onode(hNode, CU_GRAPH_NODE_TYPE_MEMSET, &o))
         return CUDA_ERROR_INVALID_VALUE;
     *nodeParams = o.ms;
     return CUDA_SUCCESS;
@@ -735,7 +741,7 @@ CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *node
     SIM_ENTER(cuGraphHostNodeGetParams);
     SIM_CHECK_INIT();
     struct sim_onode o;
-    if (!nodeParams || !other_get(hNode, CU_GRAPH_NODE_TYPE_HOST, &o))
+    if (!nodeParams || !sim_graph_node_onode(hNode, CU_GRAPH_NODE_TYPE_HOST, &o))
         return CUDA_ERROR_INVALID_VALUE;
     *nodeParams = o.host;
     return CUDA_SUCCESS;
@@ -746,7 +752,7 @@ CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
     SIM_ENTER(cuGraphEventRecordNodeGetEvent);
     SIM_CHECK_INIT();
     struct sim_onode o;
-    if (!event_out || !other_get(hNode, CU_GRAPH_NODE_TYPE_EVENT_RECORD, &o))
+    if (!event_out || !sim_graph_node_onode(hNode, CU_GRAPH_NODE_TYPE_EVENT_RECORD, &o))
         return CUDA_ERROR_INVALID_VALUE;
     *event_out = (CUevent)o.ev;
     return CUDA_SUCCESS;
@@ -757,7 +763,7 @@ CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
     SIM_ENTER(cuGraphEventWaitNodeGetEvent);
     SIM_CHECK_INIT();
     struct sim_onode o;
-    if (!event_out || !other_get(hNode, CU_GRAPH_NODE_TYPE_WAIT_EVENT, &o))
+    if (!event_out || !sim_graph_node_onode(hNode, CU_GRAPH_NODE_TYPE_WAIT_EVENT, &o))
         return CUDA_ERROR_INVALID_VALUE;
     *event_out = (CUevent)o.ev;
     return CUDA_SUCCESS;
@@ -1058,6 +1064,8 @@ static void exec_free(struct sim_exec *x)
         if (x->nodes[i].key)
             node_unref(x->nodes[i].key);
     }
+    if (x->gm)
+        sim_gmem_exec_free(x->gm);
     ver_free_list(x->spare, true);
     ver_free_list(atomic_load(&x->recycled), true);
     sim_free(x->nodes);
@@ -1324,6 +1332,23 @@ fail:
     return r;
 }
 
+/* The exec's memory alloc and free nodes, for sim_graph_mem.c. */
+static CUresult exec_mem_nodes(struct sim_exec *x, cuuint64_t flags)
+{
+    const struct sim_onode **v = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < x->n; i++) {
+        if (!sim_gmem_type(x->nodes[i].type))
+            continue;
+        if (!v && !(v = sim_malloc(x->n * sizeof *v)))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        v[n++] = &x->nodes[i].o;
+    }
+    CUresult r = n ? sim_gmem_exec_new(v, n, x->graph_id, flags, &x->gm) : CUDA_SUCCESS;
+    sim_free(v);
+    return r;
+}
+
 static const cuuint64_t k_inst_flags =
     CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
     CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
@@ -1351,6 +1376,11 @@ static CUresult instantiate_entry(CUgraphExec *out, CUgraph hg, cuuint64_t flags
     pthread_mutex_unlock(&g->mu);
     if (r)
         return r;
+    if ((r = exec_mem_nodes(x, flags)) != CUDA_SUCCESS) {
+        *res = CUDA_GRAPH_INSTANTIATE_ERROR;
+        exec_free(x);
+        return r;
+    }
     x->ctx = c;
     sim_reg_add(x, SIM_T_EXEC);
     atomic_fetch_add(&sim_live_execs, 1);
@@ -1712,6 +1742,14 @@ static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt)
         pthread_mutex_unlock(&x->mu);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    /* cuda.h: an allocation still unfreed from the previous launch refuses it */
+    if (x->gm && (r = sim_gmem_launch(x->gm)) != CUDA_SUCCESS) {
+        if (deps != deps_small)
+            sim_free(deps);
+        sim_op_free(op);
+        pthread_mutex_unlock(&x->mu);
+        return r;
+    }
     size_t ndeps = 0;
     for (size_t i = 0; i < x->nevents; i++) {
         const struct xnode *xn = &x->nodes[x->events[i]];
@@ -1724,6 +1762,8 @@ static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt)
     op->u.g.gen = ++x->launches;
     atomic_fetch_add_explicit(&x->refs, 1, memory_order_relaxed);
     exec_submit(x, s, op, deps, ndeps);
+    if (x->gm)
+        sim_gmem_launched(x->gm, x->last_s, x->last_seq);
     for (size_t i = 0; i < ndeps; i++)
         sim_stream_unref(deps[i].s);
     if (deps != deps_small)
@@ -1884,6 +1924,9 @@ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
     sim_reg_del(x);
     atomic_fetch_sub(&sim_live_execs, 1);
     pthread_mutex_lock(&x->mu); /* no call still inside */
+    if (x->gm) /* the graph may be instantiated again; its memory unmapped */
+        sim_gmem_exec_free(x->gm);
+    x->gm = NULL;
     pthread_mutex_unlock(&x->mu);
     exec_unref(x); /* freed after its queued launches (the driver defers too) */
     return CUDA_SUCCESS;

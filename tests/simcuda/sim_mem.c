@@ -40,6 +40,7 @@ struct nat {
     int src_pid;
     uint64_t src_id;
     bool module;   /* a module's variables: its storage, not mapped here */
+    bool graph;    /* a graph allocation's address range (sim_graph_mem.c maps it) */
 };
 
 /* A memory pool: only the device its allocations come from. */
@@ -263,7 +264,7 @@ static void native_release(struct nat *a)
     g_nnat--;
     g_mem_gen++;
     g_native_bytes[n.acct] -= n.charged;
-    if (!n.module)
+    if (!n.module && !n.graph)
         munmap((void *)n.base, n.maplen); /* use after free crashes */
     if (n.exported || n.imported)
         close(n.fd); /* a later cuIpcOpenMemHandle of its handle fails */
@@ -289,6 +290,34 @@ void sim_mem_del_module(uintptr_t base)
     if (a && a->base == base && a->module)
         native_release(a);
     pthread_mutex_unlock(&g_mem_mu);
+}
+
+/* Graph allocations belong to no context: async, so neither a context's
+ * destruction nor cuMemFree's synchronization applies to them here. */
+void sim_mem_add_graph(uintptr_t base, size_t size, int dev)
+{
+    pthread_mutex_lock(&g_mem_mu);
+    nat_insert(&(struct nat){.base = base, .size = size, .dev = dev, .acct = dev,
+                             .async = true, .id = g_next_id++, .graph = true});
+    pthread_mutex_unlock(&g_mem_mu);
+}
+
+void sim_mem_del_graph(uintptr_t base)
+{
+    pthread_mutex_lock(&g_mem_mu);
+    struct nat *a = nat_find(base);
+    if (a && a->base == base && a->graph)
+        native_release(a);
+    pthread_mutex_unlock(&g_mem_mu);
+}
+
+static bool is_graph(uintptr_t p)
+{
+    pthread_mutex_lock(&g_mem_mu);
+    struct nat *a = nat_find(p);
+    bool g = a && a->base == p && a->graph;
+    pthread_mutex_unlock(&g_mem_mu);
+    return g;
 }
 
 void sim_mem_ctx_destroyed(const struct sim_ctx *c)
@@ -523,6 +552,8 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
         return CUDA_SUCCESS;
     if ((r = sim_capture_unsafe()) != CUDA_SUCCESS)
         return r;
+    if (is_graph((uintptr_t)dptr))
+        return sim_gmem_free_outside((uintptr_t)dptr, NULL);
     pthread_mutex_lock(&g_mem_mu);
     struct nat *a = nat_find((uintptr_t)dptr);
     /* memory opened by cuIpcOpenMemHandle goes by cuIpcCloseMemHandle only */
@@ -601,8 +632,7 @@ enum copy_kind { HTOD, DTOH, DTOD };
 
 /* cap: where the work may be captured (async copies and memsets), *cap is
  * set when s is capturing and the work must become a node instead of
- * running; other work into a capturing stream is refused as unsupported
- * (simcuda's stream-ordered allocation is not captured). */
+ * running; other work into a capturing stream is refused as unsupported. */
 static CUresult stream_for(CUstream h, bool pt, struct sim_stream **s, bool *cap)
 {
     CUresult r = sim_stream_resolve(h, pt, s);
@@ -617,11 +647,6 @@ static CUresult stream_for(CUstream h, bool pt, struct sim_stream **s, bool *cap
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
     return sim_capture_check_legacy(*s);
-}
-
-static CUresult stream_for_work(CUstream h, bool pt, struct sim_stream **s)
-{
-    return stream_for(h, pt, s, NULL);
 }
 
 /* The context a captured node runs in: the stream's, else the current. */
@@ -1007,7 +1032,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
     if (r)
         return r;
     struct sim_stream *s;
-    if ((r = stream_for_work(h, pt, &s)) != CUDA_SUCCESS)
+    if ((r = sim_stream_resolve(h, pt, &s)) != CUDA_SUCCESS)
         return r;
     struct sim_ctx *owner = s->ctx ? s->ctx : c;
     int dev = owner->dev; /* the stream's device's pool */
@@ -1017,6 +1042,11 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
             return CUDA_ERROR_INVALID_VALUE;
         dev = ((const struct sim_pool *)(const void *)pool)->dev;
     }
+    /* cuda.h: captured, it adds an allocation node; the graph owns the memory. */
+    if (sim_capture_active(s))
+        return sim_gmem_capture_alloc(s, dev, size, dptr);
+    if ((r = sim_capture_check_legacy(s)) != CUDA_SUCCESS)
+        return r;
     return native_alloc(dptr, size, true, dev, dev, owner, pool);
 }
 
@@ -1062,14 +1092,15 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
     struct sim_stream *s;
     if ((r = sim_stream_resolve(h, pt, &s)) != CUDA_SUCCESS)
         return r;
-    /* Into a capture: only memory allocated in that graph could be freed
-     * there, and simcuda captures no allocation. An H200 refuses the rest
-     * with CUDA_ERROR_INVALID_VALUE and the capture goes on
-     * (capture.mem_free_async.outside_allocation); the memory stays. */
+    /* Into a capture: a free node, of a graph allocation only (cuda.h). An
+     * H200 refuses the rest with CUDA_ERROR_INVALID_VALUE and the capture
+     * goes on (capture.mem_free_async.outside_allocation); the memory stays. */
     if (sim_capture_active(s))
-        return CUDA_ERROR_INVALID_VALUE;
+        return sim_gmem_capture_free(s, (uintptr_t)dptr);
     if ((r = sim_capture_check_legacy(s)) != CUDA_SUCCESS)
         return r;
+    if (is_graph((uintptr_t)dptr))
+        return sim_gmem_free_outside((uintptr_t)dptr, s);
     struct sim_op *op = sim_op_new(SIM_OP_FREE, 0);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1711,7 +1742,7 @@ void sim_mem_live(long *mappings, long *handles, long *reservations, long *alloc
     *reservations = (long)g_nresv;
     long mods = 0;
     for (size_t i = 0; i < g_nnat; i++)
-        mods += g_nat[i].module;
+        mods += g_nat[i].module || g_nat[i].graph;
     *allocations = (long)g_nnat - mods; /* a module's storage goes with the module */
     pthread_mutex_unlock(&g_mem_mu);
 }

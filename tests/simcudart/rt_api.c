@@ -4,6 +4,7 @@
  * the driver's per-thread variant, so stream 0 means the thread's stream. */
 #include "rt.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -403,6 +404,14 @@ RT_API cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t x, cudaGraph
 }
 
 /* ---- the calls that are one driver call (rt_calls.def) ---------------------------------- */
+
+/* cudaGraphAddMemAllocNode hands its parameters to the driver as they are. */
+_Static_assert(sizeof(struct cudaMemAllocNodeParams) == sizeof(CUDA_MEM_ALLOC_NODE_PARAMS) &&
+                   offsetof(struct cudaMemAllocNodeParams, dptr) ==
+                       offsetof(CUDA_MEM_ALLOC_NODE_PARAMS, dptr) &&
+                   sizeof(struct cudaMemPoolProps) == sizeof(CUmemPoolProps) &&
+                   (int)cudaGraphMemAttrReservedMemHigh == (int)CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH,
+               "the runtime's graph memory types are the driver's");
 
 #define RT_1(name, params, answer, driver, args)                                \
     RT_API cudaError_t name params                                              \
