@@ -7,6 +7,7 @@
 #ifndef VR_HOOK_H
 #define VR_HOOK_H
 
+#include <stdbool.h>
 #include <cuda.h>
 
 /* The exported wrappers (interpose.c defines them, route.c hands them out). */
@@ -33,7 +34,12 @@ CUresult vr_hook_setparams_v2(CUgraphExec exec, CUgraphNode node,
 CUresult vr_hook_setparams_node(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams *params);
 
 /* The log's `start` event, once, at the first hook that runs with a
- * context (it asks the device whether VMM is supported). */
+ * context (it asks the device whether VMM is supported); hooks_start.c. */
 void vr_hook_note_start(void);
+/* The event now, at exit: ask_device false without a context. */
+void vr_hook_emit_start(bool ask_device);
+struct vr_config;
+void vr_hook_start_configure(const struct vr_config *c);
+void vr_hook_start_forget(void);
 
 #endif

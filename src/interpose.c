@@ -32,7 +32,6 @@
 
 static struct vr_config cfg;
 static pid_t start_pid;
-static atomic_bool started;
 static bool initialized;
 /* Set once, at the end of init: mode off, the wrappers' shortest path. */
 static atomic_bool passthrough;
@@ -48,33 +47,6 @@ enum { INIT_NONE = 0, INIT_READY = -1, INIT_CHILD = -2 };
 static atomic_int init_state;
 
 /* ---- start and end ---------------------------------------------------- */
-
-/* `start` needs the device for vmm_supported, so it waits for the first
- * hook that runs with a context; at exit without one, it says false. */
-static void emit_start(bool ask_device)
-{
-    if (atomic_exchange(&started, true) || !vr_log_enabled(VR_LEVEL_INFO))
-        return; /* without a log, no query the program did not make */
-    int version = 0;
-    if (vr_real.cuDriverGetVersion)
-        vr_real.cuDriverGetVersion(&version);
-    char buf[512];
-    struct vr_jw w;
-    vr_jw_begin(&w, buf, sizeof buf, "start");
-    vr_jw_str(&w, "mode", vr_mode_name(cfg.mode));
-    vr_jw_u64(&w, "profile_launches", cfg.profile_launches);
-    vr_jw_i64(&w, "driver_version", version);
-    vr_jw_bool(&w, "vmm_supported", ask_device && vr_alloc_vmm_supported());
-    vr_jw_u64(&w, "vmm_min_bytes", cfg.vmm_min_bytes);
-    vr_jw_u64(&w, "max_padding", cfg.max_padding);
-    vr_log_emit(&w, VR_LEVEL_INFO);
-}
-
-void vr_hook_note_start(void)
-{
-    if (!atomic_load_explicit(&started, memory_order_relaxed))
-        emit_start(true);
-}
 
 static void finish(void)
 {
@@ -106,7 +78,7 @@ static void finish(void)
     struct varemap_stats s;
     vr_stats_snapshot(&s);
     if (vr_log_enabled(VR_LEVEL_INFO)) {
-        emit_start(false);
+        vr_hook_emit_start(false);
         char buf[1024];
         struct vr_jw w;
         vr_jw_begin(&w, buf, sizeof buf, "summary");
@@ -152,7 +124,7 @@ static void adopt_child(void)
     vr_log_after_fork();
     start_pid = getpid();
     vr_stats_reset();
-    atomic_store(&started, false);
+    vr_hook_start_forget();
     atomic_store_explicit(&passthrough, cfg.mode == VR_MODE_OFF, memory_order_release);
     atomic_store_explicit(&init_state, INIT_READY, memory_order_release);
     /* Registered again (after READY, as in publish): the child's cuInit may
@@ -172,6 +144,7 @@ static void publish(const struct vr_driver_image *img, bool resolved)
     vr_config_load(&cfg, NULL, start_pid); /* secure_getenv */
     vr_msg_level(cfg.log_level < VR_LEVEL_WARN ? cfg.log_level : VR_LEVEL_WARN);
     vr_log_start(&cfg);
+    vr_hook_start_configure(&cfg);
     if (!resolved)
         vr_warn("cannot load libcuda.so.1: every call fails as the driver would be missing");
     /* The guard wraps the table before any thread can read it. */
