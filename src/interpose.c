@@ -1,7 +1,8 @@
 /* interpose: the exported face of the shim.
  *
  * hooks.def expands here into one exported wrapper per intercepted entry
- * point. A wrapper initializes the shim once, keeps the shim's own calls out
+ * point (absorb.c exports the SetParams ones, above the full path here).
+ * A wrapper initializes the shim once, keeps the shim's own calls out
  * of its hooks with a thread-local guard, and turns the module's internal
  * code into a CUresult: the only place that conversion happens. route.c
  * answers dlsym and cuGetProcAddress requests for intercepted names with
@@ -247,21 +248,20 @@ __attribute__((constructor)) static void record_pid(void)
 #define VR_OFF_FULL(name, args)
 #define VR_OFF_ALLOC VR_OFF_FWD
 
-/* What a wrapper tries first (hooks.def's `off` column again): a SetParams
- * goes straight to the absorbed path, which makes no driver call, needs no
- * guard and tests vr_in_shim itself (absorb.c); mode off keeps no exec in
- * its cache, so there it misses at once and tail-calls the complete path
- * (vr_hook_setparams_*, below), which starts with mode off's test. The
- * common case pays no second call, no stack frame and no mode test. */
-#define VR_FAST_FWD(name, args)
-#define VR_FAST_LAUNCH(name, args)
-#define VR_FAST_FULL(name, args)
-#define VR_FAST_ALLOC(name, args)
-#define VR_FAST_SEEN(name, args) return absorb_##name args;
-
-#define absorb_cuGraphExecKernelNodeSetParams vr_absorb_v1
-#define absorb_cuGraphExecKernelNodeSetParams_v2 vr_absorb_v2
-#define absorb_cuGraphExecNodeSetParams vr_absorb_node
+/* The exported wrapper of each entry point but the SetParams (hooks.def's
+ * `off` column again): those of SEEN are absorb.c's, whose absorbed path
+ * comes first and falls back to the full path here (vr_hook_setparams_*),
+ * so the file that exports them sits above this one. */
+#define VR_EXPORT_FRONT(name, params, args)                                     \
+    VR_EXPORT CUresult CUDAAPI name params                                      \
+    {                                                                           \
+        return front_##name args;                                               \
+    }
+#define VR_EXPORT_FWD VR_EXPORT_FRONT
+#define VR_EXPORT_LAUNCH VR_EXPORT_FRONT
+#define VR_EXPORT_FULL VR_EXPORT_FRONT
+#define VR_EXPORT_ALLOC VR_EXPORT_FRONT
+#define VR_EXPORT_SEEN(name, params, args)
 
 /* The exported wrapper holds only mode off's path (front_<name>), so it
  * needs no stack frame; everything else is in wrap_<name>, called as a tail
@@ -288,11 +288,7 @@ __attribute__((constructor)) static void record_pid(void)
         }                                                                       \
         return wrap_##name args;                                                \
     }                                                                           \
-    VR_EXPORT CUresult CUDAAPI name params                                      \
-    {                                                                           \
-        VR_FAST_##off(name, args)                                               \
-        return front_##name args;                                               \
-    }
+    VR_EXPORT_##off(name, params, args)
 #include "hooks.def"
 
 /* The full paths the absorbed path falls back to (hook.h). */
