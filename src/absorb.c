@@ -1,8 +1,9 @@
 /* absorb: the absorbed SetParams path, the first thing an exported
- * SetParams wrapper tries (interpose.c), in the hook layer so that it hands
- * what it cannot absorb to the hook's full path by a direct tail call.
+ * SetParams wrapper tries (both at the end of this file), in the hook layer
+ * so that it hands what it cannot absorb to the hook's full path
+ * (interpose.c, below it) by a direct tail call.
  *
- * The exported wrapper's only work (interpose.c): so the first tests are
+ * The exported wrapper's only work: so the first tests are
  * the exec this thread used last, which mode off never caches (it misses
  * at once, to the full path's mode test), and vr_in_shim (a call from inside
  * the driver goes to the driver). Then the node that followed the last one
@@ -110,3 +111,27 @@ VR_ABSORB(v1, VR_SP_V1, const CUDA_KERNEL_NODE_PARAMS_v1, cuGraphExecKernelNodeS
 VR_ABSORB(v2, VR_SP_V2, const CUDA_KERNEL_NODE_PARAMS_v2, cuGraphExecKernelNodeSetParams_v2)
 VR_ABSORB(node, VR_SP_NODE, CUgraphNodeParams, cuGraphExecNodeSetParams)
 #undef VR_ABSORB
+
+/* ---- the exported SetParams wrappers ---------------------------------- */
+
+/* hooks.def's SEEN entries, exported here rather than in interpose.c: a
+ * SetParams goes straight to the absorbed path, which makes no driver call,
+ * needs no guard and tests vr_in_shim itself; mode off keeps no exec in its
+ * cache, so there it misses at once and tail-calls the complete path
+ * (vr_hook_setparams_*, interpose.c), which starts with mode off's test.
+ * The common case pays no second call, no stack frame and no mode test. */
+#define absorb_cuGraphExecKernelNodeSetParams vr_absorb_v1
+#define absorb_cuGraphExecKernelNodeSetParams_v2 vr_absorb_v2
+#define absorb_cuGraphExecNodeSetParams vr_absorb_node
+
+#define VR_EXPORT_SEEN(name, params, args)                                      \
+    VR_EXPORT CUresult CUDAAPI name params                                      \
+    {                                                                           \
+        return absorb_##name args;                                              \
+    }
+#define VR_EXPORT_FWD(name, params, args)
+#define VR_EXPORT_LAUNCH(name, params, args)
+#define VR_EXPORT_FULL(name, params, args)
+#define VR_EXPORT_ALLOC(name, params, args)
+#define VR_HOOK(name, base, off, params, args) VR_EXPORT_##off(name, params, args)
+#include "hooks.def"

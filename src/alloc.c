@@ -1,10 +1,10 @@
 /* alloc: cuMemAlloc served by VMM backing when it pays (alloc.h), the
- * free-memory estimate, the reclaim after an out-of-memory, exit and fork,
- * and the observer told of freed allocations.
+ * free-memory estimate, the reclaim after an out-of-memory, exit and fork.
  *
  * The other rooms of the allocation layer are listed in alloc_int.h. The
  * layer calls nothing above it: the exec layer learns of freed allocations
- * through the one observer it registers (vr_alloc_observe_free).
+ * through the one observer it registers (vr_alloc_observe_free, kept in
+ * alloc_state.c with the layer's settings: the rooms below read them there).
  */
 #include "alloc_int.h"
 
@@ -28,29 +28,9 @@
 /* An allocation this large next to the estimated free memory asks again. */
 #define MEM_REFRESH_SHARE 8u
 
-struct vr_config vr_alloc_cfg;
-atomic_bool vr_alloc_closed;
-
 /* Per device: estimated free bytes (-1: ask the driver), candidates since. */
 static _Atomic long long mem_free[VR_MAX_DEVICES];
 static _Atomic unsigned mem_since[VR_MAX_DEVICES];
-
-static _Atomic unsigned fallback_logged;
-
-static void (*_Atomic free_observer)(uint64_t id, bool synced);
-
-void vr_alloc_observe_free(void (*fn)(uint64_t id, bool synced))
-{
-    atomic_store_explicit(&free_observer, fn, memory_order_release);
-}
-
-void vr_alloc_tell_freed(uint64_t id, bool synced)
-{
-    void (*fn)(uint64_t, bool) = atomic_load_explicit(&free_observer, memory_order_acquire);
-    VR_ASSERT(id != 0);
-    if (fn)
-        fn(id, synced);
-}
 
 void vr_alloc_configure(const struct vr_config *c)
 {
@@ -66,31 +46,6 @@ CUcontext vr_alloc_current_context(void)
     if (!vr_real.cuCtxGetCurrent || vr_real.cuCtxGetCurrent(&c) != CUDA_SUCCESS)
         return NULL;
     return c;
-}
-
-/* The driver's answer for a call that needs a current context, asked before
- * the shim touches anything. A query that fails is the shim's own call, not
- * the program's: then *ctx is NULL and the calls that follow (a synchronize
- * first) give the driver's answer about the context. */
-int vr_alloc_need_context(CUcontext *ctx)
-{
-    CUcontext c = NULL;
-    CUresult r = vr_real.cuCtxGetCurrent ? vr_real.cuCtxGetCurrent(&c) : CUDA_ERROR_NOT_INITIALIZED;
-    if (r != CUDA_SUCCESS) {
-        *ctx = NULL;
-        return 0;
-    }
-    if (!c)
-        return vr_err_cu(CUDA_ERROR_INVALID_CONTEXT);
-    *ctx = c;
-    return 0;
-}
-
-void vr_alloc_fallback_once(unsigned bit, const char *what, const char *reason)
-{
-    if (atomic_fetch_or(&fallback_logged, bit) & bit)
-        return;
-    vr_log_fallback(what, reason);
 }
 
 void vr_alloc_fallback(unsigned bit, const char *reason)

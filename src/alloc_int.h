@@ -1,7 +1,7 @@
 /* alloc_int: what the files of the allocation layer share (private to them).
  *
  *   alloc.c          cuMemAlloc: VMM backing, the free-memory estimate, OOM
- *                    reclaim, exit and fork, the free observer
+ *                    reclaim, exit and fork
  *   alloc_free.c     cuMemFree / cuMemFreeAsync / a destroyed context
  *   alloc_query.c    lookups the program makes (address range, attributes,
  *                    access, handles, memory info) and peer access
@@ -10,6 +10,12 @@
  *                    released (parked, on the waiting queue: waitq.h)
  *   alloc_cache.c    freed VMM memory kept for reuse (cache_lock, rank CACHE);
  *                    what is not idle yet waits on the queue too
+ *   alloc_ipc.c      legacy IPC of VMM-backed allocations, the fd server
+ *   alloc_state.c    the layer's bottom: settings, closed flag, fallback
+ *                    events, the free observer, the context check
+ *
+ * Each room calls only rooms after it in this order (tools/circles checks):
+ * alloc_free.c, alloc_query.c, alloc.c, cache, release, IPC, registry, state.
  *
  * Each lock is private to its file (lockrank.h): never held across a
  * driver call that can block on the GPU, never two of them together (the
@@ -44,7 +50,7 @@ void vr_alloc_fallback_once(unsigned bit, const char *what, const char *reason);
 void vr_alloc_fallback(unsigned bit, const char *reason);
 
 CUcontext vr_alloc_current_context(void);
-/* The driver's answer for a call that needs a current context (alloc.c). */
+/* The driver's answer for a call that needs a current context (alloc_state.c). */
 int vr_alloc_need_context(CUcontext *ctx);
 /* The estimate of `dev`'s free memory moves by -delta. */
 void vr_alloc_memory_used(int dev, long long delta);

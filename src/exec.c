@@ -50,9 +50,6 @@
 #include "tomb.h"
 #include "xlat.h"
 
-struct vr_config vr_ex_cfg;
-atomic_bool vr_ex_degraded;
-
 void vr_exec_configure(const struct vr_config *c)
 {
     vr_ex_cfg = *c;

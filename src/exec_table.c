@@ -19,6 +19,11 @@
 #include "tomb.h"
 #include "xlat.h"
 
+/* The layer's settings and its degraded switch: defined at its bottom, so
+ * every file of the layer reads them without pointing up at exec.c. */
+struct vr_config vr_ex_cfg;
+atomic_bool vr_ex_degraded;
+
 /* ---- the table of execs ---------------------------------------------- */
 
 #define VR_EXEC_BUCKETS 1024

@@ -1,22 +1,34 @@
 /* hook: what the files of the hook layer share (interpose.c holds the
- * exported wrappers and init, route.c the dlsym and cuGetProcAddress
- * routing; hooks_mem.c and hooks_graph.c the bodies of most hooks). Every hook of hooks.def has a body vr_on_<name>,
+ * exported wrappers and init, absorb.c the SetParams wrappers and their
+ * absorbed path, hooks_table.c the table of wrappers, route.c the dlsym and
+ * cuGetProcAddress routing, hooks_start.c the log's start event;
+ * hooks_mem.c and hooks_graph.c the bodies of most hooks). Every hook of hooks.def has a body vr_on_<name>,
  * called by its wrapper under the shim's guard with the shim initialized;
  * hidden like everything but the exports.
  */
 #ifndef VR_HOOK_H
 #define VR_HOOK_H
 
+#include <stdbool.h>
 #include <cuda.h>
 
-/* The exported wrappers (interpose.c defines them, route.c hands them out). */
+/* The exported wrappers (interpose.c defines them, absorb.c the SetParams
+ * ones; route.c hands them out). */
 #define VR_EXPORT __attribute__((visibility("default")))
 
 #define VR_HOOK(name, base, off, params, args) CUresult vr_on_##name params;
 #include "hooks.def"
 
-/* The absorbed path (absorb.c), for the exported wrapper to try before
- * anything else: CUDA_SUCCESS when the update was absorbed (and counted).
+/* An entry of the table of wrappers (hooks_table.c, read by route.c). */
+struct hook {
+    const char *name;
+    const char *base;
+    void *wrapper;
+    size_t real;    /* offset of the real function in struct vr_driver */
+};
+
+/* The absorbed path (absorb.c), which the exported SetParams wrapper tries
+ * before anything else: CUDA_SUCCESS when the update was absorbed (and counted).
  * An update it found the node for is finished by the exec layer (its result
  * the driver's when forwarded); otherwise nothing was done and the result is
  * vr_hook_setparams_*'s for the same arguments, reached by a tail call. */
@@ -33,7 +45,12 @@ CUresult vr_hook_setparams_v2(CUgraphExec exec, CUgraphNode node,
 CUresult vr_hook_setparams_node(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams *params);
 
 /* The log's `start` event, once, at the first hook that runs with a
- * context (it asks the device whether VMM is supported). */
+ * context (it asks the device whether VMM is supported); hooks_start.c. */
 void vr_hook_note_start(void);
+/* The event now, at exit: ask_device false without a context. */
+void vr_hook_emit_start(bool ask_device);
+struct vr_config;
+void vr_hook_start_configure(const struct vr_config *c);
+void vr_hook_start_forget(void);
 
 #endif

@@ -1,7 +1,8 @@
 /* interpose: the exported face of the shim.
  *
  * hooks.def expands here into one exported wrapper per intercepted entry
- * point. A wrapper initializes the shim once, keeps the shim's own calls out
+ * point (absorb.c exports the SetParams ones, above the full path here).
+ * A wrapper initializes the shim once, keeps the shim's own calls out
  * of its hooks with a thread-local guard, and turns the module's internal
  * code into a CUresult: the only place that conversion happens. route.c
  * answers dlsym and cuGetProcAddress requests for intercepted names with
@@ -32,7 +33,6 @@
 
 static struct vr_config cfg;
 static pid_t start_pid;
-static atomic_bool started;
 static bool initialized;
 /* Set once, at the end of init: mode off, the wrappers' shortest path. */
 static atomic_bool passthrough;
@@ -48,33 +48,6 @@ enum { INIT_NONE = 0, INIT_READY = -1, INIT_CHILD = -2 };
 static atomic_int init_state;
 
 /* ---- start and end ---------------------------------------------------- */
-
-/* `start` needs the device for vmm_supported, so it waits for the first
- * hook that runs with a context; at exit without one, it says false. */
-static void emit_start(bool ask_device)
-{
-    if (atomic_exchange(&started, true) || !vr_log_enabled(VR_LEVEL_INFO))
-        return; /* without a log, no query the program did not make */
-    int version = 0;
-    if (vr_real.cuDriverGetVersion)
-        vr_real.cuDriverGetVersion(&version);
-    char buf[512];
-    struct vr_jw w;
-    vr_jw_begin(&w, buf, sizeof buf, "start");
-    vr_jw_str(&w, "mode", vr_mode_name(cfg.mode));
-    vr_jw_u64(&w, "profile_launches", cfg.profile_launches);
-    vr_jw_i64(&w, "driver_version", version);
-    vr_jw_bool(&w, "vmm_supported", ask_device && vr_alloc_vmm_supported());
-    vr_jw_u64(&w, "vmm_min_bytes", cfg.vmm_min_bytes);
-    vr_jw_u64(&w, "max_padding", cfg.max_padding);
-    vr_log_emit(&w, VR_LEVEL_INFO);
-}
-
-void vr_hook_note_start(void)
-{
-    if (!atomic_load_explicit(&started, memory_order_relaxed))
-        emit_start(true);
-}
 
 static void finish(void)
 {
@@ -106,7 +79,7 @@ static void finish(void)
     struct varemap_stats s;
     vr_stats_snapshot(&s);
     if (vr_log_enabled(VR_LEVEL_INFO)) {
-        emit_start(false);
+        vr_hook_emit_start(false);
         char buf[1024];
         struct vr_jw w;
         vr_jw_begin(&w, buf, sizeof buf, "summary");
@@ -152,7 +125,7 @@ static void adopt_child(void)
     vr_log_after_fork();
     start_pid = getpid();
     vr_stats_reset();
-    atomic_store(&started, false);
+    vr_hook_start_forget();
     atomic_store_explicit(&passthrough, cfg.mode == VR_MODE_OFF, memory_order_release);
     atomic_store_explicit(&init_state, INIT_READY, memory_order_release);
     /* Registered again (after READY, as in publish): the child's cuInit may
@@ -172,6 +145,7 @@ static void publish(const struct vr_driver_image *img, bool resolved)
     vr_config_load(&cfg, NULL, start_pid); /* secure_getenv */
     vr_msg_level(cfg.log_level < VR_LEVEL_WARN ? cfg.log_level : VR_LEVEL_WARN);
     vr_log_start(&cfg);
+    vr_hook_start_configure(&cfg);
     if (!resolved)
         vr_warn("cannot load libcuda.so.1: every call fails as the driver would be missing");
     /* The guard wraps the table before any thread can read it. */
@@ -274,21 +248,20 @@ __attribute__((constructor)) static void record_pid(void)
 #define VR_OFF_FULL(name, args)
 #define VR_OFF_ALLOC VR_OFF_FWD
 
-/* What a wrapper tries first (hooks.def's `off` column again): a SetParams
- * goes straight to the absorbed path, which makes no driver call, needs no
- * guard and tests vr_in_shim itself (absorb.c); mode off keeps no exec in
- * its cache, so there it misses at once and tail-calls the complete path
- * (vr_hook_setparams_*, below), which starts with mode off's test. The
- * common case pays no second call, no stack frame and no mode test. */
-#define VR_FAST_FWD(name, args)
-#define VR_FAST_LAUNCH(name, args)
-#define VR_FAST_FULL(name, args)
-#define VR_FAST_ALLOC(name, args)
-#define VR_FAST_SEEN(name, args) return absorb_##name args;
-
-#define absorb_cuGraphExecKernelNodeSetParams vr_absorb_v1
-#define absorb_cuGraphExecKernelNodeSetParams_v2 vr_absorb_v2
-#define absorb_cuGraphExecNodeSetParams vr_absorb_node
+/* The exported wrapper of each entry point but the SetParams (hooks.def's
+ * `off` column again): those of SEEN are absorb.c's, whose absorbed path
+ * comes first and falls back to the full path here (vr_hook_setparams_*),
+ * so the file that exports them sits above this one. */
+#define VR_EXPORT_FRONT(name, params, args)                                     \
+    VR_EXPORT CUresult CUDAAPI name params                                      \
+    {                                                                           \
+        return front_##name args;                                               \
+    }
+#define VR_EXPORT_FWD VR_EXPORT_FRONT
+#define VR_EXPORT_LAUNCH VR_EXPORT_FRONT
+#define VR_EXPORT_FULL VR_EXPORT_FRONT
+#define VR_EXPORT_ALLOC VR_EXPORT_FRONT
+#define VR_EXPORT_SEEN(name, params, args)
 
 /* The exported wrapper holds only mode off's path (front_<name>), so it
  * needs no stack frame; everything else is in wrap_<name>, called as a tail
@@ -315,11 +288,7 @@ __attribute__((constructor)) static void record_pid(void)
         }                                                                       \
         return wrap_##name args;                                                \
     }                                                                           \
-    VR_EXPORT CUresult CUDAAPI name params                                      \
-    {                                                                           \
-        VR_FAST_##off(name, args)                                               \
-        return front_##name args;                                               \
-    }
+    VR_EXPORT_##off(name, params, args)
 #include "hooks.def"
 
 /* The full paths the absorbed path falls back to (hook.h). */

@@ -1,8 +1,8 @@
 /* route: dlsym and cuGetProcAddress answered with the shim's wrappers.
  *
- * hooks.def expands here into the table of wrappers: each exported name,
- * the entry point it stands for and where its real function lies in the
- * driver table. A program that resolves an intercepted entry point, by
+ * hooks.def expands into the table of wrappers (hooks_table.c): each
+ * exported name, the entry point it stands for and where its real function
+ * lies in the driver table. A program that resolves an intercepted entry point, by
  * either way, gets the wrapper of exactly the variant the driver chose; an
  * entry point that launches or sets parameters and cannot be routed
  * degrades every exec to dedup, since calls the shim cannot see would
@@ -22,22 +22,13 @@
 
 /* ---- the table of wrappers ------------------------------------------ */
 
-struct hook {
-    const char *name;
-    const char *base;
-    void *wrapper;
-    size_t real;    /* offset of the real function in struct vr_driver */
-};
-
-#define VR_HOOK(name, base, off, params, args) VR_EXPORT CUresult CUDAAPI name params;
-#include "hooks.def"
-
-static const struct hook hooks[] = {
-#define VR_HOOK(name, base, off, params, args) \
-    {#name, #base, __extension__(void *)name, offsetof(struct vr_driver, name)},
-#include "hooks.def"
-};
-#define VR_NHOOKS (sizeof hooks / sizeof hooks[0])
+/* hooks_table.c's, gathered by the linker into the vr_hooks section: this
+ * file names no wrapper, so it sits below the files that export them (and
+ * call it for cuGetProcAddress); the linker sets the bounds. */
+extern const struct hook __start_vr_hooks[] __attribute__((visibility("hidden")));
+extern const struct hook __stop_vr_hooks[] __attribute__((visibility("hidden")));
+#define hooks __start_vr_hooks
+#define VR_NHOOKS ((size_t)(__stop_vr_hooks - __start_vr_hooks))
 
 static const struct hook *hook_named(const char *name)
 {
