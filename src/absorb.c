@@ -132,6 +132,7 @@ VR_ABSORB(node, VR_SP_NODE, CUgraphNodeParams, cuGraphExecNodeSetParams)
 #define VR_EXPORT_FWD(name, params, args)
 #define VR_EXPORT_LAUNCH(name, params, args)
 #define VR_EXPORT_FULL(name, params, args)
+#define VR_EXPORT_PROC(name, params, args)
 #define VR_EXPORT_ALLOC(name, params, args)
 #define VR_HOOK(name, base, off, params, args) VR_EXPORT_##off(name, params, args)
 #include "hooks.def"

@@ -1,7 +1,8 @@
 /* hook: what the files of the hook layer share (interpose.c holds the
  * exported wrappers and init, absorb.c the SetParams wrappers and their
- * absorbed path, hooks_table.c the table of wrappers, route.c the dlsym and
- * cuGetProcAddress routing, hooks_start.c the log's start event;
+ * absorbed path, route.c the resolvers (cuGetProcAddress, the dlsym stub's
+ * lookups) with the table of every wrapper they hand out, the top of the
+ * layer; hooks_start.c the log's start event;
  * hooks_mem.c and hooks_graph.c the bodies of most hooks). Every hook of hooks.def has a body vr_on_<name>,
  * called by its wrapper under the shim's guard with the shim initialized;
  * hidden like everything but the exports.
@@ -13,19 +14,11 @@
 #include <cuda.h>
 
 /* The exported wrappers (interpose.c defines them, absorb.c the SetParams
- * ones; route.c hands them out). */
+ * ones, route.c the resolvers, which hand them all out). */
 #define VR_EXPORT __attribute__((visibility("default")))
 
 #define VR_HOOK(name, base, off, params, args) CUresult vr_on_##name params;
 #include "hooks.def"
-
-/* An entry of the table of wrappers (hooks_table.c, read by route.c). */
-struct hook {
-    const char *name;
-    const char *base;
-    void *wrapper;
-    size_t real;    /* offset of the real function in struct vr_driver */
-};
 
 /* The absorbed path (absorb.c), which the exported SetParams wrapper tries
  * before anything else: CUDA_SUCCESS when the update was absorbed (and counted).
@@ -52,5 +45,9 @@ void vr_hook_emit_start(bool ask_device);
 struct vr_config;
 void vr_hook_start_configure(const struct vr_config *c);
 void vr_hook_start_forget(void);
+
+/* The shim initialized, once (interpose.c): for a wrapper exported outside
+ * interpose.c that calls its hook body (route.c's resolvers). */
+void vr_hook_ready(void);
 
 #endif

@@ -26,6 +26,7 @@
 #define VR_BODY_SEEN(name, params, args)
 #define VR_BODY_LAUNCH(name, params, args)
 #define VR_BODY_FULL(name, params, args)
+#define VR_BODY_PROC(name, params, args)
 #define VR_BODY_ALLOC(name, params, args)                                       \
     CUresult vr_on_##name params                                         \
     {                                                                           \

@@ -265,8 +265,8 @@ __attribute__((constructor)) static void record_pid(void)
 
 /* The exported wrapper holds only mode off's path (front_<name>), so it
  * needs no stack frame; everything else is in wrap_<name>, called as a tail
- * call. */
-#define VR_HOOK(name, base, off, params, args)                                  \
+ * call. The resolvers (PROC) are route.c's, whole. */
+#define VR_WRAP(name, off, params, args)                                        \
     __attribute__((noinline)) static CUresult wrap_##name params                \
     {                                                                           \
         if (vr_in_shim)                                                         \
@@ -289,7 +289,22 @@ __attribute__((constructor)) static void record_pid(void)
         return wrap_##name args;                                                \
     }                                                                           \
     VR_EXPORT_##off(name, params, args)
+#define VR_WRAP_FWD VR_WRAP
+#define VR_WRAP_SEEN VR_WRAP
+#define VR_WRAP_LAUNCH VR_WRAP
+#define VR_WRAP_FULL VR_WRAP
+#define VR_WRAP_ALLOC VR_WRAP
+#define VR_WRAP_PROC(name, off, params, args)
+#define VR_HOOK(name, base, off, params, args) VR_WRAP_##off(name, off, params, args)
 #include "hooks.def"
+
+/* For the wrappers exported elsewhere that make a driver call of their own
+ * (route.c's resolvers): the shim initialized, once. */
+void vr_hook_ready(void)
+{
+    if (atomic_load_explicit(&init_state, memory_order_acquire) != INIT_READY)
+        init_once();
+}
 
 /* The full paths the absorbed path falls back to (hook.h). */
 CUresult vr_hook_setparams_v1(CUgraphExec exec, CUgraphNode node,

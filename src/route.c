@@ -1,6 +1,8 @@
 /* route: dlsym and cuGetProcAddress answered with the shim's wrappers.
  *
- * hooks.def expands into the table of wrappers (hooks_table.c): each
+ * The top of the hook layer: it exports the resolvers themselves
+ * (hooks.def's PROC), and hooks.def expands here into the table of every
+ * wrapper (interpose.c's and absorb.c's, below this file): each
  * exported name, the entry point it stands for and where its real function
  * lies in the driver table. A program that resolves an intercepted entry point, by
  * either way, gets the wrapper of exactly the variant the driver chose; an
@@ -22,13 +24,22 @@
 
 /* ---- the table of wrappers ------------------------------------------ */
 
-/* hooks_table.c's, gathered by the linker into the vr_hooks section: this
- * file names no wrapper, so it sits below the files that export them (and
- * call it for cuGetProcAddress); the linker sets the bounds. */
-extern const struct hook __start_vr_hooks[] __attribute__((visibility("hidden")));
-extern const struct hook __stop_vr_hooks[] __attribute__((visibility("hidden")));
-#define hooks __start_vr_hooks
-#define VR_NHOOKS ((size_t)(__stop_vr_hooks - __start_vr_hooks))
+struct hook {
+    const char *name;
+    const char *base;
+    void *wrapper;
+    size_t real;    /* offset of the real function in struct vr_driver */
+};
+
+#define VR_HOOK(name, base, off, params, args) VR_EXPORT CUresult CUDAAPI name params;
+#include "hooks.def"
+
+static const struct hook hooks[] = {
+#define VR_HOOK(name, base, off, params, args) \
+    {#name, #base, __extension__(void *)name, offsetof(struct vr_driver, name)},
+#include "hooks.def"
+};
+#define VR_NHOOKS (sizeof hooks / sizeof hooks[0])
 
 static const struct hook *hook_named(const char *name)
 {
@@ -205,3 +216,29 @@ __attribute__((visibility("hidden"))) void *vr_dlsym_cu(void *handle, const char
     bool ours = vr_driver_loaded() ? vr_driver_owns(real) : in_default_driver(real);
     return ours ? h->wrapper : real;
 }
+
+/* ---- the exported resolvers ------------------------------------------- */
+
+/* hooks.def's PROC entries, exported here because they hand out every
+ * other wrapper. Mode off routes too (hooks.def), so there is no pass-through
+ * shortcut: the guard, init once, the hook body. */
+#define VR_EXPORT_PROC(name, params, args)                                      \
+    VR_EXPORT CUresult CUDAAPI name params                                      \
+    {                                                                           \
+        if (vr_in_shim)                                                         \
+            return vr_real.name ? vr_real.name args : CUDA_ERROR_NOT_INITIALIZED; \
+        vr_hook_ready();                                                        \
+        if (!vr_real.name)                                                      \
+            return CUDA_ERROR_NOT_INITIALIZED;                                  \
+        vr_in_shim = 1;                                                         \
+        CUresult r_ = vr_on_##name args;                                        \
+        vr_in_shim = 0;                                                         \
+        return r_;                                                              \
+    }
+#define VR_EXPORT_FWD(name, params, args)
+#define VR_EXPORT_SEEN(name, params, args)
+#define VR_EXPORT_LAUNCH(name, params, args)
+#define VR_EXPORT_FULL(name, params, args)
+#define VR_EXPORT_ALLOC(name, params, args)
+#define VR_HOOK(name, base, off, params, args) VR_EXPORT_##off(name, params, args)
+#include "hooks.def"
