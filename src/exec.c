@@ -39,6 +39,7 @@
 #include "exec_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +249,7 @@ void vr_ex_decide(struct vr_exec *e)
     bool observe = vr_ex_cfg.mode == VR_MODE_OBSERVE;
     struct vr_decision d;
     vr_profile_decide(e->prof, &e->ns, e->handle, observe, &d);
+    e->movers = d.moving > UINT_MAX ? UINT_MAX : (unsigned)d.moving;
     vr_profile_free(e->prof);
     e->prof = NULL;
     if (observe) {

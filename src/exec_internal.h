@@ -113,6 +113,7 @@ struct vr_exec {
     uint64_t noted, decided_at;
     uint32_t reprofile_wait;
     unsigned reprofiles;
+    unsigned movers;       /* buffers the last profile saw move (vr_decision.moving) */
     bool reprofiling;
     struct counters weighed; /* the counters at the last weighing */
 

@@ -37,7 +37,7 @@ static bool all_remembered(const struct vr_exec *e)
 
 static void ledger_restart(struct vr_exec *e, bool doubles)
 {
-    e->dledger = (struct vr_dedup_ledger){0};
+    e->dledger = (struct vr_dedup_ledger){.movers = e->movers};
     e->noted = e->c.forwarded;
     e->decided_at = e->c.launches;
     if (doubles)
@@ -63,6 +63,7 @@ static void log_reprofile(const struct vr_exec *e)
     vr_jw_u64(&w, "forwarded_ns", l->forwarded_ns);
     vr_jw_u64(&w, "moves", l->moves);
     vr_jw_u64(&w, "slice_ns", l->slice_ns);
+    vr_jw_u64(&w, "movers", l->movers ? l->movers : 1);
     vr_jw_u64(&w, "launches", e->c.launches - e->decided_at);
     vr_jw_u64(&w, "backoff", e->reprofile_wait);
     vr_jw_u64(&w, "reprofiles", e->reprofiles);

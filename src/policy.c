@@ -106,8 +106,9 @@ void vr_policy_ledger_note(struct vr_dedup_ledger *l, uint64_t forwarded,
     l->forwarded += forwarded;
     l->forwarded_ns += forwarded * p->setparams;
     l->moves++;
-    /* The first move needs a slot; every move a remap. */
-    l->slice_ns += p->remap + (l->moves == 1 ? p->slot : 0);
+    /* The first move needs the slots; every move a remap of each. */
+    uint64_t movers = l->movers ? l->movers : 1;
+    l->slice_ns += movers * (p->remap + (l->moves == 1 ? p->slot : 0));
 }
 
 bool vr_policy_ledger_pays(const struct vr_dedup_ledger *l)

@@ -208,9 +208,10 @@ bool vr_policy_still_sliced(size_t movers_sliced);
  * them (warm-up steps, then a cache that grows, an optimizer that swaps
  * buffers). An exec decided against slices keeps a ledger of what its
  * forwarded updates cost, at the model's prices, beside what slices would
- * have cost for the same moves: at least one remap per launch whose updates
- * were forwarded (which buffers moved is not known without a profile, so
- * this is the floor), plus one new slot. When the floor is cheaper by a
+ * have cost for the same moves: per launch whose updates were forwarded, a
+ * remap for each buffer the last profile saw move together (at least one:
+ * which buffers moved since is not known without a profile, so this is a
+ * floor), plus their slots once. When the floor is cheaper by a
  * choice's margin, the exec profiles again; that profile, not the ledger,
  * decides. Each profile again that decides against slices doubles the wait
  * before the next (launches since that decision), up to a cap: a program
@@ -228,6 +229,9 @@ bool vr_policy_still_sliced(size_t movers_sliced);
 #define VR_REPROFILE_LAUNCHES 64u
 
 struct vr_dedup_ledger {
+    /* Buffers that moved together while last profiled (at least 1): a
+     * launch that forwarded updates needs that many remaps. */
+    unsigned movers;
     uint64_t forwarded;    /* updates that reached the driver since the decision */
     uint64_t forwarded_ns; /* their price */
     uint64_t moves;        /* launches after which some were forwarded */

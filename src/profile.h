@@ -70,6 +70,7 @@ struct vr_decision {
     uint8_t *slot_back;       /* active: per slot, its buffer came back while profiled */
     size_t selected;
     bool moved;               /* active: a selected buffer moved while profiled */
+    size_t moving;            /* candidates whose buffer moved while profiled */
 };
 
 /* Decides, binds the selected allocations and logs the decision. `observe`:

@@ -370,6 +370,7 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
         }
     }
     out->active = active;
+    out->moving = moving_slots;
     log_decision(p, exec, cand, ncand, active, active ? reserved : 0, observe);
     free(order);
     free(sizes);

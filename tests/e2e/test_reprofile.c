@@ -108,19 +108,20 @@ Test(reprofile, rebind_at_dear_setparams_takes_a_slice)
 }
 
 /* At the H200's prices (the built-in model): `rebind`'s forwarded updates
- * never pay a remap, so the exec never profiles again; fanout without
- * variants (8 buffers each moved every step, 25 nodes each) costs less
- * compared than sliced, but the ledger's floor (one remap per launch) does
- * not know how many buffers moved: it calls for profiles again, each one
- * decides against slices, and the wait before the next doubles from
- * VR_REPROFILE_FIRST (32) launches: no flapping. */
-Test(reprofile, h200_prices_stay_dedup_with_backoff)
+ * never pay a remap, so the exec never profiles again. fanout whose 8
+ * buffers (25 nodes each) start moving at step 20, after the profile saw
+ * them still: the ledger's floor (one remap per launch: the profile saw no
+ * buffer move) calls for one profile again; it sees 8 buffers move, each
+ * not worth a remap, and decides against slices; the ledger then prices 8
+ * remaps per launch and never calls again. No more SetParams reach the
+ * driver than in mode dedup. */
+Test(reprofile, h200_prices_stay_dedup)
 {
-    const char *const env[] = {"VAREMAP_MODE=profiled", "VAREMAP_VARIANTS=1", NULL};
+    const char *const env[] = {"VAREMAP_MODE=profiled", NULL};
     const char *const rebind[] = {"--pattern", "rebind", "--nodes", "200", "--steps", "80",
                                   "--warmup", "5", "--sync-every", "1", NULL};
-    struct vr_run plain, shim;
-    char c0[40], c1[40];
+    struct vr_run plain, shim, dedup;
+    char c0[40], c1[40], c2[40];
     gb(&plain, "h200_rebind_plain", rebind, false, env, c0);
     gb(&shim, "h200_rebind_shim", rebind, true, env, c1);
     cr_assert_str_eq(c0, c1, "rebind: checksums differ with the shim");
@@ -129,35 +130,28 @@ Test(reprofile, h200_prices_stay_dedup_with_backoff)
     vr_run_free(&plain);
     vr_run_free(&shim);
 
-    const unsigned steps = 300;
-    const char *const fanout[] = {"--pattern", "fanout", "--nodes", "200", "--steps", "300",
-                                  "--warmup", "5", NULL};
+    const char *const fanout[] = {"--pattern", "fanout", "--nodes", "200", "--steps", "200",
+                                  "--warmup", "5", "--moving-from", "20", NULL};
+    const char *const dedup_env[] = {"VAREMAP_MODE=dedup", NULL};
     gb(&plain, "h200_fanout_plain", fanout, false, env, c0);
     gb(&shim, "h200_fanout_shim", fanout, true, env, c1);
+    gb(&dedup, "h200_fanout_dedup", fanout, true, dedup_env, c2);
     cr_assert_str_eq(c0, c1, "fanout: checksums differ with the shim");
-    size_t n = vr_log_count(&shim.log, "exec_reprofile");
-    cr_assert_geq(n, 1, "the ledger's floor calls for a profile again; log:\n%s", shim.log.p);
-    /* Waits 0, 32, 64, 128, ...: at most 2 + log2(steps / 32) in `steps`
-     * launches. */
-    size_t bound = 2;
-    for (unsigned w = 32; w < steps; w *= 2)
-        bound++;
-    cr_assert_leq(n, bound, "%zu profiles again in %u launches", n, steps);
-    cr_assert_eq(vr_log_count(&shim.log, "profile_decision"), n + 1);
-    uint64_t last = 0;
-    for (size_t i = 0; i < n; i++) {
-        char state[16];
-        bool again;
-        decision(&shim, i + 1, state, &again);
-        cr_assert_str_eq(state, "disabled", "profile again #%zu", i);
-        cr_assert(again);
-        uint64_t wait = event_u64(&shim, "exec_reprofile", i, "backoff");
-        cr_assert_eq(wait, i == 0 ? 0 : i == 1 ? 32 : 2 * last, "profile again #%zu", i);
-        cr_assert_geq(event_u64(&shim, "exec_reprofile", i, "launches"), wait);
-        last = wait;
-    }
-    uint64_t disabled = summary(&shim, "execs_disabled");
-    cr_assert_eq(disabled, 1, "an exec counted once");
+    cr_assert_str_eq(c0, c2, "fanout: checksums differ in mode dedup");
+    cr_assert_eq(vr_log_count(&shim.log, "exec_reprofile"), 1, "log:\n%s", shim.log.p);
+    cr_assert_eq(event_u64(&shim, "exec_reprofile", 0, "movers"), 1);
+    cr_assert_eq(vr_log_count(&shim.log, "profile_decision"), 2);
+    char state[16];
+    bool again;
+    decision(&shim, 1, state, &again);
+    cr_assert_str_eq(state, "disabled", "8 buffers of 25 nodes: none worth a remap");
+    cr_assert(again);
+    cr_assert_eq(summary(&shim, "execs_disabled"), 1, "an exec counted once");
+    static const char *const sp[] = {"cuGraphExecKernelNodeSetParams_v2", NULL};
+    uint64_t mine = sim_sum(&shim, sp), theirs = sim_sum(&dedup, sp);
+    cr_assert_leq(mine, theirs, "SetParams: %llu in mode profiled, %llu in mode dedup",
+                  (unsigned long long)mine, (unsigned long long)theirs);
     vr_run_free(&plain);
     vr_run_free(&shim);
+    vr_run_free(&dedup);
 }

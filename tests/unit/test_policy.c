@@ -274,6 +274,21 @@ Test(policy, the_ledger_pays_at_dear_setparams_only)
                   (unsigned long long)c.forwarded_ns, (unsigned long long)c.slice_ns);
 }
 
+/* fanout at the H200's prices, 8 buffers of 25 nodes: the floor of one
+ * remap a launch would call for a profile; once a profile saw the 8 move
+ * together, 8 remaps a launch never pay for 200 updates. */
+Test(policy, the_ledger_prices_the_buffers_seen_moving)
+{
+    struct vr_dedup_ledger one = {0}, eight = {.movers = 8};
+    for (int i = 0; i < 100; i++) {
+        vr_policy_ledger_note(&one, 200, &h200);
+        vr_policy_ledger_note(&eight, 200, &h200);
+    }
+    cr_assert(vr_policy_ledger_pays(&one));
+    cr_assert_not(vr_policy_ledger_pays(&eight));
+    cr_assert_eq(eight.slice_ns, 8 * (100 * h200.remap + h200.slot));
+}
+
 Test(policy, reprofile_waits_double_up_to_the_cap)
 {
     uint32_t w = vr_policy_reprofile_backoff(0);
