@@ -18,6 +18,9 @@
  *              |   +------|------ mode observe ------> OBSERVED
  *              +----------+ weigh_slices: the ledger short (settle)
  *
+ *   DISABLED -> PROFILING (a profile again, exec_reprofile.c): the
+ *   forwarded updates since the decision would have paid for slices.
+ *
  *   cuGraphExecUpdate whose nodes cannot be paired: any state -> OPAQUE.
  *   destroy, or a stale handle: any state -> GONE (contents freed, record
  *   pooled; new_record clears it back to PROFILING).
@@ -36,6 +39,7 @@
 #include "exec_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +84,9 @@ void vr_ex_set_state(struct vr_exec *e, enum vr_ex_state to)
         vr_stat_add(VR_C_execs_active, -1);
     else if (to == ST_ACTIVE)
         vr_stat_inc(VR_C_execs_active);
-    if (to == ST_DISABLED)
+    /* A profile again that decides against slices leaves the exec as it
+     * was counted. */
+    if (to == ST_DISABLED && !(from == ST_PROFILING && e->reprofiling))
         vr_stat_inc(VR_C_execs_disabled);
     e->state = to;
     if (!vr_log_enabled(VR_LEVEL_DEBUG))
@@ -240,6 +246,7 @@ void vr_ex_decide(struct vr_exec *e)
     bool observe = vr_ex_cfg.mode == VR_MODE_OBSERVE;
     struct vr_decision d;
     vr_profile_decide(e->prof, &e->ns, e->handle, observe, &d);
+    e->movers = d.moving > UINT_MAX ? UINT_MAX : (unsigned)d.moving;
     vr_profile_free(e->prof);
     e->prof = NULL;
     if (observe) {
@@ -262,8 +269,10 @@ void vr_ex_decide(struct vr_exec *e)
         if (d.slices && vr_slices_destroy(d.slices) != 0)
             vr_tomb_bury(d.slices, NULL, e->ctx, true);
         vr_ex_set_state(e, ST_DISABLED);
+        vr_ex_ledger_decided(e, e->reprofiling);
         return;
     }
+    vr_ex_ledger_decided(e, false);
     /* Every selected buffer stayed put while profiled: remaps at an idle
      * launch serve the rare rebind, and variants would only cost memory. */
     if (!d.moved)
@@ -327,6 +336,7 @@ void vr_ex_settle(struct vr_exec *e)
     vr_ex_drop_slices(e, true);
     vr_ex_set_state(e, ST_DISABLED);
     e->losing = 0; /* weigh_absorbed starts afresh */
+    vr_ex_ledger_decided(e, true); /* slices given up: a profile again waits longer */
     VR_ASSERT(!e->slices && e->state == ST_DISABLED);
 }
 
@@ -367,6 +377,9 @@ void vr_ex_reset(struct vr_exec *e, CUgraph graph)
     e->reprobe_after = 0;
     e->losing = 0;
     e->weighed = e->c;
+    e->reprofile_wait = 0; /* a new graph: its first decision is its own */
+    e->reprofiles = 0;
+    vr_ex_ledger_decided(e, false);
     if (vr_nodes_refresh(&e->ns, graph) != 0 || alloc_scratch(e) != 0) {
         vr_warn("exec %p: cannot pair the update graph's nodes; the exec passes through",
                 (void *)e->handle);

@@ -105,6 +105,16 @@ struct vr_exec {
                             * since the exec last absorbed */
     unsigned losing;       /* weighings in a row that found compares not absorbing */
     struct vr_slice_ledger ledger; /* the slices' windows since they were made */
+    /* Decided against slices (DISABLED): what its forwarded updates cost
+     * since the decision (at c.launches decided_at), from c.forwarded as it
+     * was at the last launch (noted); the wait before the next profile
+     * again; those made; whether the profile running is one. */
+    struct vr_dedup_ledger dledger;
+    uint64_t noted, decided_at;
+    uint32_t reprofile_wait;
+    unsigned reprofiles;
+    unsigned movers;       /* buffers the last profile saw move (vr_decision.moving) */
+    bool reprofiling;
     struct counters weighed; /* the counters at the last weighing */
 
     struct vr_nodes ns;
@@ -244,6 +254,29 @@ void vr_ex_settle(struct vr_exec *e);
 /* The driver took an update: slices go, the shadows are read again from
  * `graph` and the exec profiles afresh (or stays passing, opaque, ...). */
 void vr_ex_reset(struct vr_exec *e, CUgraph graph);
+
+/* ---- exec_reprofile.c ---- */
+/* At a launch of a DISABLED exec whose updates were forwarded since the
+ * last: the ledger notes them and, where it shows slices paid, the exec
+ * profiles again (PROFILING, vr_profile_again). */
+void vr_ex_ledger_launch(struct vr_exec *e);
+/* A decision was taken (vr_ex_decide): the ledger starts afresh, and a
+ * profile again that decided against slices doubles the wait. */
+void vr_ex_ledger_decided(struct vr_exec *e, bool active);
+/* Whether the running profile decides at this launch. */
+static inline bool vr_ex_profile_done(const struct vr_exec *e)
+{
+    unsigned n = vr_profile_launches(e->prof);
+    return e->reprofiling
+               ? vr_policy_reprofile_done(n, vr_ex_cfg.profile_launches, vr_profile_moved(e->prof))
+               : n >= vr_ex_cfg.profile_launches;
+}
+/* Whether a DISABLED exec's forwarded updates are to be noted: inline, one
+ * compare at every launch. */
+static inline bool vr_ex_ledger_due(const struct vr_exec *e)
+{
+    return e->state == ST_DISABLED && e->c.forwarded != e->noted;
+}
 
 /* ---- setparams.c ---- */
 void vr_ex_unvary(struct vr_exec *e);

@@ -234,6 +234,8 @@ static int launch_locked(struct vr_exec *e, CUstream stream, bool per_thread)
 {
     VR_ASSERT_HELD(VR_RANK_EXEC);
     e->c.launches++;
+    if (vr_ex_ledger_due(e))
+        vr_ex_ledger_launch(e);
     if (vr_policy_window_closed(e->c.launches - e->weighed.launches, e->cmp == CMP_PROBE)) {
         if (e->state == ST_ACTIVE && !e->settled)
             weigh_slices(e);
@@ -244,7 +246,7 @@ static int launch_locked(struct vr_exec *e, CUstream stream, bool per_thread)
                  !vr_variants_usable(e->vars) && !e->orphan) /* no variant to update */
             weigh_absorbed(e);
     }
-    if (e->state == ST_PROFILING && vr_profile_launches(e->prof) >= vr_ex_cfg.profile_launches) {
+    if (e->state == ST_PROFILING && vr_ex_profile_done(e)) {
         if (atomic_load_explicit(&vr_ex_degraded, memory_order_relaxed)) {
             vr_profile_free(e->prof);
             e->prof = NULL;

@@ -97,3 +97,30 @@ bool vr_policy_variant_pays(bool again, bool weighed, size_t moved, size_t total
      * variants, and everything after, depend on what completed when. */
     return again || (weighed && moved * 2 >= total);
 }
+
+void vr_policy_ledger_note(struct vr_dedup_ledger *l, uint64_t forwarded,
+                           const struct vr_prices *p)
+{
+    if (!forwarded)
+        return;
+    l->forwarded += forwarded;
+    l->forwarded_ns += forwarded * p->setparams;
+    l->moves++;
+    /* The first move needs the slots; every move a remap of each. */
+    uint64_t movers = l->movers ? l->movers : 1;
+    l->slice_ns += movers * (p->remap + (l->moves == 1 ? p->slot : 0));
+}
+
+bool vr_policy_ledger_pays(const struct vr_dedup_ledger *l)
+{
+    return l->moves > 0 && vr_policy_cheaper(l->slice_ns, l->forwarded_ns);
+}
+
+uint32_t vr_policy_reprofile_backoff(uint32_t last)
+{
+    uint32_t next = !last                       ? VR_REPROFILE_FIRST
+                    : last < VR_REPROFILE_MAX ? 2 * last
+                                              : VR_REPROFILE_MAX;
+    VR_ASSERT(next >= VR_REPROFILE_FIRST && next <= VR_REPROFILE_MAX);
+    return next;
+}

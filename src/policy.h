@@ -202,6 +202,63 @@ enum vr_slice_verdict vr_policy_slice_verdict(const struct vr_buffer_seen *b,
  * then served by a remap instead of passing its updates through. */
 bool vr_policy_still_sliced(size_t movers_sliced);
 
+/* ---- re-deciding from the ledger ------------------------------------------
+ *
+ * A profile sees a few launches; a program's buffers may start moving after
+ * them (warm-up steps, then a cache that grows, an optimizer that swaps
+ * buffers). An exec decided against slices keeps a ledger of what its
+ * forwarded updates cost, at the model's prices, beside what slices would
+ * have cost for the same moves: per launch whose updates were forwarded, a
+ * remap for each buffer the last profile saw move together (at least one:
+ * which buffers moved since is not known without a profile, so this is a
+ * floor), plus their slots once. When the floor is cheaper by a
+ * choice's margin, the exec profiles again; that profile, not the ledger,
+ * decides. Each profile again that decides against slices doubles the wait
+ * before the next (launches since that decision), up to a cap: a program
+ * whose moves never pay a slice (the floor underestimates it) pays a short
+ * profile now and then, never a profile per window. */
+
+/* The wait after the first profile again that decided against slices; the
+ * first is due as soon as the ledger shows the slices paid (the profile's
+ * own window already passed). */
+#define VR_REPROFILE_FIRST 32u
+#define VR_REPROFILE_MAX 8192u
+/* A profile again ends at the first launch after it saw a buffer move (the
+ * ledger saw moves: a window of still launches would decide on nothing),
+ * or after this many launches without one. */
+#define VR_REPROFILE_LAUNCHES 64u
+
+struct vr_dedup_ledger {
+    /* Buffers that moved together while last profiled (at least 1): a
+     * launch that forwarded updates needs that many remaps. */
+    unsigned movers;
+    uint64_t forwarded;    /* updates that reached the driver since the decision */
+    uint64_t forwarded_ns; /* their price */
+    uint64_t moves;        /* launches after which some were forwarded */
+    uint64_t slice_ns;     /* the floor of what slices would have cost for them */
+};
+/* One launch's forwarded updates enter the ledger (none: nothing moved). */
+void vr_policy_ledger_note(struct vr_dedup_ledger *l, uint64_t forwarded,
+                           const struct vr_prices *p);
+/* Whether the ledger shows slices paid: the floor of their cost cheaper
+ * than the forwarded updates by a choice's margin. */
+bool vr_policy_ledger_pays(const struct vr_dedup_ledger *l);
+/* The wait (launches after a decision) before the next profile again,
+ * given the last one (0: no profile again decided against slices yet). */
+uint32_t vr_policy_reprofile_backoff(uint32_t last);
+/* Whether a profile again is due `since` launches after the decision. */
+static inline bool vr_policy_reprofile_due(const struct vr_dedup_ledger *l, uint64_t since,
+                                           uint32_t wait)
+{
+    return since >= wait && vr_policy_ledger_pays(l);
+}
+/* Whether a profile again decides now: after `launches` of its launches,
+ * `moved`: it saw a buffer move (and launched once since). */
+static inline bool vr_policy_reprofile_done(unsigned launches, unsigned least, bool moved)
+{
+    return launches >= least && (moved || launches >= VR_REPROFILE_LAUNCHES);
+}
+
 /* Whether a new variant pays (variant.c): the targets come back (`again`),
  * or the moved slots hold at least half the `total` anchored nodes
  * (`weighed`: moved and total are known). Counts only: whether the exec

@@ -67,6 +67,16 @@ unsigned vr_profile_launches(const struct vr_profile *p)
     return p->launches;
 }
 
+void vr_profile_again(struct vr_profile *p)
+{
+    p->again = true;
+}
+
+bool vr_profile_moved(const struct vr_profile *p)
+{
+    return p->moved;
+}
+
 int vr_profile_find_alloc(uint64_t word, struct vr_alloc_info *a)
 {
     if (vr_alloc_find(word, a) == 0 ||
@@ -181,6 +191,7 @@ static void observe_node(struct vr_profile *p, const struct vr_node *n, bool fir
             if (!p->alt[w] && id != p->id[w])
                 p->alt[w] = id;
             p->sig[w] = (p->sig[w] ^ id) * UINT64_C(0x9e3779b97f4a7c15) + 1;
+            p->moved = true;
             p->back[w] |= id == p->id[w];
         }
         p->prev[w] = id;

@@ -27,6 +27,7 @@
 
 #include "alloc.h"
 #include "node.h"
+#include "policy.h"
 #include "slice.h"
 #include "xlat.h"
 
@@ -40,6 +41,19 @@ void vr_profile_configure(bool variants, bool slice_still);
 int vr_profile_new(struct vr_profile **out, size_t nwords);
 void vr_profile_free(struct vr_profile *p);
 unsigned vr_profile_launches(const struct vr_profile *p);
+
+/* The profile is one again, of an exec decided against slices whose
+ * forwarded updates would have paid for them (policy.h's ledger): its
+ * exec has no variants any more, so none are budgeted; and its still
+ * buffers stay on the compare path (the ledger will call for another
+ * profile if they start moving): the transition re-points the moving
+ * buffers' nodes only. */
+void vr_profile_again(struct vr_profile *p);
+/* Whether an anchor's buffer moved at a launch after the first. */
+bool vr_profile_moved(const struct vr_profile *p);
+
+/* The prices a decision weighs with (cost.h's, now). */
+struct vr_prices vr_profile_prices(void);
 
 /* The program changed node `node`'s intended words (index into the exec's
  * nodes): the next launch reads them again. */
@@ -56,6 +70,7 @@ struct vr_decision {
     uint8_t *slot_back;       /* active: per slot, its buffer came back while profiled */
     size_t selected;
     bool moved;               /* active: a selected buffer moved while profiled */
+    size_t moving;            /* candidates whose buffer moved while profiled */
 };
 
 /* Decides, binds the selected allocations and logs the decision. `observe`:

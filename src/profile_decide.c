@@ -40,8 +40,7 @@ static const char *const V_STILL = "still";
  * slice would translate its other words and not that one (issue 30). */
 static const char *const V_UNANCHORED = "unanchored_word";
 
-/* The prices the decision weighs with (cost.h). */
-static struct vr_prices prices_now(void)
+struct vr_prices vr_profile_prices(void)
 {
     uint64_t map = vr_cost_get(VR_COST_MAP), access = vr_cost_get(VR_COST_ACCESS);
     return (struct vr_prices){.setparams = vr_cost_get(VR_COST_SETPARAMS),
@@ -77,7 +76,7 @@ static void log_decision(const struct vr_profile *p, CUgraphExec exec,
         vr_jw_u64(&w, NULL, p->reads[i]);
     vr_jw_array_end(&w);
     /* The prices the decision weighed: a rejected buffer shows both sides. */
-    struct vr_prices pr = prices_now();
+    struct vr_prices pr = vr_profile_prices();
     vr_jw_array_begin(&w, "candidates");
     for (size_t i = 0; i < ncand; i++) {
         vr_jw_object_begin(&w, NULL);
@@ -121,6 +120,8 @@ static void log_decision(const struct vr_profile *p, CUgraphExec exec,
     vr_jw_array_end(&w);
     if (observe)
         vr_jw_bool(&w, "observe", true);
+    if (p->again)
+        vr_jw_bool(&w, "reprofile", true);
     vr_log_emit(&w, VR_LEVEL_INFO);
     free(buf);
 }
@@ -247,7 +248,7 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
                                             first.id != cand[k].id);
     }
     /* The exec's moving buffers together: what variants would save. */
-    struct vr_prices pr = prices_now();
+    struct vr_prices pr = vr_profile_prices();
     uint64_t moving_ns = 0;
     size_t moving_slots = 0;
     bool all_back = true;
@@ -288,14 +289,14 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
          * remap, or variants, cost less than its updates; a still one is
          * decided below, once the moving ones are. */
         struct vr_buffer_seen b = seen_of(&cand[k]);
-        enum vr_slice_verdict v =
-            vr_policy_slice_verdict(&b, &pr, moving_ns, moving_slots, period, variants_on);
+        enum vr_slice_verdict v = vr_policy_slice_verdict(&b, &pr, moving_ns, moving_slots,
+                                                          period, variants_on && !p->again);
         cand[k].verdict = v == VR_SLICE_SELECTED ? V_SELECTED
                           : v == VR_SLICE_STILL  ? V_STILL
                                                  : V_NOT_WORTH_IT;
         movers_sliced += v == VR_SLICE_SELECTED;
     }
-    bool still_sliced = slice_still || vr_policy_still_sliced(movers_sliced);
+    bool still_sliced = slice_still || (!p->again && vr_policy_still_sliced(movers_sliced));
     for (size_t k = 0; k < ncand; k++)
         if (cand[k].verdict == V_STILL && still_sliced)
             cand[k].verdict = V_SELECTED;
@@ -369,6 +370,7 @@ void vr_profile_decide(struct vr_profile *p, const struct vr_nodes *ns, CUgraphE
         }
     }
     out->active = active;
+    out->moving = moving_slots;
     log_decision(p, exec, cand, ncand, active, active ? reserved : 0, observe);
     free(order);
     free(sizes);

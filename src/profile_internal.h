@@ -46,6 +46,10 @@ struct vr_profile {
     bool all;        /* every launch reads every node */
     uint32_t *reads; /* nodes read, per launch (the log's profile_reads) */
     size_t capreads;
+    /* A profile again (vr_profile_again): no variants, no still buffer
+     * sliced unless configured; and whether an anchor's buffer moved at a
+     * launch after the first. */
+    bool again, moved;
 };
 
 /* Allocation `id` (0: none) holds a word that cannot be anchored. */

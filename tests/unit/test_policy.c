@@ -245,3 +245,71 @@ Test(policy, a_shared_access_call_is_priced_per_slot)
     cr_assert_eq(vr_policy_share(18948, 0, 0), 18948);
     cr_assert_eq(vr_policy_share(18948, 4, 3), 25264, "a refused run: the retries count");
 }
+
+/* ---- re-deciding from the ledger ---- */
+
+/* rebind at SetParams 20 us (16 nodes read X): the first rebind's updates
+ * cost 320 us, a slot and a remap about 53: a profile again at once. At the
+ * H200's 228 ns the same moves never pay a remap, however many come. */
+Test(policy, the_ledger_pays_at_dear_setparams_only)
+{
+    struct vr_prices dear20 = h200;
+    dear20.setparams = 20000;
+    struct vr_dedup_ledger l = {0};
+    cr_assert_not(vr_policy_ledger_pays(&l), "nothing forwarded: nothing to weigh");
+    vr_policy_ledger_note(&l, 0, &dear20);
+    cr_assert_eq(l.moves, 0);
+    vr_policy_ledger_note(&l, 16, &dear20);
+    cr_assert_eq(l.forwarded, 16);
+    cr_assert_eq(l.forwarded_ns, 320000);
+    cr_assert_eq(l.slice_ns, h200.remap + h200.slot);
+    cr_assert(vr_policy_ledger_pays(&l));
+    cr_assert(vr_policy_reprofile_due(&l, 7, 0));
+    cr_assert_not(vr_policy_reprofile_due(&l, 7, VR_REPROFILE_FIRST));
+
+    struct vr_dedup_ledger c = {0};
+    for (int i = 0; i < 1000; i++)
+        vr_policy_ledger_note(&c, 16, &h200);
+    cr_assert_not(vr_policy_ledger_pays(&c), "%llu ns of updates against %llu of remaps",
+                  (unsigned long long)c.forwarded_ns, (unsigned long long)c.slice_ns);
+}
+
+/* fanout at the H200's prices, 8 buffers of 25 nodes: the floor of one
+ * remap a launch would call for a profile; once a profile saw the 8 move
+ * together, 8 remaps a launch never pay for 200 updates. */
+Test(policy, the_ledger_prices_the_buffers_seen_moving)
+{
+    struct vr_dedup_ledger one = {0}, eight = {.movers = 8};
+    for (int i = 0; i < 100; i++) {
+        vr_policy_ledger_note(&one, 200, &h200);
+        vr_policy_ledger_note(&eight, 200, &h200);
+    }
+    cr_assert(vr_policy_ledger_pays(&one));
+    cr_assert_not(vr_policy_ledger_pays(&eight));
+    cr_assert_eq(eight.slice_ns, 8 * (100 * h200.remap + h200.slot));
+}
+
+Test(policy, reprofile_waits_double_up_to_the_cap)
+{
+    uint32_t w = vr_policy_reprofile_backoff(0);
+    cr_assert_eq(w, VR_REPROFILE_FIRST);
+    cr_assert_eq(vr_policy_reprofile_backoff(w), 2 * VR_REPROFILE_FIRST);
+    unsigned steps = 1;
+    while (w < VR_REPROFILE_MAX) {
+        w = vr_policy_reprofile_backoff(w);
+        steps++;
+    }
+    cr_assert_eq(w, VR_REPROFILE_MAX);
+    cr_assert_lt(steps, 16, "a bounded number of doublings");
+    cr_assert_eq(vr_policy_reprofile_backoff(VR_REPROFILE_MAX), VR_REPROFILE_MAX);
+}
+
+/* A profile again decides once it saw a move, never before the profile's
+ * least launches, and at most VR_REPROFILE_LAUNCHES without one. */
+Test(policy, a_profile_again_waits_for_a_move)
+{
+    cr_assert_not(vr_policy_reprofile_done(3, 3, false));
+    cr_assert_not(vr_policy_reprofile_done(2, 3, true));
+    cr_assert(vr_policy_reprofile_done(3, 3, true));
+    cr_assert(vr_policy_reprofile_done(VR_REPROFILE_LAUNCHES, 3, false));
+}

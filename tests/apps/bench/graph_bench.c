@@ -22,7 +22,8 @@
  *             generations are alive at once
  * --still-from S stops fanout's and periodic's replacements at step S (each
  * fan buffer keeps the member it had): buffers that move for a while, then
- * settle.
+ * settle. --moving-from S starts them at step S: buffers still for a while
+ * (a profile sees them still), then moving.
  * Two patterns make a new graph every step instead of re-setting the
  * exec's nodes, and update the exec from it (cuGraphExecUpdate_v2), as
  * programs that capture or rebuild their step do; the buffers move as
@@ -163,6 +164,7 @@ struct opts {
     unsigned cmode;    /* recapture: index into cmodes */
     unsigned nodes, buffers, steps, warmup, k, sync_every, fan, pool, period;
     unsigned still_from; /* fanout, periodic: no buffer moves from this step on (0: never) */
+    unsigned moving_from; /* fanout, periodic: no buffer moves before this step */
     bool destroy_graph; /* recapture, rebuild: the exec's graph destroyed right after the
                          * instantiate (PyTorch's, TensorRT-LLM's way) */
     unsigned long long seed;
@@ -258,14 +260,15 @@ static _Noreturn void usage(void)
             "  [--nodes N] [--buffers Bs] [--fan B] [--pool M] [--period P] [--seed S]\n"
             "  [--steps S] [--warmup W] [--k K] [--bytes N] [--elems N]\n"
             "  [--kernel mix|scale|struct] [--api v2|v1|node] [--sync-every K] [--ptx PATH]\n"
-            "  [--order forward|reverse|shuffle] [--still-from S]\n"
+            "  [--order forward|reverse|shuffle] [--still-from S] [--moving-from S]\n"
             "  [--moves stable|rebind|realloc|pingpong] [--capture-mode global|thread|relaxed]\n"
             "  [--destroy-graph no|yes]\n"
             "defaults: stable, 1000 nodes, 16 buffers, fan 8, pool 4, period 3, seed 1,\n"
             "  200 steps, warmup 10, k 10, bytes 1M, elems 256, kernel mix, api v2,\n"
             "  sync-every 0 (only after the last step), order forward (shuffle: a new\n"
             "  random order of the SetParams calls every step), still-from 0 (fanout\n"
-            "  and periodic move their buffers at every step; S: at steps before S only)\n"
+            "  and periodic move their buffers at every step; S: at steps before S only),\n"
+            "  moving-from 0 (S: fanout and periodic move their buffers from step S on)\n"
             "recapture and rebuild make a new graph every step (stream capture, or\n"
             "  cuGraphCreate + cuGraphAddKernelNode) with this step's buffers and update\n"
             "  the exec from it (cuGraphExecUpdate_v2) instead of SetParams; --moves\n"
@@ -351,6 +354,8 @@ static void parse(int argc, char **argv, struct opts *o)
             o->k = (unsigned)parse_num(v, 100000000);
         else if (!strcmp(a, "--still-from"))
             o->still_from = (unsigned)parse_num(v, 100000000);
+        else if (!strcmp(a, "--moving-from"))
+            o->moving_from = (unsigned)parse_num(v, 100000000);
         else if (!strcmp(a, "--sync-every"))
             o->sync_every = (unsigned)parse_num(v, 100000000);
         else if (!strcmp(a, "--bytes"))
@@ -436,8 +441,8 @@ static uint64_t next_rand(uint64_t *state)
  * sequence. fanout: any other member, at random; periodic: step mod P. */
 static void choose(unsigned step, unsigned *member, uint64_t *rng)
 {
-    if (G.o.still_from && step >= G.o.still_from)
-        return; /* the buffers settle: each keeps its last member */
+    if ((G.o.still_from && step >= G.o.still_from) || step < G.o.moving_from)
+        return; /* the buffers settle (or have not started moving): each keeps its member */
     for (unsigned b = 0; b < G.o.fan; b++) {
         if (G.o.pattern == P_FANOUT)
             member[b] = (member[b] + 1 + (unsigned)(next_rand(rng) % (G.o.pool - 1))) % G.o.pool;
