@@ -63,42 +63,6 @@ void vr_exec_configure(const struct vr_config *c)
     vr_alloc_observe_free(vr_exec_forget_alloc);
 }
 
-static const char *const state_name[] = {
-    [ST_PROFILING] = "profiling", [ST_ACTIVE] = "active",     [ST_DEDUP] = "dedup",
-    [ST_DISABLED] = "disabled",   [ST_OBSERVED] = "observed", [ST_OPAQUE] = "opaque",
-    [ST_GONE] = "gone",
-};
-
-void vr_ex_set_state(struct vr_exec *e, enum vr_ex_state to)
-{
-    VR_ASSERT_HELD(VR_RANK_EXEC);
-    VR_ASSERT((unsigned)to < sizeof state_name / sizeof *state_name);
-    enum vr_ex_state from = e->state;
-    if (from == to)
-        return;
-    /* A record leaves GONE only through new_record's clearing. */
-    VR_ASSERT(from != ST_GONE);
-    /* Only a profile decides, and only for a record that has its slices. */
-    VR_ASSERT(to != ST_ACTIVE || (from == ST_PROFILING && e->slices));
-    if (from == ST_ACTIVE)
-        vr_stat_add(VR_C_execs_active, -1);
-    else if (to == ST_ACTIVE)
-        vr_stat_inc(VR_C_execs_active);
-    /* A profile again that decides against slices leaves the exec as it
-     * was counted. */
-    if (to == ST_DISABLED && !(from == ST_PROFILING && e->reprofiling))
-        vr_stat_inc(VR_C_execs_disabled);
-    e->state = to;
-    if (!vr_log_enabled(VR_LEVEL_DEBUG))
-        return;
-    char buf[256];
-    struct vr_jw w;
-    vr_ex_begin_exec_event(&w, buf, sizeof buf, "exec_state", e->handle);
-    vr_jw_str(&w, "from", state_name[from]);
-    vr_jw_str(&w, "to", state_name[to]);
-    vr_log_emit(&w, VR_LEVEL_DEBUG);
-}
-
 /* ---- record contents ---------------------------------------------------- */
 
 static int alloc_scratch(struct vr_exec *e)
