@@ -1,6 +1,7 @@
 /*
  * simcuda graphs: kernel, empty, memcpy, memset, host and event record/wait
- * nodes (the others: sim_gnode.c), dependencies, executable graphs
+ * nodes (the others: sim_gnode.c; conditional nodes: sim_graph_cond.c,
+ * which runs their bodies as execs of their own), dependencies, executable graphs
  * (exec), O(1) exec node parameter updates, O(1) launches, cuGraphExecUpdate.
  *
  * A launch returns to the calling thread in O(1) (plus its event nodes):
@@ -121,6 +122,7 @@ struct sim_exec {
     size_t nevents;
     struct sim_stream *last_s; /* previous launch (referenced) */
     uint64_t last_seq;
+    struct sim_cond_list *conds; /* the graph's conditional handles, or NULL */
 };
 
 static _Atomic uint64_t g_graph_ids;
@@ -282,6 +284,7 @@ static void node_unref(struct sim_node *nd)
 void sim_graph_free(struct sim_graph *g)
 {
     sim_reg_del(g);
+    sim_cond_graph_gone(g);
     for (size_t i = 0; i < g->n; i++) {
         struct sim_node *nd = g->nodes[i];
         sim_reg_del(nd);
@@ -420,6 +423,12 @@ CUresult sim_graph_add_other(struct sim_graph *g, const CUgraphNode *deps, size_
     return r;
 }
 
+bool sim_graph_owns(struct sim_graph *g, CUgraphNode h)
+{
+    struct sim_node *nd = node_get(h);
+    return nd && nd->graph == g;
+}
+
 bool sim_graph_reaches(struct sim_graph *g, const CUgraphNode *from, size_t nfrom,
                        CUgraphNode target)
 {
@@ -469,7 +478,7 @@ CUresult cuGraphDestroy(CUgraph hGraph)
     SIM_ENTER(cuGraphDestroy);
     SIM_CHECK_INIT();
     struct sim_graph *g = graph_get(hGraph);
-    if (!g)
+    if (!g || sim_cond_is_body(g)) /* a body is its conditional node's */
         return CUDA_ERROR_INVALID_VALUE;
     sim_graph_free(g); /* executable graphs are independent copies */
     return CUDA_SUCCESS;
@@ -490,6 +499,10 @@ CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
     pthread_mutex_lock(&g->mu);
     for (size_t i = 0; i < g->n && !r; i++) {
         struct sim_node *nd = g->nodes[i];
+        if (nd->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+            r = CUDA_ERROR_NOT_SUPPORTED; /* cuda.h: such a graph cannot be cloned */
+            break;
+        }
         CUgraphNode *deps = sim_malloc((nd->ndeps ? nd->ndeps : 1) * sizeof *deps);
         if (!deps) {
             r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -1064,6 +1077,7 @@ static void exec_free(struct sim_exec *x)
     sim_free(x->slots);
     sim_free(x->order);
     sim_free(x->events);
+    sim_cond_list_free(x->conds);
     if (x->last_s)
         sim_stream_unref(x->last_s);
     pthread_mutex_destroy(&x->mu);
@@ -1226,8 +1240,8 @@ static struct xnode *exec_node(struct sim_exec *x, CUgraphNode h)
 }
 
 /* Under g->mu. */
-static CUresult instantiate(struct sim_graph *g, struct sim_exec **out, CUgraphNode *err_node,
-                            CUgraphInstantiateResult *res)
+static CUresult instantiate(struct sim_graph *g, struct sim_ctx *ctx, struct sim_exec **out,
+                            CUgraphNode *err_node, CUgraphInstantiateResult *res)
 {
     *res = CUDA_GRAPH_INSTANTIATE_ERROR;
     size_t n = g->n;
@@ -1273,11 +1287,21 @@ static CUresult instantiate(struct sim_graph *g, struct sim_exec **out, CUgraphN
         }
         if (!kernel)
             sim_onode_copy(v ? &v->o : &xn->o, &nd->o);
+        atomic_fetch_add(&nd->refs, 1);
+        xn->key = nd;
+        if (nd->type == CU_GRAPH_NODE_TYPE_CONDITIONAL &&
+            (r = sim_cond_instantiate(&xn->o, ctx, res)) != CUDA_SUCCESS) {
+            *err_node = (CUgraphNode)nd;
+            goto fail;
+        }
         if (nd->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD || nd->type == CU_GRAPH_NODE_TYPE_WAIT_EVENT)
             x->events[x->nevents++] = (uint32_t)i;
         indeg[i] = (uint32_t)nd->ndeps;
-        atomic_fetch_add(&nd->refs, 1);
-        xn->key = nd;
+    }
+    if ((r = sim_cond_exec_handles(g, &x->conds)) != CUDA_SUCCESS) {
+        *res = r == CUDA_ERROR_INVALID_VALUE ? CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED
+                                             : CUDA_GRAPH_INSTANTIATE_ERROR;
+        goto fail;
     }
     if (!exec_index(x)) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -1292,8 +1316,7 @@ static CUresult instantiate(struct sim_graph *g, struct sim_exec **out, CUgraphN
         uint32_t u = queue[qh++];
         seen++;
         CUgraphNodeType t = x->nodes[u].type;
-        if (t == CU_GRAPH_NODE_TYPE_KERNEL || t == CU_GRAPH_NODE_TYPE_MEMCPY ||
-            t == CU_GRAPH_NODE_TYPE_MEMSET || t == CU_GRAPH_NODE_TYPE_HOST)
+        if (work_node(t) || t == CU_GRAPH_NODE_TYPE_CONDITIONAL)
             x->order[x->norder++] = u;
         for (size_t v = 0; v < n; v++)
             for (size_t d = 0; d < x->nodes[v].ndeps; d++)
@@ -1347,7 +1370,7 @@ static CUresult instantiate_entry(CUgraphExec *out, CUgraph hg, cuuint64_t flags
         return CUDA_ERROR_INVALID_VALUE;
     struct sim_exec *x = NULL;
     pthread_mutex_lock(&g->mu);
-    r = instantiate(g, &x, err_node, res);
+    r = instantiate(g, c, &x, err_node, res);
     pthread_mutex_unlock(&g->mu);
     if (r)
         return r;
@@ -1741,14 +1764,18 @@ static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt)
  * launch `gen` saw it. The exec's earlier launches have finished (they
  * are ordered before it), so the versions older than the one this launch
  * runs are needed by no launch: recycled for the setters. */
-void sim_exec_run(const struct sim_op *op, struct sim_seen *seen)
+static void exec_run_gen(struct sim_exec *x, uint64_t gen, struct sim_seen *seen)
 {
-    struct sim_exec *x = op->u.g.x;
-    const uint64_t gen = op->u.g.gen;
     struct xver *done = NULL, *done_tail = NULL;
     long long parked = 0;
+    if (x->conds)
+        sim_cond_exec_start(x->conds); /* CU_GRAPH_COND_ASSIGN_DEFAULT */
     for (size_t i = 0; i < x->norder; i++) {
         struct xnode *xn = &x->nodes[x->order[i]];
+        if (xn->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+            sim_cond_run(xn->o.condx, seen);
+            continue;
+        }
         struct xver *v = xn->oldest, *nx;
         while ((nx = atomic_load_explicit(&v->next, memory_order_acquire)) && nx->gen < gen) {
             atomic_store_explicit(&v->next, NULL, memory_order_relaxed);
@@ -1788,6 +1815,48 @@ void sim_exec_run(const struct sim_op *op, struct sim_seen *seen)
                                                       memory_order_release,
                                                       memory_order_relaxed));
     }
+}
+
+void sim_exec_run(const struct sim_op *op, struct sim_seen *seen)
+{
+    exec_run_gen(op->u.g.x, op->u.g.gen, seen);
+}
+
+/* A body exec is never launched or set: its first versions are the ones. */
+void sim_exec_run_body(struct sim_exec *x, struct sim_seen *seen)
+{
+    exec_run_gen(x, 1, seen);
+}
+
+CUresult sim_graph_instantiate_body(struct sim_graph *g, struct sim_ctx *ctx,
+                                    struct sim_exec **out, CUgraphInstantiateResult *res)
+{
+    CUgraphNode err;
+    pthread_mutex_lock(&g->mu);
+    CUresult r = instantiate(g, ctx, out, &err, res);
+    pthread_mutex_unlock(&g->mu);
+    if (r)
+        return r;
+    (*out)->ctx = ctx;
+    /* cuda.h: a body holds kernel, empty, child graph, memset, memcpy and
+     * conditional nodes only. */
+    for (size_t i = 0; i < (*out)->n; i++) {
+        CUgraphNodeType t = (*out)->nodes[i].type;
+        if (t == CU_GRAPH_NODE_TYPE_HOST || t == CU_GRAPH_NODE_TYPE_EVENT_RECORD ||
+            t == CU_GRAPH_NODE_TYPE_WAIT_EVENT || t == CU_GRAPH_NODE_TYPE_MEM_ALLOC ||
+            t == CU_GRAPH_NODE_TYPE_MEM_FREE) {
+            exec_unref(*out);
+            *out = NULL;
+            *res = CUDA_GRAPH_INSTANTIATE_ERROR;
+            return CUDA_ERROR_NOT_SUPPORTED;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+void sim_exec_release(struct sim_exec *x)
+{
+    exec_unref(x);
 }
 
 void sim_exec_op_release(struct sim_op *op)
@@ -1914,6 +1983,11 @@ static CUresult exec_update(CUgraphExec hGraphExec, CUgraph hGraph,
         struct xnode *xn = &x->nodes[i];
         if (nd->type != xn->type) {
             res = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+            err = (CUgraphNode)nd;
+            break;
+        }
+        if (nd->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+            res = CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED; /* not modelled (docs/design.md) */
             err = (CUgraphNode)nd;
             break;
         }
