@@ -170,6 +170,16 @@ Test(cudart, device_variables_and_symbol_copies)
     each_mode("rt_symbols", args, (struct expect){ 0 });
 }
 
+/* Conditional nodes (issue 32 item 4): IF with its else body, SWITCH and
+ * WHILE, values set from device code, a WHILE body filled by capture into
+ * the node's graph; the graph's kernel node updated every step. Checked
+ * against a host reference (exit 3), the same bytes in every mode. */
+Test(cudart, conditional_nodes_if_while_switch)
+{
+    const char *args[] = { "--steps", "12", NULL };
+    each_mode("rt_conditional", args, (struct expect){ 0 });
+}
+
 /* Device printf (issue 32): a plain launch's threads and a graph's kernel
  * node (updated every step) print; the output reaches stdout at the
  * synchronization after it, so it follows the host's line printed before
