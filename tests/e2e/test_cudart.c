@@ -180,6 +180,17 @@ Test(cudart, conditional_nodes_if_while_switch)
     each_mode("rt_conditional", args, (struct expect){ 0 });
 }
 
+/* The same graph made again every 4 steps (its IF body adding another
+ * value, its kernels setting the new graph's handles) and the exec updated
+ * from it: the shim marks a graph with a conditional node stale
+ * (cuGraphAddNode of a type it does not record), so each update reaches the
+ * driver whole, and every mode gives the bytes of the run without it. */
+Test(cudart, conditional_nodes_remade_and_updated)
+{
+    const char *args[] = { "--steps", "12", "--remake-every", "4", NULL };
+    each_mode("rt_conditional", args, (struct expect){ 0 });
+}
+
 /* Device printf (issue 32): a plain launch's threads and a graph's kernel
  * node (updated every step) print; the output reaches stdout at the
  * synchronization after it, so it follows the host's line printed before

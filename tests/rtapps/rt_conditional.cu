@@ -8,9 +8,12 @@
 // each launch (cudaGraphCondAssignDefault); its body, filled by
 // cudaStreamBeginCaptureToGraph with cudaStreamGetCaptureInfo,
 // cudaGraphAddNode and cudaStreamUpdateCaptureDependencies in the middle,
-// counts the trip count down and clears the value at 0.
+// counts the trip count down and clears the value at 0. With
+// --remake-every K the graph is made again every K steps, its IF body
+// adding another value, and the exec updated from it (cudaGraphExecUpdate):
+// the new bodies' arguments and the new graph's handles take over.
 //
-//   rt_conditional [--steps S] [--elems E] [--out FILE]
+//   rt_conditional [--steps S] [--elems E] [--remake-every K] [--out FILE]
 //
 // Output: see rt_common.h. Exit 3 when the result differs from the host
 // reference (unsigned arithmetic: exact on any device).
@@ -90,42 +93,26 @@ static cudaGraphNode_t add_cond(cudaGraph_t g, cudaGraphNode_t dep, cudaGraphCon
     return node;
 }
 
-int main(int argc, char **argv)
-{
-    const char *out = nullptr;
-    unsigned long steps = 12, elems = 1000;
-    rt_options("rt_conditional", argc, argv, {{"--out", &out}, {"--steps", &steps},
-                                              {"--elems", &elems}});
-    const unsigned block = 128;
-    const unsigned grid = (unsigned)((elems + block - 1) / block);
-    unsigned long long n = elems;
-    std::vector<unsigned> init(elems), acc0(elems);
-    for (unsigned long i = 0; i < elems; i++) {
-        init[i] = (unsigned)(i * 2654435761u);
-        acc0[i] = (unsigned)i;
-    }
-    unsigned *p[2], *acc, *ctr;
-    CK(cudaMalloc((void **)&p[0], elems * 4));
-    CK(cudaMalloc((void **)&p[1], elems * 4));
-    CK(cudaMalloc((void **)&acc, elems * 4));
-    CK(cudaMalloc((void **)&ctr, 8));
-    CK(cudaMemcpy(p[0], init.data(), elems * 4, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(acc, acc0.data(), elems * 4, cudaMemcpyHostToDevice));
-    CK(cudaMemset(ctr, 0, 8));
-    cudaStream_t st, cap;
-    CK(cudaStreamCreate(&st));
-    CK(cudaStreamCreateWithFlags(&cap, cudaStreamNonBlocking));
+// The graph's kernel node and what its arguments point at (the loop sets
+// k_out and k_in; the handles are the newest graph's).
+static unsigned *k_out, *k_in, *acc, *ctr;
+static unsigned long long n;
+static cudaGraphConditionalHandle hif, hsw, hw;
+static void *sp[] = {&k_out, &k_in, &n, &hif, &hsw, &ctr};
+static cudaKernelNodeParams kn;
+static unsigned ks[3] = {2, 3, 4};
 
+// The graph, its IF body adding v on odd steps; *step: its kernel node.
+static cudaGraph_t make_graph(cudaStream_t cap, unsigned v, unsigned grid, unsigned block,
+                              cudaGraphNode_t *step_out)
+{
     cudaGraph_t g;
     CK(cudaGraphCreate(&g, 0));
-    cudaGraphConditionalHandle hif, hsw, hw;
     CK(cudaGraphConditionalHandleCreate(&hif, g, 0, 0));
     CK(cudaGraphConditionalHandleCreate(&hsw, g, 0, 0));
     CK(cudaGraphConditionalHandleCreate(&hw, g, 1, cudaGraphCondAssignDefault));
 
-    unsigned *k_out = p[1], *k_in = p[0];
-    void *sp[] = {&k_out, &k_in, &n, &hif, &hsw, &ctr};
-    cudaKernelNodeParams kn = {};
+    kn = {};
     kn.func = (void *)cond_step;
     kn.gridDim = dim3(grid);
     kn.blockDim = dim3(block);
@@ -136,15 +123,14 @@ int main(int argc, char **argv)
     // IF: +5 on odd steps, else +7
     cudaGraph_t ifb[2];
     cudaGraphNode_t nif = add_cond(g, step, hif, cudaGraphCondTypeIf, 2, ifb);
-    unsigned v5 = 5, v7 = 7;
-    void *a5[] = {&acc, &n, &v5}, *a7[] = {&acc, &n, &v7};
+    unsigned v7 = 7;
+    void *a5[] = {&acc, &n, &v}, *a7[] = {&acc, &n, &v7};
     add_kernel(ifb[0], nullptr, 0, (void *)cond_add, grid, block, a5);
     add_kernel(ifb[1], nullptr, 0, (void *)cond_add, grid, block, a7);
 
     // SWITCH: body k multiplies by k + 2
     cudaGraph_t swb[3];
     cudaGraphNode_t nsw = add_cond(g, nif, hsw, cudaGraphCondTypeSwitch, 3, swb);
-    unsigned ks[3] = {2, 3, 4};
     for (int k = 0; k < 3; k++) {
         void *am[] = {&acc, &n, &ks[k]};
         add_kernel(swb[k], nullptr, 0, (void *)cond_mul, grid, block, am);
@@ -164,7 +150,7 @@ int main(int argc, char **argv)
     if (cs != cudaStreamCaptureStatusActive || capg != wb || ndeps != 1) {
         std::fprintf(stderr, "rt_conditional: capture info: status %d, %zu dependencies\n",
                      (int)cs, ndeps);
-        return 1;
+        std::exit(1);
     }
     cudaGraphNodeParams ep = {};
     ep.type = cudaGraphNodeTypeEmpty;
@@ -176,12 +162,53 @@ int main(int argc, char **argv)
     CK(cudaGetLastError());
     CK(cudaStreamEndCapture(cap, &capg));
 
+    *step_out = step;
+    return g;
+}
+
+int main(int argc, char **argv)
+{
+    const char *out = nullptr;
+    unsigned long steps = 12, elems = 1000, remake = 0;
+    rt_options("rt_conditional", argc, argv, {{"--out", &out}, {"--steps", &steps},
+                                              {"--elems", &elems}, {"--remake-every", &remake}});
+    const unsigned block = 128;
+    const unsigned grid = (unsigned)((elems + block - 1) / block);
+    n = elems;
+    std::vector<unsigned> init(elems), acc0(elems);
+    for (unsigned long i = 0; i < elems; i++) {
+        init[i] = (unsigned)(i * 2654435761u);
+        acc0[i] = (unsigned)i;
+    }
+    unsigned *p[2];
+    CK(cudaMalloc((void **)&p[0], elems * 4));
+    CK(cudaMalloc((void **)&p[1], elems * 4));
+    CK(cudaMalloc((void **)&acc, elems * 4));
+    CK(cudaMalloc((void **)&ctr, 8));
+    CK(cudaMemcpy(p[0], init.data(), elems * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(acc, acc0.data(), elems * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemset(ctr, 0, 8));
+    cudaStream_t st, cap;
+    CK(cudaStreamCreate(&st));
+    CK(cudaStreamCreateWithFlags(&cap, cudaStreamNonBlocking));
+
+    k_out = p[1];
+    k_in = p[0];
+    cudaGraphNode_t step;
+    cudaGraph_t g = make_graph(cap, 5, grid, block, &step);
     cudaGraphExec_t exec;
     CK(cudaGraphInstantiate(&exec, g, 0));
     unsigned long long setparams = 0, launches = 0;
     uint64_t wall = 0, cpu = 0;
     for (unsigned long s = 0; s < steps; s++) {
         uint64_t t = rt_clock(CLOCK_MONOTONIC), c = rt_clock(CLOCK_THREAD_CPUTIME_ID);
+        if (remake && s && s % remake == 0) {
+            cudaGraphNode_t again;
+            cudaGraph_t ng = make_graph(cap, 5 + (unsigned)s, grid, block, &again);
+            cudaGraphExecUpdateResultInfo info;
+            CK(cudaGraphExecUpdate(exec, ng, &info));
+            CK(cudaGraphDestroy(ng));
+        }
         k_out = p[(s + 1) % 2];
         k_in = p[s % 2];
         CK(cudaGraphExecKernelNodeSetParams(exec, step, &kn));
@@ -203,7 +230,8 @@ int main(int argc, char **argv)
         for (unsigned long i = 0; i < elems; i++)
             x[i] = x[i] * 3u + 1u;
         for (unsigned long i = 0; i < elems; i++)
-            a[i] += (s & 1 ? 5u : 7u) + (unsigned)i;
+            a[i] += (s & 1 ? 5u + (remake ? (unsigned)(s / remake * remake) : 0u) : 7u) +
+                    (unsigned)i;
         if (s % 4 < 3)
             for (unsigned long i = 0; i < elems; i++)
                 a[i] = a[i] * ks[s % 4] + 1u;

@@ -589,6 +589,12 @@ void sim_cond_unref(struct sim_cond *c);
 CUresult sim_cond_instantiate(struct sim_onode *o, struct sim_ctx *ctx,
                               CUgraphInstantiateResult *res);
 void sim_condx_free(struct sim_condx *cx);
+/* cuGraphExecUpdate of the exec's conditional node xo from the graph's no:
+ * the same type and size, and bodies that update (cuda.h); the exec then
+ * follows no's handle. */
+CUgraphExecUpdateResult sim_cond_update_check(const struct sim_onode *xo,
+                                              const struct sim_onode *no);
+CUresult sim_cond_update_apply(struct sim_onode *xo, const struct sim_onode *no);
 /* On the stream worker: runs the conditional node's body as its handle's
  * value says, now. */
 void sim_cond_run(const struct sim_condx *cx, struct sim_seen *seen);
@@ -612,5 +618,8 @@ CUresult sim_graph_instantiate_body(struct sim_graph *g, struct sim_ctx *ctx,
                                     struct sim_exec **out, CUgraphInstantiateResult *res);
 void sim_exec_run_body(struct sim_exec *x, struct sim_seen *seen);
 void sim_exec_release(struct sim_exec *x);
+/* cuGraphExecUpdate of a body's exec from the new graph's body. */
+CUgraphExecUpdateResult sim_exec_update_body_check(struct sim_exec *x, struct sim_graph *g);
+CUresult sim_exec_update_body_apply(struct sim_exec *x, struct sim_graph *g);
 
 #endif

@@ -1958,21 +1958,11 @@ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
     return CUDA_SUCCESS;
 }
 
-static CUresult exec_update(CUgraphExec hGraphExec, CUgraph hGraph,
-                            CUgraphExecUpdateResultInfo *resultInfo)
+/* x->mu and g->mu held: whether g's nodes may replace x's, and if not,
+ * the first node that says why. */
+static CUgraphExecUpdateResult update_check(struct sim_exec *x, struct sim_graph *g,
+                                            CUgraphNode *errp, CUgraphNode *err_fromp)
 {
-    SIM_CHECK_INIT();
-    struct sim_exec *x = exec_get(hGraphExec);
-    struct sim_graph *g = graph_get(hGraph);
-    if (!resultInfo)
-        return CUDA_ERROR_INVALID_VALUE;
-    resultInfo->result = CU_GRAPH_EXEC_UPDATE_ERROR;
-    resultInfo->errorNode = NULL;
-    resultInfo->errorFromNode = NULL;
-    if (!x || !g)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&x->mu);
-    pthread_mutex_lock(&g->mu);
     CUgraphExecUpdateResult res = CU_GRAPH_EXEC_UPDATE_SUCCESS;
     CUgraphNode err = NULL, err_from = NULL;
     /* Nodes are paired by creation order. */
@@ -1983,11 +1973,6 @@ static CUresult exec_update(CUgraphExec hGraphExec, CUgraph hGraph,
         struct xnode *xn = &x->nodes[i];
         if (nd->type != xn->type) {
             res = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
-            err = (CUgraphNode)nd;
-            break;
-        }
-        if (nd->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
-            res = CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED; /* not modelled (docs/design.md) */
             err = (CUgraphNode)nd;
             break;
         }
@@ -2008,6 +1993,11 @@ static CUresult exec_update(CUgraphExec hGraphExec, CUgraph hGraph,
                 break;
             }
         }
+        if (res == CU_GRAPH_EXEC_UPDATE_SUCCESS && nd->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+            if ((res = sim_cond_update_check(&xn->o, &nd->o)) != CU_GRAPH_EXEC_UPDATE_SUCCESS)
+                err = (CUgraphNode)nd;
+            continue;
+        }
         if (res == CU_GRAPH_EXEC_UPDATE_SUCCESS &&
             sim_onode_exec_check(xnode_onode(xn), &nd->o) != CUDA_SUCCESS) {
             res = CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED;
@@ -2020,44 +2010,115 @@ static CUresult exec_update(CUgraphExec hGraphExec, CUgraph hGraph,
             err = (CUgraphNode)nd;
         }
     }
+    *errp = err;
+    *err_fromp = err_from;
+    return res;
+}
+
+/* x->mu and g->mu held, after update_check said yes. */
+static CUresult update_apply(struct sim_exec *x, struct sim_graph *g)
+{
     CUresult r = CUDA_SUCCESS;
-    if (res == CU_GRAPH_EXEC_UPDATE_SUCCESS) {
-        /* Each node's new parameters are a version of it, as a setter's
-         * (launches already made keep theirs); a node's enabled state
-         * survives (assumption, as for SetParams). */
-        for (size_t i = 0; i < g->n && !r; i++) {
-            struct xnode *xn = &x->nodes[i];
-            const struct sim_node *nd = g->nodes[i];
-            if (!work_node(xn->type)) {
-                sim_onode_clear(&xn->o);
-                sim_onode_copy(&xn->o, &nd->o);
-                continue;
-            }
-            bool fresh;
-            struct xver *v = ver_get(x, xn, &fresh, true);
-            struct knode nk;
-            bool kernel = xn->type == CU_GRAPH_NODE_TYPE_KERNEL;
-            if (!v || (kernel && !knode_copy(&nk, &nd->k))) {
-                if (v)
-                    ver_put(x, xn, v, fresh, false);
-                r = CUDA_ERROR_OUT_OF_MEMORY;
-                break;
-            }
-            if (kernel) {
-                knode_clear(&v->k);
-                v->k = nk;
-            } else {
-                sim_onode_clear(&v->o);
-                sim_onode_copy(&v->o, &nd->o);
-            }
-            ver_put(x, xn, v, fresh, true);
+    /* Each node's new parameters are a version of it, as a setter's
+     * (launches already made keep theirs); a node's enabled state
+     * survives (assumption, as for SetParams). */
+    for (size_t i = 0; i < g->n && !r; i++) {
+        struct xnode *xn = &x->nodes[i];
+        const struct sim_node *nd = g->nodes[i];
+        if (xn->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+            r = sim_cond_update_apply(&xn->o, &nd->o);
+            continue;
         }
-        /* Node identity stays the instantiating graph's handles (cuda.h:
-         * exec calls name nodes of the graph the exec was instantiated
-         * from); hGraph's nodes name nothing in the exec. */
-    } else {
-        r = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+        if (!work_node(xn->type)) {
+            sim_onode_clear(&xn->o);
+            sim_onode_copy(&xn->o, &nd->o);
+            continue;
+        }
+        bool fresh;
+        struct xver *v = ver_get(x, xn, &fresh, true);
+        struct knode nk;
+        bool kernel = xn->type == CU_GRAPH_NODE_TYPE_KERNEL;
+        if (!v || (kernel && !knode_copy(&nk, &nd->k))) {
+            if (v)
+                ver_put(x, xn, v, fresh, false);
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        if (kernel) {
+            knode_clear(&v->k);
+            v->k = nk;
+        } else {
+            sim_onode_clear(&v->o);
+            sim_onode_copy(&v->o, &nd->o);
+        }
+        ver_put(x, xn, v, fresh, true);
     }
+    /* The defaults now come from g's handles (cuda.h: "Conditional handle
+     * flags and default values are updated as part of the graph update"). */
+    struct sim_cond_list *l;
+    if (!r && x->conds && sim_cond_exec_handles(g, &l) == CUDA_SUCCESS) {
+        sim_cond_list_free(x->conds);
+        x->conds = l;
+    }
+    /* Node identity stays the instantiating graph's handles (cuda.h:
+     * exec calls name nodes of the graph the exec was instantiated
+     * from); hGraph's nodes name nothing in the exec. */
+    return r;
+}
+
+CUgraphExecUpdateResult sim_exec_update_body_check(struct sim_exec *x, struct sim_graph *g)
+{
+    CUgraphNode err, err_from;
+    pthread_mutex_lock(&x->mu);
+    pthread_mutex_lock(&g->mu);
+    CUgraphExecUpdateResult res = update_check(x, g, &err, &err_from);
+    pthread_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&x->mu);
+    return res;
+}
+
+CUresult sim_exec_update_body_apply(struct sim_exec *x, struct sim_graph *g)
+{
+    pthread_mutex_lock(&x->mu);
+    pthread_mutex_lock(&g->mu);
+    CUresult r = update_apply(x, g);
+    pthread_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&x->mu);
+    return r;
+}
+
+static CUresult exec_update(CUgraphExec hGraphExec, CUgraph hGraph,
+                            CUgraphExecUpdateResultInfo *resultInfo)
+{
+    SIM_CHECK_INIT();
+    struct sim_exec *x = exec_get(hGraphExec);
+    struct sim_graph *g = graph_get(hGraph);
+    if (!resultInfo)
+        return CUDA_ERROR_INVALID_VALUE;
+    resultInfo->result = CU_GRAPH_EXEC_UPDATE_ERROR;
+    resultInfo->errorNode = NULL;
+    resultInfo->errorFromNode = NULL;
+    if (!x || !g)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Conditional bodies' execs have no versions of their own: they are
+     * written in place once the launches already made have run (with no
+     * lock held while waiting). */
+    pthread_mutex_lock(&x->mu);
+    struct sim_stream *ls = x->conds ? x->last_s : NULL;
+    uint64_t lseq = x->last_seq;
+    if (ls)
+        sim_stream_ref(ls);
+    pthread_mutex_unlock(&x->mu);
+    if (ls) {
+        sim_stream_wait(ls, lseq);
+        sim_stream_unref(ls);
+    }
+    pthread_mutex_lock(&x->mu);
+    pthread_mutex_lock(&g->mu);
+    CUgraphNode err, err_from;
+    CUgraphExecUpdateResult res = update_check(x, g, &err, &err_from);
+    CUresult r = res == CU_GRAPH_EXEC_UPDATE_SUCCESS ? update_apply(x, g)
+                                                     : CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
     pthread_mutex_unlock(&g->mu);
     pthread_mutex_unlock(&x->mu);
     resultInfo->result = r == CUDA_ERROR_OUT_OF_MEMORY ? CU_GRAPH_EXEC_UPDATE_ERROR : res;

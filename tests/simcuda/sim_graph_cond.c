@@ -283,6 +283,44 @@ void sim_condx_free(struct sim_condx *cx)
     sim_free(cx);
 }
 
+CUgraphExecUpdateResult sim_cond_update_check(const struct sim_onode *xo,
+                                              const struct sim_onode *no)
+{
+    const struct sim_cond *a = xo->cond, *b = no->cond;
+    /* "Changing node parameters is not supported" */
+    if (a->type != b->type || a->size != b->size)
+        return CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED;
+    for (unsigned i = 0; i < b->size; i++) {
+        CUgraphExecUpdateResult r =
+            sim_exec_update_body_check(xo->condx->x[i], (struct sim_graph *)b->bodies[i]);
+        if (r != CU_GRAPH_EXEC_UPDATE_SUCCESS)
+            return r;
+    }
+    return CU_GRAPH_EXEC_UPDATE_SUCCESS;
+}
+
+/* The node's handle is b's from now on: the updated kernels set b's (a
+ * handle stands for its node's value, as a graph-local index would). */
+CUresult sim_cond_update_apply(struct sim_onode *xo, const struct sim_onode *no)
+{
+    struct sim_cond *a = xo->cond, *b = no->cond;
+    struct sim_condx *cx = xo->condx;
+    for (unsigned i = 0; i < b->size; i++) {
+        CUresult r = sim_exec_update_body_apply(cx->x[i], (struct sim_graph *)b->bodies[i]);
+        if (r)
+            return r;
+    }
+    if (a != b) {
+        sim_cond_ref(b);
+        atomic_fetch_add(&b->instances, 1);
+        atomic_fetch_sub(&a->instances, 1);
+        cx->c = b;
+        xo->cond = b;
+        sim_cond_unref(a);
+    }
+    return CUDA_SUCCESS;
+}
+
 void sim_cond_run(const struct sim_condx *cx, struct sim_seen *seen)
 {
     const struct sim_cond *c = cx->c;
@@ -417,4 +455,12 @@ CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
     SIM_ENTER(cuGraphAddNode_v2);
     return add_node(phGraphNode, hGraph, dependencies, dependencyData, numDependencies,
                     nodeParams);
+}
+
+/* 12.2's flavour, without edge data. */
+CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                        size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+    SIM_ENTER(cuGraphAddNode);
+    return add_node(phGraphNode, hGraph, dependencies, NULL, numDependencies, nodeParams);
 }

@@ -969,6 +969,24 @@ CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *capt
                         edgeData_out, numDependencies_out, false);
 }
 
+/* The older flavours: without edge data, and (10010) status and id only. */
+CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                   cuuint64_t *id_out, CUgraph *graph_out,
+                                   const CUgraphNode **dependencies_out,
+                                   size_t *numDependencies_out)
+{
+    SIM_ENTER(cuStreamGetCaptureInfo_v2);
+    return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, NULL,
+                        numDependencies_out, false);
+}
+
+CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                cuuint64_t *id_out)
+{
+    SIM_ENTER(cuStreamGetCaptureInfo);
+    return capture_info(hStream, captureStatus_out, id_out, NULL, NULL, NULL, NULL, false);
+}
+
 static CUresult update_capture_deps(CUstream h, CUgraphNode *deps, const CUgraphEdgeData *edges,
                                     size_t n, unsigned flags, bool ptsz)
 {
@@ -999,6 +1017,13 @@ static CUresult update_capture_deps(CUstream h, CUgraphNode *deps, const CUgraph
     }
     pthread_mutex_unlock(&g_capture_mu);
     return r;
+}
+
+CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies,
+                                           size_t numDependencies, unsigned int flags)
+{
+    SIM_ENTER(cuStreamUpdateCaptureDependencies);
+    return update_capture_deps(hStream, dependencies, NULL, numDependencies, flags, false);
 }
 
 CUresult cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode *dependencies,

@@ -464,3 +464,103 @@ Test(cond, capture_builds_a_conditional_and_its_body)
     CK(cuStreamDestroy_v2(s));
     CK(cuStreamDestroy_v2(bs));
 }
+
+/* One graph of the shape the update test uses: set (from word 0) -> IF,
+ * its body putting `v` into word 1. */
+static CUgraph if_graph(uint32_t v, CUgraphConditionalHandle *h)
+{
+    CUgraph g, b = NULL;
+    CUgraphNode set, n;
+    CK(cuGraphCreate(&g, 0));
+    CK(cuGraphConditionalHandleCreate(h, g, g_ctx, 0, 0));
+    set = k_set(g, NULL, 0, h, 0);
+    CK(add_cond(&n, g, &set, 1, *h, CU_GRAPH_COND_TYPE_IF, 1, &b));
+    k_put(b, NULL, 0, 1, v);
+    return g;
+}
+
+/* cuGraphExecUpdate, conditional nodes: "Changing node parameters is not
+ * supported. Changing parameters of nodes within the conditional body graph
+ * is subject to the rules above. Conditional handle flags and default
+ * values are updated as part of the graph update." A re-made graph of the
+ * same shape updates the exec: its body's kernel runs with the new
+ * argument, and the node follows the value the new graph's kernel sets on
+ * the new graph's handle. Another type of conditional is refused. */
+Test(cond, exec_update_takes_the_bodies_and_handles_of_the_new_graph)
+{
+    static CUgraphConditionalHandle ha, hb; /* kernel arguments until the launch */
+    CUgraph a = if_graph(7, &ha), b = if_graph(9, &hb);
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, a, 0));
+    poke(0, 1);
+    CK(cuGraphLaunch(x, NULL));
+    cr_assert_eq(peek(1), 7);
+    CUgraphExecUpdateResultInfo info;
+    CK(cuGraphExecUpdate_v2(x, b, &info));
+    cr_assert_eq(info.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+    poke(1, 0);
+    CK(cuGraphLaunch(x, NULL));
+    cr_assert_eq(peek(1), 9, "the new body's argument, on the new graph's handle");
+    poke(0, 0);
+    poke(1, 0);
+    CK(cuGraphLaunch(x, NULL));
+    cr_assert_eq(peek(1), 0, "value 0: the IF's body does not run");
+    /* a WHILE where the IF was: refused */
+    CUgraph c;
+    CUgraphNode set, n;
+    CUgraphConditionalHandle hc;
+    CK(cuGraphCreate(&c, 0));
+    CK(cuGraphConditionalHandleCreate(&hc, c, g_ctx, 0, 0));
+    set = k_set(c, NULL, 0, &hc, 0);
+    CK(add_cond(&n, c, &set, 1, hc, CU_GRAPH_COND_TYPE_WHILE, 1, NULL));
+    CKE(cuGraphExecUpdate_v2(x, c, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    cr_assert_eq(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED);
+    cr_assert_eq(info.errorNode, n);
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(a));
+    CK(cuGraphDestroy(b));
+    CK(cuGraphDestroy(c));
+}
+
+/* The older flavours a runtime may ask for (NVIDIA's 13.0 runtime asks for
+ * each, tests/data/cudart-13.0.88-lookups.txt): cuGraphAddNode without edge
+ * data, cuStreamGetCaptureInfo_v2 and cuStreamUpdateCaptureDependencies
+ * (flags 0: "defaults to CU_STREAM_ADD_CAPTURE_DEPENDENCIES"), and the
+ * 10010 cuStreamGetCaptureInfo. */
+Test(cond, older_flavours)
+{
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUstreamCaptureStatus st;
+    cuuint64_t id = 0;
+    CK(cuStreamGetCaptureInfo(s, &st, &id));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_NONE);
+    CKE(cuStreamUpdateCaptureDependencies(s, NULL, 0, 0), CUDA_ERROR_ILLEGAL_STATE);
+    CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CK(cuStreamGetCaptureInfo(s, &st, &id));
+    cr_assert(st == CU_STREAM_CAPTURE_STATUS_ACTIVE && id != 0);
+    CUdeviceptr p = word(3);
+    void *args[] = {&p};
+    CK(cuLaunchKernel(f_bump, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+    CUgraph g;
+    const CUgraphNode *deps;
+    size_t nd = 0;
+    CK(cuStreamGetCaptureInfo_v2(s, &st, NULL, &g, &deps, &nd));
+    cr_assert_eq(nd, 1);
+    CUgraphNode k = deps[0], e;
+    CUgraphNodeParams ep;
+    memset(&ep, 0, sizeof ep);
+    ep.type = CU_GRAPH_NODE_TYPE_EMPTY;
+    CK(cuGraphAddNode(&e, g, NULL, 0, &ep));
+    CK(cuStreamUpdateCaptureDependencies(s, &e, 1, 0));
+    CK(cuStreamGetCaptureInfo_v2(s, &st, NULL, NULL, &deps, &nd));
+    cr_assert(nd == 2 && deps[0] == k && deps[1] == e, "added to the set");
+    CK(cuLaunchKernel(f_bump, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+    CUgraph out;
+    CK(cuStreamEndCapture(s, &out));
+    poke(3, 0);
+    run(out);
+    cr_assert_eq(peek(3), 2);
+    CK(cuGraphDestroy(out));
+    CK(cuStreamDestroy_v2(s));
+}
