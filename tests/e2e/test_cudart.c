@@ -181,6 +181,27 @@ Test(cudart, device_variables_and_symbol_copies)
     each_mode("rt_symbols", args, (struct expect){ 0 });
 }
 
+/* Conditional nodes (issue 32 item 4): IF with its else body, SWITCH and
+ * WHILE, values set from device code, a WHILE body filled by capture into
+ * the node's graph; the graph's kernel node updated every step. Checked
+ * against a host reference (exit 3), the same bytes in every mode. */
+Test(cudart, conditional_nodes_if_while_switch)
+{
+    const char *args[] = { "--steps", "12", NULL };
+    each_mode("rt_conditional", args, (struct expect){ 0 });
+}
+
+/* The same graph made again every 4 steps (its IF body adding another
+ * value, its kernels setting the new graph's handles) and the exec updated
+ * from it: the shim marks a graph with a conditional node stale
+ * (cuGraphAddNode of a type it does not record), so each update reaches the
+ * driver whole, and every mode gives the bytes of the run without it. */
+Test(cudart, conditional_nodes_remade_and_updated)
+{
+    const char *args[] = { "--steps", "12", "--remake-every", "4", NULL };
+    each_mode("rt_conditional", args, (struct expect){ 0 });
+}
+
 /* Device printf (issue 32): a plain launch's threads and a graph's kernel
  * node (updated every step) print; the output reaches stdout at the
  * synchronization after it, so it follows the host's line printed before

@@ -62,6 +62,9 @@ struct ptx_launch {
      * order they ran; NULL: straight to stdout. */
     void (*print)(void *arg, const char *text, size_t len);
     void *print_arg;
+    /* cudaGraphSetConditional(handle, value): 0, or nonzero for a handle
+     * that names none (the launch faults); NULL: every call faults. */
+    int (*set_cond)(uint64_t handle, uint32_t value);
 };
 
 /* Run one launch to completion. Returns the number of thread-instructions

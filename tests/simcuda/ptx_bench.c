@@ -43,7 +43,7 @@ static void bench(struct ptx_module *m, const char *name, unsigned grid, unsigne
         fprintf(stderr, "ptx_bench: %s: %s\n", name, k ? ptx_kernel_error(k) : "not found");
         exit(1);
     }
-    struct ptx_launch l = {{grid, 1, 1}, {block, 1, 1}, 0, args, argsize, 0, NULL, NULL};
+    struct ptx_launch l = {{grid, 1, 1}, {block, 1, 1}, 0, args, argsize, 0, NULL, NULL, NULL};
     uint64_t t0 = sim_now_ns(), c0 = cpu_ns(), n = 0;
     for (int i = 0; i < reps; i++)
         n += ptx_run(k, &l);

@@ -1444,6 +1444,22 @@ top:
                 }
                 break;
             }
+            if (c->builtin == PTX_BI_SETCOND) {
+                /* lanes in order: the last one's value stays (racing calls
+                 * are undefined behaviour, cuda_device_runtime_api.h) */
+                LANES {
+                    LANE;
+                    const unsigned char *loc =
+                        b->local + (size_t)(w->id * 32u + (unsigned)l) * k->local_bytes;
+                    uint64_t h;
+                    uint32_t v;
+                    memcpy(&h, loc + c->src[0], sizeof h);
+                    memcpy(&v, loc + c->src[1], sizeof v);
+                    if (!b->l->set_cond || b->l->set_cond(h, v) != 0)
+                        fault(b, pc, "cudaGraphSetConditional: not a conditional handle");
+                }
+                break;
+            }
             LANES {
                 LANE;
                 unsigned char *loc = b->local + (size_t)(w->id * 32u + (unsigned)l) * k->local_bytes;

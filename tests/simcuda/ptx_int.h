@@ -100,7 +100,11 @@ struct ptx_call {
 };
 
 /* The external functions a call may name (no body in the module). */
-enum ptx_builtin { PTX_BI_NONE, PTX_BI_VPRINTF };
+enum ptx_builtin {
+    PTX_BI_NONE,
+    PTX_BI_VPRINTF,
+    PTX_BI_SETCOND, /* cudaGraphSetConditional(handle .b64, value .b32) */
+};
 
 /* Device printf (ptx_printf.c): fmt and the argument buffer as vprintf
  * receives them, formatted into *out (sim_malloc'ed, *len bytes). Returns

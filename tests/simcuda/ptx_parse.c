@@ -1506,6 +1506,13 @@ static void decode_funcs(struct dec *d)
                 c->builtin = PTX_BI_VPRINTF;
                 continue;
             }
+            /* what nvcc declares for the device runtime's
+             * cudaGraphSetConditional(handle, value): no return value */
+            if (tokeq(f->name, f->nlen, "cudaGraphSetConditional") && c->nargs == 2 &&
+                c->size[0] == 8 && c->size[1] == 4 && !c->ret_size) {
+                c->builtin = PTX_BI_SETCOND;
+                continue;
+            }
             fail(d, "unsupported call of an external function", f->name, f->nlen);
             break;
         }

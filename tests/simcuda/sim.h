@@ -7,6 +7,8 @@
  * - Locking order (outer to inner):
  *     exec->mu -> g_submit_mu -> g_streams_mu -> stream->mu
  *     exec->mu -> graph->mu;  g_capture_mu -> graph->mu
+ *     graph->mu -> a conditional body's graph->mu (bodies nest, never cycle)
+ *     graph->mu -> g_cond_mu;  g_cond_mu is a leaf.
  *     g_capture_mu -> event->mu -> g_submit_mu
  *     g_capture_mu -> g_streams_mu
  *     g_mem_mu -> g_reg_mu;  g_reg_mu is a leaf.
@@ -131,6 +133,7 @@ enum sim_type {
     SIM_T_POOL,
     SIM_T_ARRAY,
     SIM_T_MIPMAP,
+    SIM_T_COND,    /* a conditional handle (sim_graph_cond.c) */
 };
 
 void sim_reg_add(const void *p, int type);
@@ -535,6 +538,8 @@ struct sim_onode {
     CUDA_HOST_NODE_PARAMS host;
     struct sim_event *ev;      /* event record / wait: referenced */
     struct sim_gmem *gm;       /* memory alloc / free: the allocation (referenced) */
+    struct sim_cond *cond;     /* conditional: referenced (sim_graph_cond.c) */
+    struct sim_condx *condx;   /* conditional in an exec: its bodies' execs (owned) */
 };
 
 CUresult sim_onode_memcpy(struct sim_onode *o, const CUDA_MEMCPY3D *p, CUcontext ctx);
@@ -580,6 +585,7 @@ static inline bool sim_gmem_type(CUgraphNodeType t)
 
 struct sim_graph;
 struct sim_graph *sim_graph_new(void);
+void sim_graph_free(struct sim_graph *g);
 CUresult sim_graph_add_kernel(struct sim_graph *g, const CUgraphNode *deps, size_t ndeps,
                               const CUDA_KERNEL_NODE_PARAMS *p, CUgraphNode *out);
 /* The launch attributes simcuda models (cuLaunchKernelEx): values only,
@@ -598,8 +604,59 @@ CUresult sim_graph_add_other(struct sim_graph *g, const CUgraphNode *deps, size_
 /* A graph node's parameters of another type (not referenced: valid while
  * the node is); false when h is not a node of that type. */
 bool sim_graph_node_onode(CUgraphNode h, CUgraphNodeType type, struct sim_onode *o);
+/* Whether h is a node of g. */
+bool sim_graph_owns(struct sim_graph *g, CUgraphNode h);
 /* Whether node `target` of g is one of `from` or an ancestor of one. */
 bool sim_graph_reaches(struct sim_graph *g, const CUgraphNode *from, size_t nfrom,
                        CUgraphNode target);
+
+/* ---- conditional nodes (sim_graph_cond.c) ------------------------------ */
+
+struct sim_exec;
+struct sim_cond;
+struct sim_condx;
+struct sim_cond_list;
+/* CU_GRAPH_NODE_TYPE_CONDITIONAL node parameters into o, for a node of g:
+ * makes the body graphs and writes p->phGraph_out. */
+CUresult sim_cond_new(struct sim_onode *o, struct sim_graph *g, CUDA_CONDITIONAL_NODE_PARAMS *p);
+void sim_cond_ref(struct sim_cond *c);
+void sim_cond_unref(struct sim_cond *c);
+/* Instantiates the bodies of the conditional node o (an exec's copy) in
+ * ctx: o->condx. *res says why it failed. */
+CUresult sim_cond_instantiate(struct sim_onode *o, struct sim_ctx *ctx,
+                              CUgraphInstantiateResult *res);
+void sim_condx_free(struct sim_condx *cx);
+/* cuGraphExecUpdate of the exec's conditional node xo from the graph's no:
+ * the same type and size, and bodies that update (cuda.h); the exec then
+ * follows no's handle. */
+CUgraphExecUpdateResult sim_cond_update_check(const struct sim_onode *xo,
+                                              const struct sim_onode *no);
+CUresult sim_cond_update_apply(struct sim_onode *xo, const struct sim_onode *no);
+/* On the stream worker: runs the conditional node's body as its handle's
+ * value says, now. */
+void sim_cond_run(const struct sim_condx *cx, struct sim_seen *seen);
+/* The handles created for g: their defaults, applied each time an exec of
+ * g starts (x: the list, NULL when g has none); an instantiation of g with
+ * a handle no conditional node uses fails. */
+CUresult sim_cond_exec_handles(const struct sim_graph *g, struct sim_cond_list **out);
+void sim_cond_exec_start(const struct sim_cond_list *l);
+void sim_cond_list_free(struct sim_cond_list *l);
+/* A graph destroyed: the handles created for it go with it. */
+void sim_cond_graph_gone(const struct sim_graph *g);
+/* Whether g is a conditional node's body (CUDA-owned: not destroyable). */
+bool sim_cond_is_body(const struct sim_graph *g);
+/* cudaGraphSetConditional from device code: 0, or -EINVAL for a handle
+ * that names none. */
+int sim_cond_set(uint64_t handle, uint32_t value);
+
+/* Graph internals the conditional nodes use (sim_graph.c): instantiating a
+ * body (its graph's lock taken here), running an exec's nodes once. */
+CUresult sim_graph_instantiate_body(struct sim_graph *g, struct sim_ctx *ctx,
+                                    struct sim_exec **out, CUgraphInstantiateResult *res);
+void sim_exec_run_body(struct sim_exec *x, struct sim_seen *seen);
+void sim_exec_release(struct sim_exec *x);
+/* cuGraphExecUpdate of a body's exec from the new graph's body. */
+CUgraphExecUpdateResult sim_exec_update_body_check(struct sim_exec *x, struct sim_graph *g);
+CUresult sim_exec_update_body_apply(struct sim_exec *x, struct sim_graph *g);
 
 #endif

@@ -173,6 +173,8 @@ CUresult sim_onode_exec_check(const struct sim_onode *from, const struct sim_ono
     }
 }
 
+/* A conditional node's copy shares its parameters and bodies; an exec's
+ * instantiation of the bodies is its own (condx). */
 void sim_onode_copy(struct sim_onode *dst, const struct sim_onode *src)
 {
     *dst = *src;
@@ -180,6 +182,9 @@ void sim_onode_copy(struct sim_onode *dst, const struct sim_onode *src)
         sim_event_ref((CUevent)dst->ev);
     if (dst->gm)
         sim_gmem_ref(dst->gm);
+    if (dst->cond)
+        sim_cond_ref(dst->cond);
+    dst->condx = NULL;
 }
 
 void sim_onode_clear(struct sim_onode *o)
@@ -188,6 +193,10 @@ void sim_onode_clear(struct sim_onode *o)
         sim_event_unref(o->ev);
     if (o->gm)
         sim_gmem_unref(o->gm);
+    if (o->condx)
+        sim_condx_free(o->condx);
+    if (o->cond)
+        sim_cond_unref(o->cond);
     memset(o, 0, sizeof *o);
 }
 

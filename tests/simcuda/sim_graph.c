@@ -1,6 +1,7 @@
 /*
  * simcuda graphs: kernel, empty, memcpy, memset, host and event record/wait
- * nodes (the others: sim_gnode.c), dependencies, executable graphs
+ * nodes (the others: sim_gnode.c; conditional nodes: sim_graph_cond.c,
+ * which runs their bodies as execs of their own), dependencies, executable graphs
  * (exec), O(1) exec node parameter updates, O(1) launches, cuGraphExecUpdate.
  *
  * A launch returns to the calling thread in O(1) (plus its event nodes):
@@ -122,6 +123,7 @@ struct sim_exec {
     struct sim_stream *last_s; /* previous launch (referenced) */
     uint64_t last_seq;
     struct sim_gexec *gm;     /* memory alloc and free nodes (sim_graph_mem.c), or NULL */
+    struct sim_cond_list *conds; /* the graph's conditional handles, or NULL */
 };
 
 static _Atomic uint64_t g_graph_ids;
@@ -283,6 +285,7 @@ static void node_unref(struct sim_node *nd)
 void sim_graph_free(struct sim_graph *g)
 {
     sim_reg_del(g);
+    sim_cond_graph_gone(g);
     for (size_t i = 0; i < g->n; i++) {
         struct sim_node *nd = g->nodes[i];
         sim_reg_del(nd);
@@ -423,6 +426,12 @@ CUresult sim_graph_add_other(struct sim_graph *g, const CUgraphNode *deps, size_
     return r;
 }
 
+bool sim_graph_owns(struct sim_graph *g, CUgraphNode h)
+{
+    struct sim_node *nd = node_get(h);
+    return nd && nd->graph == g;
+}
+
 bool sim_graph_reaches(struct sim_graph *g, const CUgraphNode *from, size_t nfrom,
                        CUgraphNode target)
 {
@@ -472,7 +481,7 @@ CUresult cuGraphDestroy(CUgraph hGraph)
     SIM_ENTER(cuGraphDestroy);
     SIM_CHECK_INIT();
     struct sim_graph *g = graph_get(hGraph);
-    if (!g)
+    if (!g || sim_cond_is_body(g)) /* a body is its conditional node's */
         return CUDA_ERROR_INVALID_VALUE;
     sim_graph_free(g); /* executable graphs are independent copies */
     return CUDA_SUCCESS;
@@ -496,6 +505,10 @@ CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
             r = CUDA_ERROR_NOT_SUPPORTED; /* cuda.h: not for memory nodes */
     for (size_t i = 0; i < g->n && !r; i++) {
         struct sim_node *nd = g->nodes[i];
+        if (nd->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+            r = CUDA_ERROR_NOT_SUPPORTED; /* cuda.h: such a graph cannot be cloned */
+            break;
+        }
         CUgraphNode *deps = sim_malloc((nd->ndeps ? nd->ndeps : 1) * sizeof *deps);
         if (!deps) {
             r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -1072,6 +1085,7 @@ static void exec_free(struct sim_exec *x)
     sim_free(x->slots);
     sim_free(x->order);
     sim_free(x->events);
+    sim_cond_list_free(x->conds);
     if (x->last_s)
         sim_stream_unref(x->last_s);
     pthread_mutex_destroy(&x->mu);
@@ -1234,8 +1248,8 @@ static struct xnode *exec_node(struct sim_exec *x, CUgraphNode h)
 }
 
 /* Under g->mu. */
-static CUresult instantiate(struct sim_graph *g, struct sim_exec **out, CUgraphNode *err_node,
-                            CUgraphInstantiateResult *res)
+static CUresult instantiate(struct sim_graph *g, struct sim_ctx *ctx, struct sim_exec **out,
+                            CUgraphNode *err_node, CUgraphInstantiateResult *res)
 {
     *res = CUDA_GRAPH_INSTANTIATE_ERROR;
     size_t n = g->n;
@@ -1281,11 +1295,21 @@ static CUresult instantiate(struct sim_graph *g, struct sim_exec **out, CUgraphN
         }
         if (!kernel)
             sim_onode_copy(v ? &v->o : &xn->o, &nd->o);
+        atomic_fetch_add(&nd->refs, 1);
+        xn->key = nd;
+        if (nd->type == CU_GRAPH_NODE_TYPE_CONDITIONAL &&
+            (r = sim_cond_instantiate(&xn->o, ctx, res)) != CUDA_SUCCESS) {
+            *err_node = (CUgraphNode)nd;
+            goto fail;
+        }
         if (nd->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD || nd->type == CU_GRAPH_NODE_TYPE_WAIT_EVENT)
             x->events[x->nevents++] = (uint32_t)i;
         indeg[i] = (uint32_t)nd->ndeps;
-        atomic_fetch_add(&nd->refs, 1);
-        xn->key = nd;
+    }
+    if ((r = sim_cond_exec_handles(g, &x->conds)) != CUDA_SUCCESS) {
+        *res = r == CUDA_ERROR_INVALID_VALUE ? CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED
+                                             : CUDA_GRAPH_INSTANTIATE_ERROR;
+        goto fail;
     }
     if (!exec_index(x)) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -1300,8 +1324,7 @@ static CUresult instantiate(struct sim_graph *g, struct sim_exec **out, CUgraphN
         uint32_t u = queue[qh++];
         seen++;
         CUgraphNodeType t = x->nodes[u].type;
-        if (t == CU_GRAPH_NODE_TYPE_KERNEL || t == CU_GRAPH_NODE_TYPE_MEMCPY ||
-            t == CU_GRAPH_NODE_TYPE_MEMSET || t == CU_GRAPH_NODE_TYPE_HOST)
+        if (work_node(t) || t == CU_GRAPH_NODE_TYPE_CONDITIONAL)
             x->order[x->norder++] = u;
         for (size_t v = 0; v < n; v++)
             for (size_t d = 0; d < x->nodes[v].ndeps; d++)
@@ -1372,7 +1395,7 @@ static CUresult instantiate_entry(CUgraphExec *out, CUgraph hg, cuuint64_t flags
         return CUDA_ERROR_INVALID_VALUE;
     struct sim_exec *x = NULL;
     pthread_mutex_lock(&g->mu);
-    r = instantiate(g, &x, err_node, res);
+    r = instantiate(g, c, &x, err_node, res);
     pthread_mutex_unlock(&g->mu);
     if (r)
         return r;
@@ -1781,14 +1804,18 @@ static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt)
  * launch `gen` saw it. The exec's earlier launches have finished (they
  * are ordered before it), so the versions older than the one this launch
  * runs are needed by no launch: recycled for the setters. */
-void sim_exec_run(const struct sim_op *op, struct sim_seen *seen)
+static void exec_run_gen(struct sim_exec *x, uint64_t gen, struct sim_seen *seen)
 {
-    struct sim_exec *x = op->u.g.x;
-    const uint64_t gen = op->u.g.gen;
     struct xver *done = NULL, *done_tail = NULL;
     long long parked = 0;
+    if (x->conds)
+        sim_cond_exec_start(x->conds); /* CU_GRAPH_COND_ASSIGN_DEFAULT */
     for (size_t i = 0; i < x->norder; i++) {
         struct xnode *xn = &x->nodes[x->order[i]];
+        if (xn->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+            sim_cond_run(xn->o.condx, seen);
+            continue;
+        }
         struct xver *v = xn->oldest, *nx;
         while ((nx = atomic_load_explicit(&v->next, memory_order_acquire)) && nx->gen < gen) {
             atomic_store_explicit(&v->next, NULL, memory_order_relaxed);
@@ -1828,6 +1855,48 @@ void sim_exec_run(const struct sim_op *op, struct sim_seen *seen)
                                                       memory_order_release,
                                                       memory_order_relaxed));
     }
+}
+
+void sim_exec_run(const struct sim_op *op, struct sim_seen *seen)
+{
+    exec_run_gen(op->u.g.x, op->u.g.gen, seen);
+}
+
+/* A body exec is never launched or set: its first versions are the ones. */
+void sim_exec_run_body(struct sim_exec *x, struct sim_seen *seen)
+{
+    exec_run_gen(x, 1, seen);
+}
+
+CUresult sim_graph_instantiate_body(struct sim_graph *g, struct sim_ctx *ctx,
+                                    struct sim_exec **out, CUgraphInstantiateResult *res)
+{
+    CUgraphNode err;
+    pthread_mutex_lock(&g->mu);
+    CUresult r = instantiate(g, ctx, out, &err, res);
+    pthread_mutex_unlock(&g->mu);
+    if (r)
+        return r;
+    (*out)->ctx = ctx;
+    /* cuda.h: a body holds kernel, empty, child graph, memset, memcpy and
+     * conditional nodes only. */
+    for (size_t i = 0; i < (*out)->n; i++) {
+        CUgraphNodeType t = (*out)->nodes[i].type;
+        if (t == CU_GRAPH_NODE_TYPE_HOST || t == CU_GRAPH_NODE_TYPE_EVENT_RECORD ||
+            t == CU_GRAPH_NODE_TYPE_WAIT_EVENT || t == CU_GRAPH_NODE_TYPE_MEM_ALLOC ||
+            t == CU_GRAPH_NODE_TYPE_MEM_FREE) {
+            exec_unref(*out);
+            *out = NULL;
+            *res = CUDA_GRAPH_INSTANTIATE_ERROR;
+            return CUDA_ERROR_NOT_SUPPORTED;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+void sim_exec_release(struct sim_exec *x)
+{
+    exec_unref(x);
 }
 
 void sim_exec_op_release(struct sim_op *op)
@@ -1932,21 +2001,11 @@ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
     return CUDA_SUCCESS;
 }
 
-static CUresult exec_update(CUgraphExec hGraphExec, CUgraph hGraph,
-                            CUgraphExecUpdateResultInfo *resultInfo)
+/* x->mu and g->mu held: whether g's nodes may replace x's, and if not,
+ * the first node that says why. */
+static CUgraphExecUpdateResult update_check(struct sim_exec *x, struct sim_graph *g,
+                                            CUgraphNode *errp, CUgraphNode *err_fromp)
 {
-    SIM_CHECK_INIT();
-    struct sim_exec *x = exec_get(hGraphExec);
-    struct sim_graph *g = graph_get(hGraph);
-    if (!resultInfo)
-        return CUDA_ERROR_INVALID_VALUE;
-    resultInfo->result = CU_GRAPH_EXEC_UPDATE_ERROR;
-    resultInfo->errorNode = NULL;
-    resultInfo->errorFromNode = NULL;
-    if (!x || !g)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&x->mu);
-    pthread_mutex_lock(&g->mu);
     CUgraphExecUpdateResult res = CU_GRAPH_EXEC_UPDATE_SUCCESS;
     CUgraphNode err = NULL, err_from = NULL;
     /* Nodes are paired by creation order. */
@@ -1977,6 +2036,11 @@ static CUresult exec_update(CUgraphExec hGraphExec, CUgraph hGraph,
                 break;
             }
         }
+        if (res == CU_GRAPH_EXEC_UPDATE_SUCCESS && nd->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+            if ((res = sim_cond_update_check(&xn->o, &nd->o)) != CU_GRAPH_EXEC_UPDATE_SUCCESS)
+                err = (CUgraphNode)nd;
+            continue;
+        }
         if (res == CU_GRAPH_EXEC_UPDATE_SUCCESS &&
             sim_onode_exec_check(xnode_onode(xn), &nd->o) != CUDA_SUCCESS) {
             res = CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED;
@@ -1989,44 +2053,115 @@ static CUresult exec_update(CUgraphExec hGraphExec, CUgraph hGraph,
             err = (CUgraphNode)nd;
         }
     }
+    *errp = err;
+    *err_fromp = err_from;
+    return res;
+}
+
+/* x->mu and g->mu held, after update_check said yes. */
+static CUresult update_apply(struct sim_exec *x, struct sim_graph *g)
+{
     CUresult r = CUDA_SUCCESS;
-    if (res == CU_GRAPH_EXEC_UPDATE_SUCCESS) {
-        /* Each node's new parameters are a version of it, as a setter's
-         * (launches already made keep theirs); a node's enabled state
-         * survives (assumption, as for SetParams). */
-        for (size_t i = 0; i < g->n && !r; i++) {
-            struct xnode *xn = &x->nodes[i];
-            const struct sim_node *nd = g->nodes[i];
-            if (!work_node(xn->type)) {
-                sim_onode_clear(&xn->o);
-                sim_onode_copy(&xn->o, &nd->o);
-                continue;
-            }
-            bool fresh;
-            struct xver *v = ver_get(x, xn, &fresh, true);
-            struct knode nk;
-            bool kernel = xn->type == CU_GRAPH_NODE_TYPE_KERNEL;
-            if (!v || (kernel && !knode_copy(&nk, &nd->k))) {
-                if (v)
-                    ver_put(x, xn, v, fresh, false);
-                r = CUDA_ERROR_OUT_OF_MEMORY;
-                break;
-            }
-            if (kernel) {
-                knode_clear(&v->k);
-                v->k = nk;
-            } else {
-                sim_onode_clear(&v->o);
-                sim_onode_copy(&v->o, &nd->o);
-            }
-            ver_put(x, xn, v, fresh, true);
+    /* Each node's new parameters are a version of it, as a setter's
+     * (launches already made keep theirs); a node's enabled state
+     * survives (assumption, as for SetParams). */
+    for (size_t i = 0; i < g->n && !r; i++) {
+        struct xnode *xn = &x->nodes[i];
+        const struct sim_node *nd = g->nodes[i];
+        if (xn->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+            r = sim_cond_update_apply(&xn->o, &nd->o);
+            continue;
         }
-        /* Node identity stays the instantiating graph's handles (cuda.h:
-         * exec calls name nodes of the graph the exec was instantiated
-         * from); hGraph's nodes name nothing in the exec. */
-    } else {
-        r = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+        if (!work_node(xn->type)) {
+            sim_onode_clear(&xn->o);
+            sim_onode_copy(&xn->o, &nd->o);
+            continue;
+        }
+        bool fresh;
+        struct xver *v = ver_get(x, xn, &fresh, true);
+        struct knode nk;
+        bool kernel = xn->type == CU_GRAPH_NODE_TYPE_KERNEL;
+        if (!v || (kernel && !knode_copy(&nk, &nd->k))) {
+            if (v)
+                ver_put(x, xn, v, fresh, false);
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        if (kernel) {
+            knode_clear(&v->k);
+            v->k = nk;
+        } else {
+            sim_onode_clear(&v->o);
+            sim_onode_copy(&v->o, &nd->o);
+        }
+        ver_put(x, xn, v, fresh, true);
     }
+    /* The defaults now come from g's handles (cuda.h: "Conditional handle
+     * flags and default values are updated as part of the graph update"). */
+    struct sim_cond_list *l;
+    if (!r && x->conds && sim_cond_exec_handles(g, &l) == CUDA_SUCCESS) {
+        sim_cond_list_free(x->conds);
+        x->conds = l;
+    }
+    /* Node identity stays the instantiating graph's handles (cuda.h:
+     * exec calls name nodes of the graph the exec was instantiated
+     * from); hGraph's nodes name nothing in the exec. */
+    return r;
+}
+
+CUgraphExecUpdateResult sim_exec_update_body_check(struct sim_exec *x, struct sim_graph *g)
+{
+    CUgraphNode err, err_from;
+    pthread_mutex_lock(&x->mu);
+    pthread_mutex_lock(&g->mu);
+    CUgraphExecUpdateResult res = update_check(x, g, &err, &err_from);
+    pthread_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&x->mu);
+    return res;
+}
+
+CUresult sim_exec_update_body_apply(struct sim_exec *x, struct sim_graph *g)
+{
+    pthread_mutex_lock(&x->mu);
+    pthread_mutex_lock(&g->mu);
+    CUresult r = update_apply(x, g);
+    pthread_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&x->mu);
+    return r;
+}
+
+static CUresult exec_update(CUgraphExec hGraphExec, CUgraph hGraph,
+                            CUgraphExecUpdateResultInfo *resultInfo)
+{
+    SIM_CHECK_INIT();
+    struct sim_exec *x = exec_get(hGraphExec);
+    struct sim_graph *g = graph_get(hGraph);
+    if (!resultInfo)
+        return CUDA_ERROR_INVALID_VALUE;
+    resultInfo->result = CU_GRAPH_EXEC_UPDATE_ERROR;
+    resultInfo->errorNode = NULL;
+    resultInfo->errorFromNode = NULL;
+    if (!x || !g)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Conditional bodies' execs have no versions of their own: they are
+     * written in place once the launches already made have run (with no
+     * lock held while waiting). */
+    pthread_mutex_lock(&x->mu);
+    struct sim_stream *ls = x->conds ? x->last_s : NULL;
+    uint64_t lseq = x->last_seq;
+    if (ls)
+        sim_stream_ref(ls);
+    pthread_mutex_unlock(&x->mu);
+    if (ls) {
+        sim_stream_wait(ls, lseq);
+        sim_stream_unref(ls);
+    }
+    pthread_mutex_lock(&x->mu);
+    pthread_mutex_lock(&g->mu);
+    CUgraphNode err, err_from;
+    CUgraphExecUpdateResult res = update_check(x, g, &err, &err_from);
+    CUresult r = res == CU_GRAPH_EXEC_UPDATE_SUCCESS ? update_apply(x, g)
+                                                     : CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
     pthread_mutex_unlock(&g->mu);
     pthread_mutex_unlock(&x->mu);
     resultInfo->result = r == CUDA_ERROR_OUT_OF_MEMORY ? CU_GRAPH_EXEC_UPDATE_ERROR : res;

@@ -148,6 +148,7 @@ void sim_run_kcall(const struct sim_kcall *c, struct sim_ctx *ctx, struct sim_se
         .dev = ctx ? ctx->dev : 0,
         .print = ctx ? sim_print_append : NULL,
         .print_arg = ctx,
+        .set_cond = sim_cond_set,
     };
     ptx_run(c->pk, &l);
 }
@@ -500,6 +501,9 @@ struct sim_capture {
     struct sim_stream *origin;
     pthread_t thread;
     uint64_t id;
+    bool to_graph;    /* cuStreamBeginCaptureToGraph: the graph is the caller's */
+    CUgraphEdgeData *edges; /* cuStreamGetCaptureInfo_v3: default edges, zeroed */
+    size_t nedges;
     struct sim_capture *next;
 };
 
@@ -695,7 +699,10 @@ CUresult sim_capture_add_other(struct sim_stream *s, struct sim_onode *o)
     return r;
 }
 
-static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz)
+/* into: the graph to capture into (cuStreamBeginCaptureToGraph, its nodes
+ * deps the first node's dependencies), or NULL for a new one. */
+static CUresult begin_capture_in(CUstream h, CUstreamCaptureMode mode, bool ptsz,
+                                 struct sim_graph *into, const CUgraphNode *deps, size_t ndeps)
 {
     SIM_CHECK_INIT();
     if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
@@ -709,7 +716,8 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz)
     struct sim_capture *c = sim_calloc(1, sizeof *c);
     if (!c)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    c->graph = sim_graph_new();
+    c->to_graph = into != NULL;
+    c->graph = into ? into : sim_graph_new();
     if (!c->graph) {
         sim_free(c);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -718,11 +726,13 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz)
     c->origin = s;
     c->thread = pthread_self();
     pthread_mutex_lock(&g_capture_mu);
-    if (s->cap) {
+    if (s->cap || !set_cap_deps(s, deps, ndeps)) {
+        r = s->cap ? CUDA_ERROR_ILLEGAL_STATE : CUDA_ERROR_OUT_OF_MEMORY;
         pthread_mutex_unlock(&g_capture_mu);
-        sim_graph_free(c->graph);
+        if (!into)
+            sim_graph_free(c->graph);
         sim_free(c);
-        return CUDA_ERROR_ILLEGAL_STATE;
+        return r;
     }
     c->id = ++g_capture_ids;
     c->strict = mode != CU_STREAM_CAPTURE_MODE_RELAXED;
@@ -731,10 +741,14 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz)
     c->next = g_captures;
     g_captures = c;
     s->cap = c;
-    s->n_cap_deps = 0;
     atomic_store(&s->capturing, true);
     pthread_mutex_unlock(&g_capture_mu);
     return CUDA_SUCCESS;
+}
+
+static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz)
+{
+    return begin_capture_in(h, mode, ptsz, NULL, NULL, 0);
 }
 
 CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
@@ -752,8 +766,6 @@ CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode
 static CUresult end_capture(CUstream h, CUgraph *phGraph, bool ptsz)
 {
     SIM_CHECK_INIT();
-    if (!phGraph)
-        return CUDA_ERROR_INVALID_VALUE;
     struct sim_stream *s;
     CUresult r = sim_stream_resolve(h, ptsz, &s);
     if (r)
@@ -762,7 +774,13 @@ static CUresult end_capture(CUstream h, CUgraph *phGraph, bool ptsz)
     struct sim_capture *c = s->cap;
     if (!c) {
         pthread_mutex_unlock(&g_capture_mu);
-        return CUDA_ERROR_ILLEGAL_STATE;
+        return phGraph ? CUDA_ERROR_ILLEGAL_STATE : CUDA_ERROR_INVALID_VALUE;
+    }
+    /* A capture into the caller's graph hands nothing over: phGraph may be
+     * NULL (the programming guide ends a body's capture so; assumption). */
+    if (!phGraph && !c->to_graph) {
+        pthread_mutex_unlock(&g_capture_mu);
+        return CUDA_ERROR_INVALID_VALUE;
     }
     if (c->origin != s) {
         pthread_mutex_unlock(&g_capture_mu);
@@ -797,14 +815,18 @@ static CUresult end_capture(CUstream h, CUgraph *phGraph, bool ptsz)
     capture_unstrict(c);
     pthread_mutex_unlock(&g_capture_mu);
     struct sim_graph *g = c->graph;
-    bool invalid = c->invalid;
+    bool invalid = c->invalid, to_graph = c->to_graph;
+    sim_free(c->edges);
     sim_free(c);
     if (invalid || unjoined) {
-        sim_graph_free(g);
-        *phGraph = NULL;
+        if (!to_graph)
+            sim_graph_free(g); /* the caller's graph stays the caller's */
+        if (phGraph)
+            *phGraph = NULL;
         return invalid ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
     }
-    *phGraph = (CUgraph)g;
+    if (phGraph)
+        *phGraph = (CUgraph)g;
     return CUDA_SUCCESS;
 }
 
@@ -851,6 +873,166 @@ CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captu
 {
     SIM_ENTER(cuStreamIsCapturing_ptsz);
     return is_capturing(hStream, captureStatus, true);
+}
+
+/* ---- capture into a graph, capture info, dependency updates ------------------ */
+
+/* Only default edges are modelled (no programmatic ports). */
+static bool edges_default(const CUgraphEdgeData *e, size_t n)
+{
+    for (size_t i = 0; e && i < n; i++)
+        if (e[i].from_port || e[i].to_port || e[i].type)
+            return false;
+    return true;
+}
+
+static CUresult begin_capture_to_graph(CUstream h, CUgraph hg, const CUgraphNode *deps,
+                                       const CUgraphEdgeData *edges, size_t n,
+                                       CUstreamCaptureMode mode, bool ptsz)
+{
+    SIM_CHECK_INIT();
+    if (!sim_reg_has(hg, SIM_T_GRAPH) || (n && !deps))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!edges_default(edges, n))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    struct sim_graph *g = (struct sim_graph *)hg;
+    for (size_t i = 0; i < n; i++)
+        if (!sim_graph_owns(g, deps[i]))
+            return CUDA_ERROR_INVALID_VALUE;
+    return begin_capture_in(h, mode, ptsz, g, deps, n);
+}
+
+CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
+                                     const CUgraphNode *dependencies,
+                                     const CUgraphEdgeData *dependencyData,
+                                     size_t numDependencies, CUstreamCaptureMode mode)
+{
+    SIM_ENTER(cuStreamBeginCaptureToGraph);
+    return begin_capture_to_graph(hStream, hGraph, dependencies, dependencyData,
+                                  numDependencies, mode, false);
+}
+
+static CUresult capture_info(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id,
+                             CUgraph *graph, const CUgraphNode **deps,
+                             const CUgraphEdgeData **edges, size_t *n, bool ptsz)
+{
+    SIM_CHECK_INIT();
+    if (!st || (edges && !deps))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_stream *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r)
+        return r;
+    if ((r = sim_capture_check_legacy(s)) != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&g_capture_mu);
+    struct sim_capture *c = s->cap;
+    if (c && !c->invalid && edges && c->nedges < s->n_cap_deps) {
+        CUgraphEdgeData *v = sim_calloc(s->n_cap_deps, sizeof *v);
+        if (!v) {
+            pthread_mutex_unlock(&g_capture_mu);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        sim_free(c->edges);
+        c->edges = v;
+        c->nedges = s->n_cap_deps;
+    }
+    if (!c) {
+        *st = CU_STREAM_CAPTURE_STATUS_NONE;
+    } else if (c->invalid) {
+        *st = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    } else {
+        *st = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+        if (id)
+            *id = c->id;
+        if (graph)
+            *graph = (CUgraph)c->graph;
+        if (deps)
+            *deps = s->n_cap_deps ? s->cap_deps : NULL;
+        if (edges)
+            *edges = s->n_cap_deps ? c->edges : NULL;
+        if (n)
+            *n = s->n_cap_deps;
+    }
+    pthread_mutex_unlock(&g_capture_mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                   cuuint64_t *id_out, CUgraph *graph_out,
+                                   const CUgraphNode **dependencies_out,
+                                   const CUgraphEdgeData **edgeData_out,
+                                   size_t *numDependencies_out)
+{
+    SIM_ENTER(cuStreamGetCaptureInfo_v3);
+    return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out,
+                        edgeData_out, numDependencies_out, false);
+}
+
+/* The older flavours: without edge data, and (10010) status and id only. */
+CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                   cuuint64_t *id_out, CUgraph *graph_out,
+                                   const CUgraphNode **dependencies_out,
+                                   size_t *numDependencies_out)
+{
+    SIM_ENTER(cuStreamGetCaptureInfo_v2);
+    return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, NULL,
+                        numDependencies_out, false);
+}
+
+CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                cuuint64_t *id_out)
+{
+    SIM_ENTER(cuStreamGetCaptureInfo);
+    return capture_info(hStream, captureStatus_out, id_out, NULL, NULL, NULL, NULL, false);
+}
+
+static CUresult update_capture_deps(CUstream h, CUgraphNode *deps, const CUgraphEdgeData *edges,
+                                    size_t n, unsigned flags, bool ptsz)
+{
+    SIM_CHECK_INIT();
+    if ((n && !deps) ||
+        (flags != 0 && flags != CU_STREAM_ADD_CAPTURE_DEPENDENCIES &&
+         flags != CU_STREAM_SET_CAPTURE_DEPENDENCIES))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!edges_default(edges, n))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    struct sim_stream *s;
+    CUresult r = sim_stream_resolve(h, ptsz, &s);
+    if (r)
+        return r;
+    pthread_mutex_lock(&g_capture_mu);
+    struct sim_capture *c = s->cap;
+    if (!c) {
+        r = CUDA_ERROR_ILLEGAL_STATE;
+    } else if (c->invalid) {
+        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else {
+        for (size_t i = 0; i < n && !r; i++)
+            if (!sim_graph_owns(c->graph, deps[i]))
+                r = CUDA_ERROR_INVALID_VALUE; /* nodes of the capture's graph only */
+        if (!r && !(flags == CU_STREAM_SET_CAPTURE_DEPENDENCIES ? set_cap_deps(s, deps, n)
+                                                                 : add_cap_deps(s, deps, n)))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_unlock(&g_capture_mu);
+    return r;
+}
+
+CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies,
+                                           size_t numDependencies, unsigned int flags)
+{
+    SIM_ENTER(cuStreamUpdateCaptureDependencies);
+    return update_capture_deps(hStream, dependencies, NULL, numDependencies, flags, false);
+}
+
+CUresult cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode *dependencies,
+                                              const CUgraphEdgeData *dependencyData,
+                                              size_t numDependencies, unsigned int flags)
+{
+    SIM_ENTER(cuStreamUpdateCaptureDependencies_v2);
+    return update_capture_deps(hStream, dependencies, dependencyData, numDependencies, flags,
+                               false);
 }
 
 /* ---- stream entry points ---------------------------------------------------------- */

@@ -273,6 +273,53 @@ static CUcontext current_ctx(void)
     return c;
 }
 
+/* Conditional handles belong to the current context. */
+RT_API cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *pHandle_out,
+                                                    cudaGraph_t graph,
+                                                    unsigned int defaultLaunchValue,
+                                                    unsigned int flags)
+{
+    ENTER();
+    return rt_cu(RT_CALL(cuGraphConditionalHandleCreate,
+                         ((CUgraphConditionalHandle *)pHandle_out, (CUgraph)graph, current_ctx(),
+                          defaultLaunchValue, flags)));
+}
+
+/* Empty and conditional nodes (the conditional's bodies written back, as
+ * the runtime does); other types are not modelled here. */
+RT_API cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+                                    const cudaGraphNode_t *pDependencies,
+                                    const cudaGraphEdgeData *dependencyData,
+                                    size_t numDependencies, struct cudaGraphNodeParams *nodeParams)
+{
+    ENTER();
+    if (!nodeParams)
+        return rt_ret(cudaErrorInvalidValue);
+    CUgraphNodeParams d;
+    memset(&d, 0, sizeof d);
+    switch (nodeParams->type) {
+    case cudaGraphNodeTypeEmpty:
+        d.type = CU_GRAPH_NODE_TYPE_EMPTY;
+        break;
+    case cudaGraphNodeTypeConditional:
+        d.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+        d.conditional.handle = nodeParams->conditional.handle;
+        d.conditional.type = (CUgraphConditionalNodeType)nodeParams->conditional.type;
+        d.conditional.size = nodeParams->conditional.size;
+        d.conditional.ctx = current_ctx();
+        break;
+    default:
+        return rt_ret(cudaErrorNotSupported);
+    }
+    cudaError_t e = rt_cu(RT_CALL(cuGraphAddNode,
+                                  ((CUgraphNode *)pGraphNode, (CUgraph)graph,
+                                   (const CUgraphNode *)pDependencies,
+                                   (const CUgraphEdgeData *)dependencyData, numDependencies, &d)));
+    if (e == cudaSuccess && d.type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+        nodeParams->conditional.phGraph_out = (cudaGraph_t *)d.conditional.phGraph_out;
+    return e;
+}
+
 RT_API cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t *node, cudaGraph_t g,
                                           const cudaGraphNode_t *deps, size_t ndeps,
                                           const struct cudaMemsetParams *p)
