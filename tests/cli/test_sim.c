@@ -424,10 +424,13 @@ Test(cli_sim, a_long_run_shows_its_progress_on_stderr)
 {
     struct cli_env e;
     sim_env(&e);
-    cli_env_set(&e, "VAREMAP_PROGRESS_S=0.5");
+    /* The first line is due at 2 s and the next only 10 s later (off a
+     * terminal): the 30 launches must be done by then, on a loaded CI
+     * machine too (at 0.5 s they were not, under a load of 19). */
+    cli_env_set(&e, "VAREMAP_PROGRESS_S=2");
     char body[PATH_MAX + 256];
     snprintf(body, sizeof body, "'%s' --pattern stable --steps 30 --bytes 2097152 --out /dev/null\n"
-                                "sleep 1.2", cli_app("graph_linked"));
+                                "sleep 2.8", cli_app("graph_linked"));
     const char *sh = script("slow.sh", body);
     const char *const argv[] = { vr_env_path("VR_VAREMAP"), "--sim", "--quiet", "--", "sh", sh,
                                  NULL };
