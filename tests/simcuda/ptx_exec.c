@@ -937,7 +937,7 @@ enum ptx_fast {
     F_SETP_U, F_SETP_S,
     F_F32_ADD, F_F32_SUB, F_F32_MUL, F_F32_FMA,
     F_F64_ADD, F_F64_SUB, F_F64_MUL, F_F64_FMA,
-    F_LDG, F_STG, F_LDPARAM, F_MOV_S,
+    F_LDG, F_STG, F_LDPARAM, F_MOV_S, F_SELP,
 };
 
 static bool is_reg(const struct ptx_opnd *o)
@@ -990,6 +990,9 @@ static uint8_t pick_fast(const struct ptx_ins *in)
                        o[5].kind == OK_NONE && in->nops == 3 && is_reg(&o[1]) && is_ri(&o[2]) &&
                        in->cmp <= CMP_GE
                    ? (in->sty == TY_S ? F_SETP_S : F_SETP_U) : F_NONE;
+    if (in->op == OP_SELP)
+        return in->nops == 4 && is_reg(&o[1]) && is_reg(&o[2]) && is_reg(&o[3]) && !o[3].neg
+                   ? F_SELP : F_NONE;
     if (in->ty == TY_F) {
         if (!plain || !rn || in->nops < 3 || !is_reg(&o[1]) || !is_reg(&o[2]) ||
             (in->bits != 32 && in->bits != 64))
@@ -1005,7 +1008,11 @@ static uint8_t pick_fast(const struct ptx_ins *in)
         default: return F_NONE;
         }
     }
-    if (in->ty == TY_PRED || in->sat || in->cc || in->nops != 3 + (in->op == OP_MAD) ||
+    if (in->ty == TY_PRED)
+        return (in->op == OP_AND || in->op == OP_OR) && in->nops == 3 && is_reg(&o[1]) &&
+                       is_reg(&o[2]) && !o[1].neg && !o[2].neg
+                   ? (in->op == OP_AND ? F_AND_RR : F_OR_RR) : F_NONE;
+    if (in->sat || in->cc || in->nops != 3 + (in->op == OP_MAD) ||
         !is_reg(&o[1]) || !is_ri(&o[2]))
         return F_NONE;
     const bool ri = o[2].kind == OK_IMM;
@@ -1031,10 +1038,61 @@ static uint8_t pick_fast(const struct ptx_ins *in)
     }
 }
 
+/* The immediate operands first..last of in as constant registers (false:
+ * the kernel has PTX_MAX_CONSTS distinct ones already; in keeps them). */
+static bool const_regs(struct ptx_kernel *k, struct ptx_ins *in, unsigned first, unsigned last)
+{
+    uint32_t idx[6];
+    for (unsigned i = first; i <= last; i++) {
+        if (in->o[i].kind != OK_IMM)
+            continue;
+        uint32_t c = 0;
+        while (c < k->nconst && k->cval[c] != in->o[i].imm)
+            c++;
+        if (c == k->nconst) {
+            if (c == PTX_MAX_CONSTS)
+                return false;
+            k->cval[k->nconst++] = in->o[i].imm;
+        }
+        idx[i] = c;
+    }
+    for (unsigned i = first; i <= last; i++)
+        if (in->o[i].kind == OK_IMM) {
+            in->o[i].kind = OK_REG;
+            in->o[i].reg[0] = k->creg0 + idx[i];
+        }
+    return true;
+}
+
+/* Instructions whose specialised loop wants register operands only: float
+ * arithmetic, integer mad, selp. An immediate reads the same as a
+ * constant register holding it (V()), so the slow paths see no change. */
+static void prepare_consts(struct ptx_kernel *k, struct ptx_ins *in)
+{
+    const bool rn = in->rnd == RND_NONE || in->rnd == RND_RN;
+    const bool plain = !in->sat && !in->cc && !in->ftz;
+    if (in->nops < 3 || in->o[0].kind != OK_REG)
+        return;
+    if (in->ty == TY_F && plain && rn && (in->bits == 32 || in->bits == 64) &&
+        (in->op == OP_ADD || in->op == OP_SUB || in->op == OP_MUL ||
+         ((in->op == OP_MAD || in->op == OP_FMA) && in->nops == 4)))
+        const_regs(k, in, 1, in->nops - 1u);
+    else if (in->op == OP_MAD && in->ty != TY_F && in->ty != TY_PRED && !in->cc && !in->sat &&
+             (in->sub == SUB_NONE || in->sub == SUB_LO) && in->nops == 4)
+        const_regs(k, in, 2, 3);
+    else if (in->op == OP_SELP && in->nops == 4 && in->o[3].kind == OK_REG && !in->o[3].neg)
+        const_regs(k, in, 1, 2);
+}
+
 void ptx_prepare(struct ptx_kernel *k)
 {
-    for (size_t i = 0; i < k->nins; i++)
+    k->creg0 = k->nregs;
+    k->nconst = 0;
+    for (size_t i = 0; i < k->nins; i++) {
+        prepare_consts(k, &k->ins[i]);
         k->ins[i].fast = pick_fast(&k->ins[i]);
+    }
+    k->nregs += k->nconst;
 }
 
 /* One statement for every lane of em; a full warp as a plain loop the
@@ -1089,7 +1147,9 @@ static inline void f32_warp(uint64_t *d, const uint64_t *x, const uint64_t *y, i
 
 /* Runs a specialised instruction for the lanes of em; false: in->fast is
  * F_NONE. */
-static inline bool run_fast(const struct blk *b, struct warp *w, const struct ptx_ins *in,
+/* Inlined into run_warp's clones, so it is compiled for each target too. */
+__attribute__((always_inline)) static inline bool run_fast(const struct blk *b, struct warp *w,
+                                                           const struct ptx_ins *in,
                             uint32_t pc, uint32_t em)
 {
     const struct ptx_opnd *o = in->o;
@@ -1167,6 +1227,12 @@ static inline bool run_fast(const struct blk *b, struct warp *w, const struct pt
     case F_F64_MUL: BIN_RR(of_d(as_d(x[l]) * as_d(y[l])))
 #undef BIN_RR
 #undef BIN_RI
+    case F_SELP: {
+        const uint64_t *x = ROW(o[1]), *y = ROW(o[2]), *p = ROW(o[3]);
+        uint64_t *d = ROW(o[0]);
+        EACH(d[l] = p[l] ? x[l] : y[l]);
+        return true;
+    }
     case F_IMAD_RRR: {
         const uint64_t *x = ROW(o[1]), *y = ROW(o[2]), *z = ROW(o[3]);
         uint64_t *d = ROW(o[0]);
@@ -1347,7 +1413,19 @@ enum { W_DONE, W_BAR };
         goto top;                                                                  \
     } while (0)
 
-static int run_warp(struct blk *b, struct warp *w)
+/* The interpreter's loop compiled twice on x86-64: for the baseline and for
+ * x86-64-v3 (AVX2, FMA), picked once by the loader (an ifunc); the
+ * per-lane loops then run 4 or 8 lanes an instruction and fmaf() is one
+ * instruction instead of a call. Both compute the same bits: IEEE
+ * operations round the same, -ffp-contract=off keeps the compiler from
+ * fusing. */
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+#define RUN_WARP_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define RUN_WARP_CLONES
+#endif
+
+RUN_WARP_CLONES static int run_warp(struct blk *b, struct warp *w)
 {
     const struct ptx_kernel *k = b->k;
     const struct ptx_ins *ins = k->ins;
@@ -1892,6 +1970,9 @@ uint64_t ptx_run(const struct ptx_kernel *k, const struct ptx_launch *l)
     for (unsigned i = 0; i < nwarps; i++) {
         ws[i].r = (uint64_t *)(void *)(mem + (size_t)i * regbytes);
         ws[i].id = i;
+        for (uint32_t c = 0; c < k->nconst; c++)
+            for (unsigned l = 0; l < 32; l++)
+                ws[i].r[(size_t)(k->creg0 + c) * 32u + l] = k->cval[c];
     }
     for (unsigned z = 0; z < l->grid[2]; z++)
         for (unsigned y = 0; y < l->grid[1]; y++)
