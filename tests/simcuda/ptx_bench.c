@@ -186,6 +186,7 @@ int main(int argc, char **argv)
         else
             elems = argv[i];
     }
+    ptx_set_threads(1); /* the rate of one core */
     struct ptx_module *m = load(argv[1]);
     size_t n = elems ? strtoull(elems, NULL, 0) : (size_t)4 << 20;
     if (n < 4) {

@@ -20,9 +20,11 @@
 
 #include <fenv.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { PTX_CALL_DEPTH = 8 };
 
@@ -938,6 +940,7 @@ enum ptx_fast {
     F_F32_ADD, F_F32_SUB, F_F32_MUL, F_F32_FMA,
     F_F64_ADD, F_F64_SUB, F_F64_MUL, F_F64_FMA,
     F_LDG, F_STG, F_LDPARAM, F_MOV_S, F_SELP,
+    F_CVT_FF, F_CVT_FI,
 };
 
 static bool is_reg(const struct ptx_opnd *o)
@@ -982,9 +985,21 @@ static uint8_t pick_fast(const struct ptx_ins *in)
         return in->nops == 2 && is_reg(&o[1]) && in->space != SP_SHARED &&
                        in->space != SP_LOCAL && in->space != SP_PARAM
                    ? F_GLOBAL_R : F_NONE;
-    if (in->op == OP_CVT)
-        return in->nops == 2 && is_reg(&o[1]) && in->ty != TY_F && in->sty != TY_F && !in->sat
-                   ? F_CVT_II : F_NONE;
+    if (in->op == OP_CVT) {
+        if (in->nops != 2 || !is_reg(&o[1]) || in->sat)
+            return F_NONE;
+        if (in->ty != TY_F && in->sty != TY_F)
+            return F_CVT_II;
+        /* f32 <-> f64 and integer to float in the default rounding: one
+         * host conversion (f32 to f64 is exact, NaNs quieted as cvt() does) */
+        const bool fw = (in->bits == 32 || in->bits == 64) && rn && !in->ftz;
+        if (fw && in->ty == TY_F && in->sty == TY_F && in->bits != in->sbits &&
+            (in->sbits == 32 || in->sbits == 64))
+            return F_CVT_FF;
+        if (fw && in->ty == TY_F && in->sty != TY_F && in->sty != TY_PRED)
+            return F_CVT_FI;
+        return F_NONE;
+    }
     if (in->op == OP_SETP)
         return in->ty != TY_F && in->sty != TY_F && in->sub == SUB_NONE &&
                        o[5].kind == OK_NONE && in->nops == 3 && is_reg(&o[1]) && is_ri(&o[2]) &&
@@ -1273,6 +1288,29 @@ __attribute__((always_inline)) static inline bool run_fast(const struct blk *b, 
         }
         return true;
     }
+    case F_CVT_FF: {
+        const uint64_t *x = ROW(o[1]);
+        uint64_t *d = ROW(o[0]);
+        if (in->sbits == 32)
+            EACH(d[l] = of_d((double)as_f(x[l])));
+        else
+            EACH(d[l] = of_f((float)as_d(x[l])));
+        return true;
+    }
+    case F_CVT_FI: {
+        const uint64_t *x = ROW(o[1]);
+        uint64_t *d = ROW(o[0]);
+        const unsigned sb = in->sbits;
+        if (in->sty == TY_S && bits == 32)
+            EACH(d[l] = of_f((float)sx(x[l], sb)));
+        else if (in->sty == TY_S)
+            EACH(d[l] = of_d((double)sx(x[l], sb)));
+        else if (bits == 32)
+            EACH(d[l] = of_f((float)zx(x[l], sb)));
+        else
+            EACH(d[l] = of_d((double)zx(x[l], sb)));
+        return true;
+    }
     case F_SETP_U:
     case F_SETP_S: {
         /* operands compared at the source width: zero- or sign-extended */
@@ -1419,7 +1457,16 @@ enum { W_DONE, W_BAR };
  * instruction instead of a call. Both compute the same bits: IEEE
  * operations round the same, -ffp-contract=off keeps the compiler from
  * fusing. */
-#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define PTX_SANITIZED 1 /* an ifunc resolves before the sanitizer's runtime */
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define PTX_SANITIZED 1
+#endif
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(PTX_SANITIZED)
 #define RUN_WARP_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define RUN_WARP_CLONES
@@ -1941,6 +1988,7 @@ top:
 #undef LEAVE
 
 static _Atomic uint64_t g_launches, g_thread_ins;
+static _Atomic unsigned g_threads; /* ptx_set_threads(); 0: the cores */
 
 void ptx_totals(uint64_t *launches, uint64_t *thread_instructions)
 {
@@ -1948,8 +1996,50 @@ void ptx_totals(uint64_t *launches, uint64_t *thread_instructions)
     *thread_instructions = atomic_load_explicit(&g_thread_ins, memory_order_relaxed);
 }
 
-uint64_t ptx_run(const struct ptx_kernel *k, const struct ptx_launch *l)
+void ptx_set_threads(unsigned n)
 {
+    atomic_store_explicit(&g_threads, n > PTX_MAX_THREADS ? PTX_MAX_THREADS : n,
+                          memory_order_relaxed);
+}
+
+static bool calls_printf(const struct ptx_kernel *k)
+{
+    for (size_t i = 0; i < k->ncalls; i++)
+        if (k->calls[i].builtin == PTX_BI_VPRINTF)
+            return true;
+    return false;
+}
+
+unsigned ptx_workers(const struct ptx_kernel *k, const struct ptx_launch *l, unsigned threads)
+{
+    if (!threads) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n < 1 ? 1 : n > PTX_MAX_THREADS ? PTX_MAX_THREADS : (unsigned)n;
+    }
+    uint64_t blocks = (uint64_t)l->grid[0] * l->grid[1] * l->grid[2];
+    uint64_t work = blocks * l->block[0] * l->block[1] * l->block[2];
+    /* Device printf's lines come in the order one worker runs them; a
+     * small grid costs less than the threads would. */
+    if (threads <= 1 || blocks < 2 || work < PTX_THREADS_MIN_WORK || calls_printf(k))
+        return 1;
+    return blocks < threads ? (unsigned)blocks : threads;
+}
+
+/* One worker: its own registers, shared and local memory, running the
+ * blocks it takes from the launch's counter (in order when it is alone). */
+struct worker {
+    const struct ptx_kernel *k;
+    const struct ptx_launch *l;
+    _Atomic uint64_t *next;
+    uint64_t icount;
+    bool must; /* the launch's own thread: out of memory is fatal */
+};
+
+static void *run_blocks(void *arg)
+{
+    struct worker *wk = arg;
+    const struct ptx_kernel *k = wk->k;
+    const struct ptx_launch *l = wk->l;
     struct blk b;
     memset(&b, 0, sizeof b);
     b.k = k;
@@ -1962,6 +2052,10 @@ uint64_t ptx_run(const struct ptx_kernel *k, const struct ptx_launch *l)
                                            (size_t)nwarps * 32u * k->local_bytes + 16);
     struct warp *ws = sim_calloc(nwarps, sizeof *ws);
     if (!mem || !ws) {
+        sim_free(mem);
+        sim_free(ws);
+        if (!wk->must)
+            return NULL; /* the other workers take its blocks */
         fprintf(stderr, "simcuda: fatal: out of memory running kernel %s\n", k->name);
         abort();
     }
@@ -1971,59 +2065,86 @@ uint64_t ptx_run(const struct ptx_kernel *k, const struct ptx_launch *l)
         ws[i].r = (uint64_t *)(void *)(mem + (size_t)i * regbytes);
         ws[i].id = i;
         for (uint32_t c = 0; c < k->nconst; c++)
-            for (unsigned l = 0; l < 32; l++)
-                ws[i].r[(size_t)(k->creg0 + c) * 32u + l] = k->cval[c];
+            for (unsigned ln = 0; ln < 32; ln++)
+                ws[i].r[(size_t)(k->creg0 + c) * 32u + ln] = k->cval[c];
     }
-    for (unsigned z = 0; z < l->grid[2]; z++)
-        for (unsigned y = 0; y < l->grid[1]; y++)
-            for (unsigned x = 0; x < l->grid[0]; x++) {
-                b.ctaid[0] = x;
-                b.ctaid[1] = y;
-                b.ctaid[2] = z;
-                b.red_count = 0;
-                b.red_and = true;
-                b.red_or = false;
-                for (unsigned i = 0; i < nwarps; i++) {
-                    ws[i].red = NULL;
-                    memset(ws[i].depth, 0, sizeof ws[i].depth);
-                    unsigned n = b.nthreads - i * 32u;
-                    ws[i].live = n >= 32 ? ~0u : (1u << n) - 1;
-                    ws[i].pc = 0;
-                    ws[i].div = ws[i].done = ws[i].at_bar = false;
-                    ws[i].parked = ws[i].need = 0;
-                }
-                for (;;) {
-                    bool any_bar = false, any_live = false;
-                    for (unsigned i = 0; i < nwarps; i++) {
-                        if (ws[i].done)
-                            continue;
-                        if (run_warp(&b, &ws[i]) == W_DONE)
-                            ws[i].done = true;
-                        else
-                            any_bar = true;
-                        any_live = any_live || !ws[i].done;
-                    }
-                    if (!any_live || !any_bar)
-                        break;
-                    /* the barrier releases: bar.red results to their warps */
-                    for (unsigned i = 0; i < nwarps; i++) {
-                        struct warp *w = &ws[i];
-                        if (!w->red)
-                            continue;
-                        uint64_t v = w->red->sub == SUB_A_ADD ? b.red_count
-                                     : w->red->sub == SUB_A_AND ? b.red_and : b.red_or;
-                        for (uint32_t mm = w->live; mm; mm &= mm - 1)
-                            R(w->red->o[0].reg[0], __builtin_ctz(mm)) = v;
-                        w->red = NULL;
-                    }
-                    b.red_count = 0;
-                    b.red_and = true;
-                    b.red_or = false;
-                }
+    const uint64_t gx = l->grid[0], gxy = gx * l->grid[1];
+    const uint64_t nblocks = gxy * l->grid[2];
+    for (;;) {
+        uint64_t idx = atomic_fetch_add_explicit(wk->next, 1, memory_order_relaxed);
+        if (idx >= nblocks)
+            break;
+        b.ctaid[0] = (unsigned)(idx % gx);
+        b.ctaid[1] = (unsigned)(idx % gxy / gx);
+        b.ctaid[2] = (unsigned)(idx / gxy);
+        b.red_count = 0;
+        b.red_and = true;
+        b.red_or = false;
+        for (unsigned i = 0; i < nwarps; i++) {
+            ws[i].red = NULL;
+            memset(ws[i].depth, 0, sizeof ws[i].depth);
+            unsigned n = b.nthreads - i * 32u;
+            ws[i].live = n >= 32 ? ~0u : (1u << n) - 1;
+            ws[i].pc = 0;
+            ws[i].div = ws[i].done = ws[i].at_bar = false;
+            ws[i].parked = ws[i].need = 0;
+        }
+        for (;;) {
+            bool any_bar = false, any_live = false;
+            for (unsigned i = 0; i < nwarps; i++) {
+                if (ws[i].done)
+                    continue;
+                if (run_warp(&b, &ws[i]) == W_DONE)
+                    ws[i].done = true;
+                else
+                    any_bar = true;
+                any_live = any_live || !ws[i].done;
             }
+            if (!any_live || !any_bar)
+                break;
+            /* the barrier releases: bar.red results to their warps */
+            for (unsigned i = 0; i < nwarps; i++) {
+                struct warp *w = &ws[i];
+                if (!w->red)
+                    continue;
+                uint64_t v = w->red->sub == SUB_A_ADD ? b.red_count
+                             : w->red->sub == SUB_A_AND ? b.red_and : b.red_or;
+                for (uint32_t mm = w->live; mm; mm &= mm - 1)
+                    R(w->red->o[0].reg[0], __builtin_ctz(mm)) = v;
+                w->red = NULL;
+            }
+            b.red_count = 0;
+            b.red_and = true;
+            b.red_or = false;
+        }
+    }
     sim_free(ws);
     sim_free(mem);
+    wk->icount = b.icount;
+    return NULL;
+}
+
+uint64_t ptx_run(const struct ptx_kernel *k, const struct ptx_launch *l)
+{
+    _Atomic uint64_t next = 0;
+    unsigned n = ptx_workers(k, l, atomic_load_explicit(&g_threads, memory_order_relaxed));
+    struct worker wk[PTX_MAX_THREADS];
+    pthread_t th[PTX_MAX_THREADS];
+    bool started[PTX_MAX_THREADS] = {false};
+    for (unsigned i = 0; i < n; i++)
+        wk[i] = (struct worker){k, l, &next, 0, i == 0};
+    /* Blocks are independent: the others run on threads of their own (one
+     * that cannot start leaves its blocks to the rest). */
+    for (unsigned i = 1; i < n; i++)
+        started[i] = pthread_create(&th[i], NULL, run_blocks, &wk[i]) == 0;
+    run_blocks(&wk[0]);
+    uint64_t icount = wk[0].icount;
+    for (unsigned i = 1; i < n; i++)
+        if (started[i]) {
+            pthread_join(th[i], NULL);
+            icount += wk[i].icount;
+        }
     atomic_fetch_add_explicit(&g_launches, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&g_thread_ins, b.icount, memory_order_relaxed);
-    return b.icount;
+    atomic_fetch_add_explicit(&g_thread_ins, icount, memory_order_relaxed);
+    return icount;
 }
