@@ -78,7 +78,9 @@ void ptx_set_threads(unsigned n);
 /* How many workers a launch of k gets with n threads allowed (0: the
  * cores): one when the grid has fewer than PTX_THREADS_MIN_WORK threads or
  * one block, or when the kernel calls vprintf (its lines stay in the order
- * of one worker); else at most one per block. */
+ * of one worker) or has a global atomic whose bytes depend on the order of
+ * the updates (a float add, an old value read); else at most one per
+ * block. */
 unsigned ptx_workers(const struct ptx_kernel *k, const struct ptx_launch *l, unsigned n);
 
 /* Launches ptx_run() executed in this process so far, and their

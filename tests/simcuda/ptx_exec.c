@@ -1099,10 +1099,55 @@ static void prepare_consts(struct ptx_kernel *k, struct ptx_ins *in)
         const_regs(k, in, 1, 2);
 }
 
+/* Whether register r appears in an operand or guard of any instruction
+ * but at's destination. */
+static bool reg_mentioned(const struct ptx_kernel *k, const struct ptx_ins *at, uint32_t r)
+{
+    for (size_t i = 0; i < k->nins; i++) {
+        const struct ptx_ins *in = &k->ins[i];
+        if (in->guard >= 0 && (uint32_t)in->guard == r)
+            return true;
+        for (unsigned j = 0; j < 6; j++) {
+            const struct ptx_opnd *o = &in->o[j];
+            if (in == at && j == 0)
+                continue;
+            if ((o->kind == OK_REG || (o->kind == OK_ADDR && o->has_base)) && o->reg[0] == r)
+                return true;
+            if (o->kind == OK_VEC)
+                for (unsigned e = 0; e < o->nvec && e < 4; e++)
+                    if (o->reg[e] == r)
+                        return true;
+        }
+    }
+    return false;
+}
+
+/* A global atomic is order-free when every order of the same updates
+ * leaves the same bytes: an integer add, and, or, xor, min or max whose old
+ * value nobody reads. A float add rounds differently in another order, and
+ * an old value read (a ticket) depends on the order itself: such kernels
+ * run their blocks in order, as one worker, so their bytes stay what they
+ * were (a GPU's may differ from run to run). */
+static bool order_free(const struct ptx_kernel *k, const struct ptx_ins *in)
+{
+    if ((in->op != OP_ATOM && in->op != OP_RED) || in->space == SP_SHARED ||
+        in->space == SP_LOCAL)
+        return true;
+    if (in->ty == TY_F || (in->sub != SUB_A_ADD && in->sub != SUB_A_AND && in->sub != SUB_A_OR &&
+                           in->sub != SUB_A_XOR && in->sub != SUB_A_MIN && in->sub != SUB_A_MAX))
+        return false;
+    return in->op == OP_RED || in->o[0].kind != OK_REG || !reg_mentioned(k, in, in->o[0].reg[0]);
+}
+
 void ptx_prepare(struct ptx_kernel *k)
 {
     k->creg0 = k->nregs;
     k->nconst = 0;
+    k->serial = false;
+    for (size_t i = 0; i < k->ncalls; i++)
+        k->serial = k->serial || k->calls[i].builtin == PTX_BI_VPRINTF;
+    for (size_t i = 0; i < k->nins; i++)
+        k->serial = k->serial || !order_free(k, &k->ins[i]);
     for (size_t i = 0; i < k->nins; i++) {
         prepare_consts(k, &k->ins[i]);
         k->ins[i].fast = pick_fast(&k->ins[i]);
@@ -2002,14 +2047,6 @@ void ptx_set_threads(unsigned n)
                           memory_order_relaxed);
 }
 
-static bool calls_printf(const struct ptx_kernel *k)
-{
-    for (size_t i = 0; i < k->ncalls; i++)
-        if (k->calls[i].builtin == PTX_BI_VPRINTF)
-            return true;
-    return false;
-}
-
 unsigned ptx_workers(const struct ptx_kernel *k, const struct ptx_launch *l, unsigned threads)
 {
     if (!threads) {
@@ -2018,9 +2055,10 @@ unsigned ptx_workers(const struct ptx_kernel *k, const struct ptx_launch *l, uns
     }
     uint64_t blocks = (uint64_t)l->grid[0] * l->grid[1] * l->grid[2];
     uint64_t work = blocks * l->block[0] * l->block[1] * l->block[2];
-    /* Device printf's lines come in the order one worker runs them; a
-     * small grid costs less than the threads would. */
-    if (threads <= 1 || blocks < 2 || work < PTX_THREADS_MIN_WORK || calls_printf(k))
+    /* Device printf's lines and order-dependent atomics (ptx_prepare) as
+     * one worker runs them; a small grid costs less than the threads
+     * would. */
+    if (threads <= 1 || blocks < 2 || work < PTX_THREADS_MIN_WORK || k->serial)
         return 1;
     return blocks < threads ? (unsigned)blocks : threads;
 }

@@ -124,6 +124,10 @@ struct ptx_kernel {
      * lane, filled when a launch starts and never written, so the
      * specialised loops read an immediate operand as a register row. */
     uint32_t creg0, nconst;
+    /* Its result may depend on the order blocks run in beyond what any
+     * interleaving of GPU blocks would change, or it prints: one worker
+     * runs its blocks, in order (ptx_prepare). */
+    bool serial;
     uint64_t cval[PTX_MAX_CONSTS];
     size_t shared_static;   /* bytes; dynamic shared starts at shared_dyn_off */
     size_t shared_dyn_off;

@@ -100,6 +100,49 @@ Test(ptx_threads, workers_follow_the_setting_the_grid_and_printf)
     ptx_module_unref(m);
 }
 
+/* Global atomics whose bytes depend on the order of the updates keep one
+ * worker: a float add (rounding), an old value that is read (a ticket). An
+ * integer add nobody reads the old value of (bk_atomics) does not. */
+static unsigned atomic_workers(const char *body)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             ".version 8.0\n.target sm_52\n.address_size 64\n"
+             ".visible .entry ak(.param .u64 p)\n{\n\t.reg .b64 %%rd<3>;\n"
+             "\t.reg .b32 %%r<4>;\n\t.reg .f32 %%f<3>;\n"
+             "\tld.param.u64 %%rd1, [p];\n\tcvta.to.global.u64 %%rd2, %%rd1;\n"
+             "\tmov.u32 %%r1, 1;\n\tmov.f32 %%f1, 0f3F800000;\n%s\tret;\n}\n",
+             body);
+    struct ptx_module *m;
+    cr_assert_eq(ptx_module_load(text, &m), 0);
+    struct ptx_kernel *k = ptx_module_kernel(m, "ak");
+    cr_assert(k);
+    cr_assert_null(ptx_kernel_error(k), "%s", ptx_kernel_error(k));
+    unsigned char a[8] = {0};
+    struct ptx_launch l = launch(64, 256, 0, a, sizeof a);
+    unsigned n = ptx_workers(k, &l, 4);
+    ptx_module_unref(m);
+    return n;
+}
+
+Test(ptx_threads, order_dependent_atomics_keep_one_worker)
+{
+    cr_assert_eq(atomic_workers("\tatom.global.add.u32 %r2, [%rd2], %r1;\n"), 4,
+                 "an integer add, old value unread");
+    cr_assert_eq(atomic_workers("\tred.global.or.b32 [%rd2], %r1;\n"), 4);
+    cr_assert_eq(atomic_workers("\tatom.shared.exch.b32 %r2, [0], %r1;\n"
+                                "\tst.global.u32 [%rd2], %r2;\n"),
+                 4, "shared memory is the block's own");
+    cr_assert_eq(atomic_workers("\tatom.global.add.f32 %f2, [%rd2], %f1;\n"), 1,
+                 "a float add");
+    cr_assert_eq(atomic_workers("\tred.global.add.f32 [%rd2], %f1;\n"), 1, "a float add");
+    cr_assert_eq(atomic_workers("\tatom.global.add.u32 %r2, [%rd2], %r1;\n"
+                                "\tst.global.u32 [%rd2+4], %r2;\n"),
+                 1, "a ticket");
+    cr_assert_eq(atomic_workers("\tatom.global.exch.b32 %r2, [%rd2], %r1;\n"), 1,
+                 "an exchange");
+}
+
 struct run {
     unsigned char *out;
     size_t n;
