@@ -940,7 +940,7 @@ enum ptx_fast {
     F_F32_ADD, F_F32_SUB, F_F32_MUL, F_F32_FMA,
     F_F64_ADD, F_F64_SUB, F_F64_MUL, F_F64_FMA,
     F_LDG, F_STG, F_LDPARAM, F_MOV_S, F_SELP,
-    F_CVT_FF, F_CVT_FI,
+    F_CVT_FF, F_CVT_FI, F_SHFL,
 };
 
 static bool is_reg(const struct ptx_opnd *o)
@@ -975,6 +975,11 @@ static uint8_t pick_fast(const struct ptx_ins *in)
             return in->op == OP_LD ? F_LDG : F_STG;
         return F_NONE;
     }
+    if (in->op == OP_SHFL) /* the value, lane and clamp operands in registers */
+        return (is_reg(&o[0]) || o[0].kind == OK_SINK) && is_reg(&o[1]) && is_reg(&o[2]) &&
+                       is_reg(&o[3]) && (is_reg(&o[5]) || o[5].kind == OK_NONE ||
+                                         o[5].kind == OK_SINK)
+                   ? F_SHFL : F_NONE;
     if (in->nops < 2 || !is_reg(&o[0]))
         return F_NONE;
     if (in->op == OP_MOV)
@@ -1097,6 +1102,8 @@ static void prepare_consts(struct ptx_kernel *k, struct ptx_ins *in)
         const_regs(k, in, 2, 3);
     else if (in->op == OP_SELP && in->nops == 4 && in->o[3].kind == OK_REG && !in->o[3].neg)
         const_regs(k, in, 1, 2);
+    else if (in->op == OP_SHFL && in->o[1].kind == OK_REG)
+        const_regs(k, in, 2, 3);
 }
 
 /* Whether register r appears in an operand or guard of any instruction
@@ -1157,9 +1164,20 @@ void ptx_prepare(struct ptx_kernel *k)
 
 /* One statement for every lane of em; a full warp as a plain loop the
  * compiler can unroll or vectorise. */
+/* The lanes' slots never overlap across lanes (a destination row equal to a
+ * source row is the same lane's slot): no dependence between iterations,
+ * so the compiler need not check for one before vectorising. */
+#if defined(__clang__)
+#define LANES_INDEPENDENT _Pragma("clang loop vectorize(enable)")
+#elif defined(__GNUC__)
+#define LANES_INDEPENDENT _Pragma("GCC ivdep")
+#else
+#define LANES_INDEPENDENT
+#endif
 #define EACH(stmt)                                                                 \
     do {                                                                           \
         if (em == ~0u) {                                                           \
+            LANES_INDEPENDENT                                                      \
             for (unsigned l = 0; l < 32; l++) {                                    \
                 stmt;                                                              \
             }                                                                      \
@@ -1330,6 +1348,42 @@ __attribute__((always_inline)) static inline bool run_fast(const struct blk *b, 
             EACH(d[l] = (uint64_t)sx(x[l], sb) & dm);
         } else {
             EACH(d[l] = zx(x[l], sb) & dm);
+        }
+        return true;
+    }
+    case F_SHFL: {
+        /* a converged warp (a diverged one may wait for its other lanes:
+         * run_warp's path); as warp_op computes it */
+        if (w->div)
+            return false;
+        const uint64_t *x = ROW(o[1]), *bv = ROW(o[2]), *cv = ROW(o[3]);
+        uint64_t outv[32];
+        uint32_t okm = 0;
+        const uint8_t sub = in->sub;
+        for (uint32_t mm = em; mm; mm &= mm - 1) {
+            const unsigned l = (unsigned)__builtin_ctz(mm);
+            const uint32_t c = (uint32_t)cv[l], seg = (c >> 8) & 0x1f, clamp = c & 0x1f;
+            const uint32_t minl = l & seg, maxl = minl | (clamp & ~seg), bb = (uint32_t)bv[l];
+            int64_t j;
+            bool ok;
+            switch (sub) {
+            case SUB_UP: j = (int64_t)l - bb; ok = j >= (int64_t)maxl; break;
+            case SUB_DOWN: j = (int64_t)l + bb; ok = j <= (int64_t)maxl; break;
+            case SUB_BFLY: j = (int64_t)(l ^ bb); ok = j <= (int64_t)maxl; break;
+            default: j = minl | (bb & 0x1f & ~seg); ok = j <= (int64_t)maxl; break;
+            }
+            if (!ok)
+                j = l;
+            outv[l] = x[j] & 0xffffffffu;
+            okm |= (uint32_t)ok << l;
+        }
+        if (o[0].kind == OK_REG) {
+            uint64_t *d = ROW(o[0]);
+            EACH(d[l] = outv[l]);
+        }
+        if (o[5].kind == OK_REG) {
+            uint64_t *p = ROW(o[5]);
+            EACH(p[l] = okm >> l & 1);
         }
         return true;
     }
