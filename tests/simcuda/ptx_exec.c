@@ -940,7 +940,7 @@ enum ptx_fast {
     F_F32_ADD, F_F32_SUB, F_F32_MUL, F_F32_FMA,
     F_F64_ADD, F_F64_SUB, F_F64_MUL, F_F64_FMA,
     F_LDG, F_STG, F_LDPARAM, F_MOV_S, F_SELP,
-    F_CVT_FF, F_CVT_FI, F_SHFL,
+    F_CVT_FF, F_CVT_FI, F_SHFL, F_LDS, F_STS,
 };
 
 static bool is_reg(const struct ptx_opnd *o)
@@ -973,6 +973,9 @@ static uint8_t pick_fast(const struct ptx_ins *in)
             (in->space == SP_GLOBAL || in->space == SP_GENERIC) &&
             (es == 1 || es == 2 || es == 4 || es == 8) && in->bits % 8 == 0)
             return in->op == OP_LD ? F_LDG : F_STG;
+        if (!in->vec && a->kind == OK_ADDR && a->has_base && is_reg(v) && in->space == SP_SHARED &&
+            (es == 1 || es == 2 || es == 4 || es == 8) && in->bits % 8 == 0)
+            return in->op == OP_LD ? F_LDS : F_STS;
         return F_NONE;
     }
     if (in->op == OP_SHFL) /* the value, lane and clamp operands in registers */
@@ -1483,6 +1486,23 @@ __attribute__((always_inline)) static inline bool run_fast(const struct blk *b, 
         const uint64_t off = o[1].imm;
         const bool sg = in->ty == TY_S;
         const unsigned es = bits / 8;
+        if (em == ~0u && !sg && (es == 4 || es == 8) && ab != d) {
+            /* a full warp's words: the null-page check of every lane in
+             * one pass, then the loads, which the compiler may gather */
+            uint64_t low = 0;
+            EACH(low |= ab[l] + off < 4096);
+            if (!low) {
+                if (es == 4)
+                    EACH({
+                        uint32_t t;
+                        memcpy(&t, (const void *)(uintptr_t)(ab[l] + off), 4);
+                        d[l] = t;
+                    });
+                else
+                    EACH(memcpy(&d[l], (const void *)(uintptr_t)(ab[l] + off), 8));
+                return true;
+            }
+        }
         for (uint32_t mm = em; mm; mm &= mm - 1) {
             const unsigned l = (unsigned)__builtin_ctz(mm);
             const uint64_t ad = ab[l] + off;
@@ -1499,11 +1519,71 @@ __attribute__((always_inline)) static inline bool run_fast(const struct blk *b, 
         }
         return true;
     }
+    case F_LDS: {
+        /* shared memory: the block's bytes, each lane's range checked */
+        const uint64_t *ab = ROW(o[1]);
+        uint64_t *d = ROW(o[0]);
+        const uint64_t off = o[1].imm, lim = b->shsize;
+        const bool sg = in->ty == TY_S;
+        const unsigned es = bits / 8;
+        for (uint32_t mm = em; mm; mm &= mm - 1) {
+            const unsigned l = (unsigned)__builtin_ctz(mm);
+            const uint64_t a = ab[l] + off;
+            if (a > lim || es > lim - a)
+                fault(b, pc, "shared memory access out of bounds");
+            const unsigned char *p = b->shared + a;
+            uint64_t v;
+            switch (es) {
+            case 1: v = *p; break;
+            case 2: { uint16_t t; memcpy(&t, p, 2); v = t; break; }
+            case 4: { uint32_t t; memcpy(&t, p, 4); v = t; break; }
+            default: memcpy(&v, p, 8); break;
+            }
+            d[l] = sg ? (uint64_t)sx(v, bits) : v;
+        }
+        return true;
+    }
+    case F_STS: {
+        const uint64_t *ab = ROW(o[0]);
+        const uint64_t *v = ROW(o[1]);
+        const uint64_t off = o[0].imm, lim = b->shsize;
+        const unsigned es = bits / 8;
+        for (uint32_t mm = em; mm; mm &= mm - 1) {
+            const unsigned l = (unsigned)__builtin_ctz(mm);
+            const uint64_t a = ab[l] + off;
+            if (a > lim || es > lim - a)
+                fault(b, pc, "shared memory access out of bounds");
+            unsigned char *p = b->shared + a;
+            switch (es) {
+            case 1: *p = (uint8_t)v[l]; break;
+            case 2: { uint16_t t = (uint16_t)v[l]; memcpy(p, &t, 2); break; }
+            case 4: { uint32_t t = (uint32_t)v[l]; memcpy(p, &t, 4); break; }
+            default: memcpy(p, &v[l], 8); break;
+            }
+        }
+        return true;
+    }
     case F_STG: {
         const uint64_t *ab = ROW(o[0]);
         const uint64_t *v = ROW(o[1]);
         const uint64_t off = o[0].imm;
         const unsigned es = bits / 8;
+        if (em == ~0u && (es == 4 || es == 8)) {
+            /* the null-page check of every lane in one pass first */
+            uint64_t low = 0;
+            EACH(low |= ab[l] + off < 4096);
+            if (!low) {
+                if (es == 4)
+                    for (unsigned l = 0; l < 32; l++) {
+                        uint32_t t = (uint32_t)v[l];
+                        memcpy((void *)(uintptr_t)(ab[l] + off), &t, 4);
+                    }
+                else
+                    for (unsigned l = 0; l < 32; l++)
+                        memcpy((void *)(uintptr_t)(ab[l] + off), &v[l], 8);
+                return true;
+            }
+        }
         for (uint32_t mm = em; mm; mm &= mm - 1) {
             const unsigned l = (unsigned)__builtin_ctz(mm);
             const uint64_t ad = ab[l] + off;
