@@ -1192,6 +1192,30 @@ void ptx_prepare(struct ptx_kernel *k)
         }                                                                          \
     } while (0)
 
+/* dst[l] = expr for every lane of em, where expr has no side effect and
+ * may read any lane's registers: a warp with most of its lanes active
+ * computes all 32 and keeps the old value in the others, which vectorises
+ * where one lane at a time does not. */
+#define EACHV(dst, expr)                                                           \
+    do {                                                                           \
+        if (em == ~0u) {                                                           \
+            LANES_INDEPENDENT                                                      \
+            for (unsigned l = 0; l < 32; l++)                                      \
+                (dst)[l] = (expr);                                                 \
+        } else if (__builtin_popcount(em) >= 12) {                                 \
+            LANES_INDEPENDENT                                                      \
+            for (unsigned l = 0; l < 32; l++) {                                    \
+                const uint64_t v_ = (expr);                                        \
+                (dst)[l] = (em >> l & 1) ? v_ : (dst)[l];                          \
+            }                                                                      \
+        } else {                                                                   \
+            for (uint32_t mm_ = em; mm_; mm_ &= mm_ - 1) {                         \
+                const unsigned l = (unsigned)__builtin_ctz(mm_);                   \
+                (dst)[l] = (expr);                                                 \
+            }                                                                      \
+        }                                                                          \
+    } while (0)
+
 #define ROW(op_) (&w->r[(size_t)(op_).reg[0] * 32u])
 
 /* f32 add, sub or mul (enum ptx_fast) of a full warp, four lanes at a time
@@ -1242,20 +1266,20 @@ __attribute__((always_inline)) static inline bool run_fast(const struct blk *b, 
     case F_MOV_R: {
         const uint64_t *x = ROW(o[1]);
         uint64_t *d = ROW(o[0]);
-        EACH(d[l] = x[l]);
+        EACHV(d, x[l]);
         return true;
     }
     case F_MOV_I: {
         uint64_t *d = ROW(o[0]);
         const uint64_t y = o[1].imm & zm;
-        EACH(d[l] = y);
+        EACHV(d, y);
         return true;
     }
 #define BIN_RR(expr)                                                               \
     {                                                                              \
         const uint64_t *x = ROW(o[1]), *y = ROW(o[2]);                             \
         uint64_t *d = ROW(o[0]);                                                   \
-        EACH(d[l] = (expr));                                                       \
+        EACHV(d, (expr));                                                       \
         return true;                                                               \
     }
 #define BIN_RI(expr)                                                               \
@@ -1263,7 +1287,7 @@ __attribute__((always_inline)) static inline bool run_fast(const struct blk *b, 
         const uint64_t *x = ROW(o[1]);                                             \
         const uint64_t y = o[2].imm;                                               \
         uint64_t *d = ROW(o[0]);                                                   \
-        EACH(d[l] = (expr));                                                       \
+        EACHV(d, (expr));                                                       \
         return true;                                                               \
     }
     case F_IADD_RR: BIN_RR((x[l] + y[l]) & zm)
@@ -1311,31 +1335,31 @@ __attribute__((always_inline)) static inline bool run_fast(const struct blk *b, 
     case F_SELP: {
         const uint64_t *x = ROW(o[1]), *y = ROW(o[2]), *p = ROW(o[3]);
         uint64_t *d = ROW(o[0]);
-        EACH(d[l] = p[l] ? x[l] : y[l]);
+        EACHV(d, p[l] ? x[l] : y[l]);
         return true;
     }
     case F_IMAD_RRR: {
         const uint64_t *x = ROW(o[1]), *y = ROW(o[2]), *z = ROW(o[3]);
         uint64_t *d = ROW(o[0]);
-        EACH(d[l] = (x[l] * y[l] + z[l]) & zm);
+        EACHV(d, (x[l] * y[l] + z[l]) & zm);
         return true;
     }
     case F_F32_FMA: {
         const uint64_t *x = ROW(o[1]), *y = ROW(o[2]), *z = ROW(o[3]);
         uint64_t *d = ROW(o[0]);
-        EACH(d[l] = of_fc(fmaf(as_f(x[l]), as_f(y[l]), as_f(z[l]))));
+        EACHV(d, of_fc(fmaf(as_f(x[l]), as_f(y[l]), as_f(z[l]))));
         return true;
     }
     case F_F64_FMA: {
         const uint64_t *x = ROW(o[1]), *y = ROW(o[2]), *z = ROW(o[3]);
         uint64_t *d = ROW(o[0]);
-        EACH(d[l] = of_d(fma(as_d(x[l]), as_d(y[l]), as_d(z[l]))));
+        EACHV(d, of_d(fma(as_d(x[l]), as_d(y[l]), as_d(z[l]))));
         return true;
     }
     case F_GLOBAL_R: {
         const uint64_t *x = ROW(o[1]);
         uint64_t *d = ROW(o[0]);
-        EACH(d[l] = x[l] & zm);
+        EACHV(d, x[l] & zm);
         return true;
     }
     case F_CVT_II: {
@@ -1346,11 +1370,11 @@ __attribute__((always_inline)) static inline bool run_fast(const struct blk *b, 
         if (in->ty == TY_S && (db <= sb || in->sty == TY_S)) {
             /* a signed destination: sign-extended from the narrower width */
             const unsigned sh = 64 - (db < sb ? db : sb);
-            EACH(d[l] = (uint64_t)((int64_t)(x[l] << sh) >> sh));
+            EACHV(d, (uint64_t)((int64_t)(x[l] << sh) >> sh));
         } else if (in->sty == TY_S) {
-            EACH(d[l] = (uint64_t)sx(x[l], sb) & dm);
+            EACHV(d, (uint64_t)sx(x[l], sb) & dm);
         } else {
-            EACH(d[l] = zx(x[l], sb) & dm);
+            EACHV(d, zx(x[l], sb) & dm);
         }
         return true;
     }
@@ -1394,9 +1418,9 @@ __attribute__((always_inline)) static inline bool run_fast(const struct blk *b, 
         const uint64_t *x = ROW(o[1]);
         uint64_t *d = ROW(o[0]);
         if (in->sbits == 32)
-            EACH(d[l] = of_d((double)as_f(x[l])));
+            EACHV(d, of_d((double)as_f(x[l])));
         else
-            EACH(d[l] = of_f((float)as_d(x[l])));
+            EACHV(d, of_f((float)as_d(x[l])));
         return true;
     }
     case F_CVT_FI: {
@@ -1404,13 +1428,13 @@ __attribute__((always_inline)) static inline bool run_fast(const struct blk *b, 
         uint64_t *d = ROW(o[0]);
         const unsigned sb = in->sbits;
         if (in->sty == TY_S && bits == 32)
-            EACH(d[l] = of_f((float)sx(x[l], sb)));
+            EACHV(d, of_f((float)sx(x[l], sb)));
         else if (in->sty == TY_S)
-            EACH(d[l] = of_d((double)sx(x[l], sb)));
+            EACHV(d, of_d((double)sx(x[l], sb)));
         else if (bits == 32)
-            EACH(d[l] = of_f((float)zx(x[l], sb)));
+            EACHV(d, of_f((float)zx(x[l], sb)));
         else
-            EACH(d[l] = of_d((double)zx(x[l], sb)));
+            EACHV(d, of_d((double)zx(x[l], sb)));
         return true;
     }
     case F_SETP_U:
@@ -1433,9 +1457,9 @@ __attribute__((always_inline)) static inline bool run_fast(const struct blk *b, 
 #define CMPS(op_)                                                                  \
     do {                                                                           \
         if (sg)                                                                    \
-            EACH(d[l] = ((int64_t)(x[l] << sh) >> sh) op_ ((int64_t)(y[l] << sh) >> sh)); \
+            EACHV(d, ((int64_t)(x[l] << sh) >> sh) op_ ((int64_t)(y[l] << sh) >> sh)); \
         else                                                                       \
-            EACH(d[l] = (x[l] << sh >> sh) op_ (y[l] << sh >> sh));                \
+            EACHV(d, (x[l] << sh >> sh) op_ (y[l] << sh >> sh));                \
     } while (0)
         switch (in->cmp) {
         case CMP_EQ: CMPS(==); break;
@@ -1458,7 +1482,7 @@ __attribute__((always_inline)) static inline bool run_fast(const struct blk *b, 
         if (in->ty == TY_S)
             v = (uint64_t)sx(v, bits);
         uint64_t *d = ROW(o[0]);
-        EACH(d[l] = v);
+        EACHV(d, v);
         return true;
     }
     case F_MOV_S: {
@@ -1467,16 +1491,16 @@ __attribute__((always_inline)) static inline bool run_fast(const struct blk *b, 
         const unsigned id = (unsigned)o[1].imm;
         if (id == SR_TID_X && L->block[0] == b->nthreads) { /* a one-dimensional block */
             const uint64_t t0 = (uint64_t)w->id * 32u;
-            EACH(d[l] = zx(t0 + l, bits));
+            EACHV(d, zx(t0 + l, bits));
         } else if (id == SR_LANEID) {
-            EACH(d[l] = zx(l, bits));
+            EACHV(d, zx(l, bits));
         } else if (id == SR_NTID_X || id == SR_NTID_Y || id == SR_NTID_Z ||
                    id == SR_CTAID_X || id == SR_CTAID_Y || id == SR_CTAID_Z ||
                    id == SR_NCTAID_X || id == SR_NCTAID_Y || id == SR_NCTAID_Z) {
             const uint64_t v = zx(sreg(b, w, id, 0), bits); /* the same for the block */
-            EACH(d[l] = v);
+            EACHV(d, v);
         } else {
-            EACH(d[l] = zx(sreg(b, w, id, (int)l), bits));
+            EACHV(d, zx(sreg(b, w, id, (int)l), bits));
         }
         return true;
     }
@@ -1603,6 +1627,7 @@ __attribute__((always_inline)) static inline bool run_fast(const struct blk *b, 
 }
 #undef ROW
 #undef EACH
+#undef EACHV
 
 enum { W_DONE, W_BAR };
 
