@@ -2209,8 +2209,14 @@ void ptx_set_threads(unsigned n)
 unsigned ptx_workers(const struct ptx_kernel *k, const struct ptx_launch *l, unsigned threads)
 {
     if (!threads) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n < 1 ? 1 : n > PTX_MAX_THREADS ? PTX_MAX_THREADS : (unsigned)n;
+        /* asked once: glibc reads a file under /sys for it */
+        static _Atomic unsigned cores;
+        threads = atomic_load_explicit(&cores, memory_order_relaxed);
+        if (!threads) {
+            long n = sysconf(_SC_NPROCESSORS_ONLN);
+            threads = n < 1 ? 1 : n > PTX_MAX_THREADS ? PTX_MAX_THREADS : (unsigned)n;
+            atomic_store_explicit(&cores, threads, memory_order_relaxed);
+        }
     }
     uint64_t blocks = (uint64_t)l->grid[0] * l->grid[1] * l->grid[2];
     uint64_t work = blocks * l->block[0] * l->block[1] * l->block[2];
