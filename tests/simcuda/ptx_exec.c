@@ -1655,12 +1655,12 @@ enum { W_DONE, W_BAR };
         goto top;                                                                  \
     } while (0)
 
-/* The interpreter's loop compiled twice on x86-64: for the baseline and for
- * x86-64-v3 (AVX2, FMA), picked once by the loader (an ifunc); the
- * per-lane loops then run 4 or 8 lanes an instruction and fmaf() is one
- * instruction instead of a call. Both compute the same bits: IEEE
- * operations round the same, -ffp-contract=off keeps the compiler from
- * fusing. */
+/* The interpreter's loop compiled three times on x86-64: for the baseline,
+ * x86-64-v3 (AVX2, FMA) and x86-64-v4 (AVX-512), picked once by the loader
+ * (an ifunc); the per-lane loops then run 4 or 8 lanes an instruction, the
+ * stores may scatter, and fmaf() is one instruction instead of a call. All
+ * compute the same bits: IEEE operations round the same, -ffp-contract=off
+ * keeps the compiler from fusing. */
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
     __has_feature(memory_sanitizer)
@@ -1671,7 +1671,7 @@ enum { W_DONE, W_BAR };
 #define PTX_SANITIZED 1
 #endif
 #if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(PTX_SANITIZED)
-#define RUN_WARP_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define RUN_WARP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define RUN_WARP_CLONES
 #endif
