@@ -326,6 +326,15 @@ Test(cudart, app_jacobi_setparams)
     each_mode("rt_jacobi", args, (struct expect){ 0 });
 }
 
+/* Shaped like NVIDIA's Jacobi graph sample (issue 32 item 2): a dense
+ * system, two kernel nodes re-set every iteration; its blocks run on
+ * several workers (no atomics), and the bytes stay the same in every mode. */
+Test(cudart, app_jacobi_dense_setparams)
+{
+    const char *args[] = { "--n", "256", "--iters", "30", NULL };
+    each_mode("rt_jacobi_dense", args, (struct expect){ 0 });
+}
+
 Test(cudart, app_stencil_three_rotating_buffers)
 {
     const char *args[] = { "--steps", "30", NULL };

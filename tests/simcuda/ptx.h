@@ -13,7 +13,8 @@
  *   reference, and so does every queued launch, graph node and exec node
  *   that may still run one of its kernels (ptx_kernel_ref/unref), so a
  *   module unloaded while a launch is queued stays valid until it ran.
- * - ptx_run() executes one launch: blocks one after the other, each as
+ * - ptx_run() executes one launch: blocks one after the other on each of
+ *   its workers (ptx_set_threads), each as
  *   warps of 32 lanes in lockstep with an active mask; divergent lanes run
  *   smallest program counter first, so structured code reconverges; lanes
  *   reaching `.sync` warp operations from different branches wait for each
@@ -70,6 +71,20 @@ struct ptx_launch {
 /* Run one launch to completion. Returns the number of thread-instructions
  * executed (for the benchmark). */
 uint64_t ptx_run(const struct ptx_kernel *k, const struct ptx_launch *l);
+
+/* Worker threads ptx_run() may use for the blocks of one launch
+ * (SIMCUDA_THREADS; 0: the cores online, the default). Blocks run in
+ * any order across workers, as on a GPU: a kernel whose result does not
+ * depend on the order of its blocks gives the same bytes. */
+enum { PTX_MAX_THREADS = 64, PTX_THREADS_MIN_WORK = 4096 };
+void ptx_set_threads(unsigned n);
+/* How many workers a launch of k gets with n threads allowed (0: the
+ * cores): one when the grid has fewer than PTX_THREADS_MIN_WORK threads or
+ * one block, or when the kernel calls vprintf (its lines stay in the order
+ * of one worker) or has a global atomic whose bytes depend on the order of
+ * the updates (a float add, an old value read); else at most one per
+ * block. */
+unsigned ptx_workers(const struct ptx_kernel *k, const struct ptx_launch *l, unsigned n);
 
 /* Launches ptx_run() executed in this process so far, and their
  * thread-instructions (SIMCUDA_STATS). */

@@ -20,9 +20,11 @@
 
 #include <fenv.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { PTX_CALL_DEPTH = 8 };
 
@@ -937,7 +939,8 @@ enum ptx_fast {
     F_SETP_U, F_SETP_S,
     F_F32_ADD, F_F32_SUB, F_F32_MUL, F_F32_FMA,
     F_F64_ADD, F_F64_SUB, F_F64_MUL, F_F64_FMA,
-    F_LDG, F_STG, F_LDPARAM, F_MOV_S,
+    F_LDG, F_STG, F_LDPARAM, F_MOV_S, F_SELP,
+    F_CVT_FF, F_CVT_FI, F_SHFL, F_LDS, F_STS,
 };
 
 static bool is_reg(const struct ptx_opnd *o)
@@ -970,8 +973,16 @@ static uint8_t pick_fast(const struct ptx_ins *in)
             (in->space == SP_GLOBAL || in->space == SP_GENERIC) &&
             (es == 1 || es == 2 || es == 4 || es == 8) && in->bits % 8 == 0)
             return in->op == OP_LD ? F_LDG : F_STG;
+        if (!in->vec && a->kind == OK_ADDR && a->has_base && is_reg(v) && in->space == SP_SHARED &&
+            (es == 1 || es == 2 || es == 4 || es == 8) && in->bits % 8 == 0)
+            return in->op == OP_LD ? F_LDS : F_STS;
         return F_NONE;
     }
+    if (in->op == OP_SHFL) /* the value, lane and clamp operands in registers */
+        return (is_reg(&o[0]) || o[0].kind == OK_SINK) && is_reg(&o[1]) && is_reg(&o[2]) &&
+                       is_reg(&o[3]) && (is_reg(&o[5]) || o[5].kind == OK_NONE ||
+                                         o[5].kind == OK_SINK)
+                   ? F_SHFL : F_NONE;
     if (in->nops < 2 || !is_reg(&o[0]))
         return F_NONE;
     if (in->op == OP_MOV)
@@ -982,14 +993,29 @@ static uint8_t pick_fast(const struct ptx_ins *in)
         return in->nops == 2 && is_reg(&o[1]) && in->space != SP_SHARED &&
                        in->space != SP_LOCAL && in->space != SP_PARAM
                    ? F_GLOBAL_R : F_NONE;
-    if (in->op == OP_CVT)
-        return in->nops == 2 && is_reg(&o[1]) && in->ty != TY_F && in->sty != TY_F && !in->sat
-                   ? F_CVT_II : F_NONE;
+    if (in->op == OP_CVT) {
+        if (in->nops != 2 || !is_reg(&o[1]) || in->sat)
+            return F_NONE;
+        if (in->ty != TY_F && in->sty != TY_F)
+            return F_CVT_II;
+        /* f32 <-> f64 and integer to float in the default rounding: one
+         * host conversion (f32 to f64 is exact, NaNs quieted as cvt() does) */
+        const bool fw = (in->bits == 32 || in->bits == 64) && rn && !in->ftz;
+        if (fw && in->ty == TY_F && in->sty == TY_F && in->bits != in->sbits &&
+            (in->sbits == 32 || in->sbits == 64))
+            return F_CVT_FF;
+        if (fw && in->ty == TY_F && in->sty != TY_F && in->sty != TY_PRED)
+            return F_CVT_FI;
+        return F_NONE;
+    }
     if (in->op == OP_SETP)
         return in->ty != TY_F && in->sty != TY_F && in->sub == SUB_NONE &&
                        o[5].kind == OK_NONE && in->nops == 3 && is_reg(&o[1]) && is_ri(&o[2]) &&
                        in->cmp <= CMP_GE
                    ? (in->sty == TY_S ? F_SETP_S : F_SETP_U) : F_NONE;
+    if (in->op == OP_SELP)
+        return in->nops == 4 && is_reg(&o[1]) && is_reg(&o[2]) && is_reg(&o[3]) && !o[3].neg
+                   ? F_SELP : F_NONE;
     if (in->ty == TY_F) {
         if (!plain || !rn || in->nops < 3 || !is_reg(&o[1]) || !is_reg(&o[2]) ||
             (in->bits != 32 && in->bits != 64))
@@ -1005,7 +1031,11 @@ static uint8_t pick_fast(const struct ptx_ins *in)
         default: return F_NONE;
         }
     }
-    if (in->ty == TY_PRED || in->sat || in->cc || in->nops != 3 + (in->op == OP_MAD) ||
+    if (in->ty == TY_PRED)
+        return (in->op == OP_AND || in->op == OP_OR) && in->nops == 3 && is_reg(&o[1]) &&
+                       is_reg(&o[2]) && !o[1].neg && !o[2].neg
+                   ? (in->op == OP_AND ? F_AND_RR : F_OR_RR) : F_NONE;
+    if (in->sat || in->cc || in->nops != 3 + (in->op == OP_MAD) ||
         !is_reg(&o[1]) || !is_ri(&o[2]))
         return F_NONE;
     const bool ri = o[2].kind == OK_IMM;
@@ -1031,17 +1061,129 @@ static uint8_t pick_fast(const struct ptx_ins *in)
     }
 }
 
+/* The immediate operands first..last of in as constant registers (false:
+ * the kernel has PTX_MAX_CONSTS distinct ones already; in keeps them). */
+static bool const_regs(struct ptx_kernel *k, struct ptx_ins *in, unsigned first, unsigned last)
+{
+    uint32_t idx[6];
+    for (unsigned i = first; i <= last; i++) {
+        if (in->o[i].kind != OK_IMM)
+            continue;
+        uint32_t c = 0;
+        while (c < k->nconst && k->cval[c] != in->o[i].imm)
+            c++;
+        if (c == k->nconst) {
+            if (c == PTX_MAX_CONSTS)
+                return false;
+            k->cval[k->nconst++] = in->o[i].imm;
+        }
+        idx[i] = c;
+    }
+    for (unsigned i = first; i <= last; i++)
+        if (in->o[i].kind == OK_IMM) {
+            in->o[i].kind = OK_REG;
+            in->o[i].reg[0] = k->creg0 + idx[i];
+        }
+    return true;
+}
+
+/* Instructions whose specialised loop wants register operands only: float
+ * arithmetic, integer mad, selp. An immediate reads the same as a
+ * constant register holding it (V()), so the slow paths see no change. */
+static void prepare_consts(struct ptx_kernel *k, struct ptx_ins *in)
+{
+    const bool rn = in->rnd == RND_NONE || in->rnd == RND_RN;
+    const bool plain = !in->sat && !in->cc && !in->ftz;
+    if (in->nops < 3 || in->o[0].kind != OK_REG)
+        return;
+    if (in->ty == TY_F && plain && rn && (in->bits == 32 || in->bits == 64) &&
+        (in->op == OP_ADD || in->op == OP_SUB || in->op == OP_MUL ||
+         ((in->op == OP_MAD || in->op == OP_FMA) && in->nops == 4)))
+        const_regs(k, in, 1, in->nops - 1u);
+    else if (in->op == OP_MAD && in->ty != TY_F && in->ty != TY_PRED && !in->cc && !in->sat &&
+             (in->sub == SUB_NONE || in->sub == SUB_LO) && in->nops == 4)
+        const_regs(k, in, 2, 3);
+    else if (in->op == OP_SELP && in->nops == 4 && in->o[3].kind == OK_REG && !in->o[3].neg)
+        const_regs(k, in, 1, 2);
+    else if (in->op == OP_SHFL && in->o[1].kind == OK_REG)
+        const_regs(k, in, 2, 3);
+}
+
+/* Whether register r appears in an operand or guard of any instruction
+ * but at's destination. */
+static bool reg_mentioned(const struct ptx_kernel *k, const struct ptx_ins *at, uint32_t r)
+{
+    for (size_t i = 0; i < k->nins; i++) {
+        const struct ptx_ins *in = &k->ins[i];
+        if (in->guard >= 0 && (uint32_t)in->guard == r)
+            return true;
+        for (unsigned j = 0; j < 6; j++) {
+            const struct ptx_opnd *o = &in->o[j];
+            if (in == at && j == 0)
+                continue;
+            if ((o->kind == OK_REG || (o->kind == OK_ADDR && o->has_base)) && o->reg[0] == r)
+                return true;
+            if (o->kind == OK_VEC)
+                for (unsigned e = 0; e < o->nvec && e < 4; e++)
+                    if (o->reg[e] == r)
+                        return true;
+        }
+    }
+    return false;
+}
+
+/* A global atomic is order-free when every order of the same updates
+ * leaves the same bytes: an integer add, and, or, xor, min or max whose old
+ * value nobody reads. A float add rounds differently in another order, and
+ * an old value read (a ticket) depends on the order itself: such kernels
+ * run their blocks in order, as one worker, so their bytes stay what they
+ * were (a GPU's may differ from run to run). */
+static bool order_free(const struct ptx_kernel *k, const struct ptx_ins *in)
+{
+    if ((in->op != OP_ATOM && in->op != OP_RED) || in->space == SP_SHARED ||
+        in->space == SP_LOCAL)
+        return true;
+    if (in->ty == TY_F || (in->sub != SUB_A_ADD && in->sub != SUB_A_AND && in->sub != SUB_A_OR &&
+                           in->sub != SUB_A_XOR && in->sub != SUB_A_MIN && in->sub != SUB_A_MAX))
+        return false;
+    return in->op == OP_RED || in->o[0].kind != OK_REG || !reg_mentioned(k, in, in->o[0].reg[0]);
+}
+
 void ptx_prepare(struct ptx_kernel *k)
 {
+    k->creg0 = k->nregs;
+    k->nconst = 0;
+    k->serial = false;
+    /* printf's lines and cudaGraphSetConditional's last writer depend on
+     * the order blocks run in. */
+    for (size_t i = 0; i < k->ncalls; i++)
+        k->serial = k->serial || k->calls[i].builtin == PTX_BI_VPRINTF ||
+                    k->calls[i].builtin == PTX_BI_SETCOND;
     for (size_t i = 0; i < k->nins; i++)
+        k->serial = k->serial || !order_free(k, &k->ins[i]);
+    for (size_t i = 0; i < k->nins; i++) {
+        prepare_consts(k, &k->ins[i]);
         k->ins[i].fast = pick_fast(&k->ins[i]);
+    }
+    k->nregs += k->nconst;
 }
 
 /* One statement for every lane of em; a full warp as a plain loop the
  * compiler can unroll or vectorise. */
+/* The lanes' slots never overlap across lanes (a destination row equal to a
+ * source row is the same lane's slot): no dependence between iterations,
+ * so the compiler need not check for one before vectorising. */
+#if defined(__clang__)
+#define LANES_INDEPENDENT _Pragma("clang loop vectorize(enable)")
+#elif defined(__GNUC__)
+#define LANES_INDEPENDENT _Pragma("GCC ivdep")
+#else
+#define LANES_INDEPENDENT
+#endif
 #define EACH(stmt)                                                                 \
     do {                                                                           \
         if (em == ~0u) {                                                           \
+            LANES_INDEPENDENT                                                      \
             for (unsigned l = 0; l < 32; l++) {                                    \
                 stmt;                                                              \
             }                                                                      \
@@ -1049,6 +1191,30 @@ void ptx_prepare(struct ptx_kernel *k)
             for (uint32_t mm_ = em; mm_; mm_ &= mm_ - 1) {                         \
                 const unsigned l = (unsigned)__builtin_ctz(mm_);                   \
                 stmt;                                                              \
+            }                                                                      \
+        }                                                                          \
+    } while (0)
+
+/* dst[l] = expr for every lane of em, where expr has no side effect and
+ * may read any lane's registers: a warp with most of its lanes active
+ * computes all 32 and keeps the old value in the others, which vectorises
+ * where one lane at a time does not. */
+#define EACHV(dst, expr)                                                           \
+    do {                                                                           \
+        if (em == ~0u) {                                                           \
+            LANES_INDEPENDENT                                                      \
+            for (unsigned l = 0; l < 32; l++)                                      \
+                (dst)[l] = (expr);                                                 \
+        } else if (__builtin_popcount(em) >= 12) {                                 \
+            LANES_INDEPENDENT                                                      \
+            for (unsigned l = 0; l < 32; l++) {                                    \
+                const uint64_t v_ = (expr);                                        \
+                (dst)[l] = (em >> l & 1) ? v_ : (dst)[l];                          \
+            }                                                                      \
+        } else {                                                                   \
+            for (uint32_t mm_ = em; mm_; mm_ &= mm_ - 1) {                         \
+                const unsigned l = (unsigned)__builtin_ctz(mm_);                   \
+                (dst)[l] = (expr);                                                 \
             }                                                                      \
         }                                                                          \
     } while (0)
@@ -1089,7 +1255,9 @@ static inline void f32_warp(uint64_t *d, const uint64_t *x, const uint64_t *y, i
 
 /* Runs a specialised instruction for the lanes of em; false: in->fast is
  * F_NONE. */
-static inline bool run_fast(const struct blk *b, struct warp *w, const struct ptx_ins *in,
+/* Inlined into run_warp's clones, so it is compiled for each target too. */
+__attribute__((always_inline)) static inline bool run_fast(const struct blk *b, struct warp *w,
+                                                           const struct ptx_ins *in,
                             uint32_t pc, uint32_t em)
 {
     const struct ptx_opnd *o = in->o;
@@ -1101,20 +1269,20 @@ static inline bool run_fast(const struct blk *b, struct warp *w, const struct pt
     case F_MOV_R: {
         const uint64_t *x = ROW(o[1]);
         uint64_t *d = ROW(o[0]);
-        EACH(d[l] = x[l]);
+        EACHV(d, x[l]);
         return true;
     }
     case F_MOV_I: {
         uint64_t *d = ROW(o[0]);
         const uint64_t y = o[1].imm & zm;
-        EACH(d[l] = y);
+        EACHV(d, y);
         return true;
     }
 #define BIN_RR(expr)                                                               \
     {                                                                              \
         const uint64_t *x = ROW(o[1]), *y = ROW(o[2]);                             \
         uint64_t *d = ROW(o[0]);                                                   \
-        EACH(d[l] = (expr));                                                       \
+        EACHV(d, (expr));                                                       \
         return true;                                                               \
     }
 #define BIN_RI(expr)                                                               \
@@ -1122,7 +1290,7 @@ static inline bool run_fast(const struct blk *b, struct warp *w, const struct pt
         const uint64_t *x = ROW(o[1]);                                             \
         const uint64_t y = o[2].imm;                                               \
         uint64_t *d = ROW(o[0]);                                                   \
-        EACH(d[l] = (expr));                                                       \
+        EACHV(d, (expr));                                                       \
         return true;                                                               \
     }
     case F_IADD_RR: BIN_RR((x[l] + y[l]) & zm)
@@ -1167,28 +1335,34 @@ static inline bool run_fast(const struct blk *b, struct warp *w, const struct pt
     case F_F64_MUL: BIN_RR(of_d(as_d(x[l]) * as_d(y[l])))
 #undef BIN_RR
 #undef BIN_RI
+    case F_SELP: {
+        const uint64_t *x = ROW(o[1]), *y = ROW(o[2]), *p = ROW(o[3]);
+        uint64_t *d = ROW(o[0]);
+        EACHV(d, p[l] ? x[l] : y[l]);
+        return true;
+    }
     case F_IMAD_RRR: {
         const uint64_t *x = ROW(o[1]), *y = ROW(o[2]), *z = ROW(o[3]);
         uint64_t *d = ROW(o[0]);
-        EACH(d[l] = (x[l] * y[l] + z[l]) & zm);
+        EACHV(d, (x[l] * y[l] + z[l]) & zm);
         return true;
     }
     case F_F32_FMA: {
         const uint64_t *x = ROW(o[1]), *y = ROW(o[2]), *z = ROW(o[3]);
         uint64_t *d = ROW(o[0]);
-        EACH(d[l] = of_fc(fmaf(as_f(x[l]), as_f(y[l]), as_f(z[l]))));
+        EACHV(d, of_fc(fmaf(as_f(x[l]), as_f(y[l]), as_f(z[l]))));
         return true;
     }
     case F_F64_FMA: {
         const uint64_t *x = ROW(o[1]), *y = ROW(o[2]), *z = ROW(o[3]);
         uint64_t *d = ROW(o[0]);
-        EACH(d[l] = of_d(fma(as_d(x[l]), as_d(y[l]), as_d(z[l]))));
+        EACHV(d, of_d(fma(as_d(x[l]), as_d(y[l]), as_d(z[l]))));
         return true;
     }
     case F_GLOBAL_R: {
         const uint64_t *x = ROW(o[1]);
         uint64_t *d = ROW(o[0]);
-        EACH(d[l] = x[l] & zm);
+        EACHV(d, x[l] & zm);
         return true;
     }
     case F_CVT_II: {
@@ -1199,12 +1373,71 @@ static inline bool run_fast(const struct blk *b, struct warp *w, const struct pt
         if (in->ty == TY_S && (db <= sb || in->sty == TY_S)) {
             /* a signed destination: sign-extended from the narrower width */
             const unsigned sh = 64 - (db < sb ? db : sb);
-            EACH(d[l] = (uint64_t)((int64_t)(x[l] << sh) >> sh));
+            EACHV(d, (uint64_t)((int64_t)(x[l] << sh) >> sh));
         } else if (in->sty == TY_S) {
-            EACH(d[l] = (uint64_t)sx(x[l], sb) & dm);
+            EACHV(d, (uint64_t)sx(x[l], sb) & dm);
         } else {
-            EACH(d[l] = zx(x[l], sb) & dm);
+            EACHV(d, zx(x[l], sb) & dm);
         }
+        return true;
+    }
+    case F_SHFL: {
+        /* a converged warp (a diverged one may wait for its other lanes:
+         * run_warp's path); as warp_op computes it */
+        if (w->div)
+            return false;
+        const uint64_t *x = ROW(o[1]), *bv = ROW(o[2]), *cv = ROW(o[3]);
+        uint64_t outv[32];
+        uint32_t okm = 0;
+        const uint8_t sub = in->sub;
+        for (uint32_t mm = em; mm; mm &= mm - 1) {
+            const unsigned l = (unsigned)__builtin_ctz(mm);
+            const uint32_t c = (uint32_t)cv[l], seg = (c >> 8) & 0x1f, clamp = c & 0x1f;
+            const uint32_t minl = l & seg, maxl = minl | (clamp & ~seg), bb = (uint32_t)bv[l];
+            int64_t j;
+            bool ok;
+            switch (sub) {
+            case SUB_UP: j = (int64_t)l - bb; ok = j >= (int64_t)maxl; break;
+            case SUB_DOWN: j = (int64_t)l + bb; ok = j <= (int64_t)maxl; break;
+            case SUB_BFLY: j = (int64_t)(l ^ bb); ok = j <= (int64_t)maxl; break;
+            default: j = minl | (bb & 0x1f & ~seg); ok = j <= (int64_t)maxl; break;
+            }
+            if (!ok)
+                j = l;
+            outv[l] = x[j] & 0xffffffffu;
+            okm |= (uint32_t)ok << l;
+        }
+        if (o[0].kind == OK_REG) {
+            uint64_t *d = ROW(o[0]);
+            EACH(d[l] = outv[l]);
+        }
+        if (o[5].kind == OK_REG) {
+            uint64_t *p = ROW(o[5]);
+            EACH(p[l] = okm >> l & 1);
+        }
+        return true;
+    }
+    case F_CVT_FF: {
+        const uint64_t *x = ROW(o[1]);
+        uint64_t *d = ROW(o[0]);
+        if (in->sbits == 32)
+            EACHV(d, of_d((double)as_f(x[l])));
+        else
+            EACHV(d, of_f((float)as_d(x[l])));
+        return true;
+    }
+    case F_CVT_FI: {
+        const uint64_t *x = ROW(o[1]);
+        uint64_t *d = ROW(o[0]);
+        const unsigned sb = in->sbits;
+        if (in->sty == TY_S && bits == 32)
+            EACHV(d, of_f((float)sx(x[l], sb)));
+        else if (in->sty == TY_S)
+            EACHV(d, of_d((double)sx(x[l], sb)));
+        else if (bits == 32)
+            EACHV(d, of_f((float)zx(x[l], sb)));
+        else
+            EACHV(d, of_d((double)zx(x[l], sb)));
         return true;
     }
     case F_SETP_U:
@@ -1227,9 +1460,9 @@ static inline bool run_fast(const struct blk *b, struct warp *w, const struct pt
 #define CMPS(op_)                                                                  \
     do {                                                                           \
         if (sg)                                                                    \
-            EACH(d[l] = ((int64_t)(x[l] << sh) >> sh) op_ ((int64_t)(y[l] << sh) >> sh)); \
+            EACHV(d, ((int64_t)(x[l] << sh) >> sh) op_ ((int64_t)(y[l] << sh) >> sh)); \
         else                                                                       \
-            EACH(d[l] = (x[l] << sh >> sh) op_ (y[l] << sh >> sh));                \
+            EACHV(d, (x[l] << sh >> sh) op_ (y[l] << sh >> sh));                \
     } while (0)
         switch (in->cmp) {
         case CMP_EQ: CMPS(==); break;
@@ -1252,7 +1485,7 @@ static inline bool run_fast(const struct blk *b, struct warp *w, const struct pt
         if (in->ty == TY_S)
             v = (uint64_t)sx(v, bits);
         uint64_t *d = ROW(o[0]);
-        EACH(d[l] = v);
+        EACHV(d, v);
         return true;
     }
     case F_MOV_S: {
@@ -1261,16 +1494,16 @@ static inline bool run_fast(const struct blk *b, struct warp *w, const struct pt
         const unsigned id = (unsigned)o[1].imm;
         if (id == SR_TID_X && L->block[0] == b->nthreads) { /* a one-dimensional block */
             const uint64_t t0 = (uint64_t)w->id * 32u;
-            EACH(d[l] = zx(t0 + l, bits));
+            EACHV(d, zx(t0 + l, bits));
         } else if (id == SR_LANEID) {
-            EACH(d[l] = zx(l, bits));
+            EACHV(d, zx(l, bits));
         } else if (id == SR_NTID_X || id == SR_NTID_Y || id == SR_NTID_Z ||
                    id == SR_CTAID_X || id == SR_CTAID_Y || id == SR_CTAID_Z ||
                    id == SR_NCTAID_X || id == SR_NCTAID_Y || id == SR_NCTAID_Z) {
             const uint64_t v = zx(sreg(b, w, id, 0), bits); /* the same for the block */
-            EACH(d[l] = v);
+            EACHV(d, v);
         } else {
-            EACH(d[l] = zx(sreg(b, w, id, (int)l), bits));
+            EACHV(d, zx(sreg(b, w, id, (int)l), bits));
         }
         return true;
     }
@@ -1280,6 +1513,23 @@ static inline bool run_fast(const struct blk *b, struct warp *w, const struct pt
         const uint64_t off = o[1].imm;
         const bool sg = in->ty == TY_S;
         const unsigned es = bits / 8;
+        if (em == ~0u && !sg && (es == 4 || es == 8) && ab != d) {
+            /* a full warp's words: the null-page check of every lane in
+             * one pass, then the loads, which the compiler may gather */
+            uint64_t low = 0;
+            EACH(low |= ab[l] + off < 4096);
+            if (!low) {
+                if (es == 4)
+                    EACH({
+                        uint32_t t;
+                        memcpy(&t, (const void *)(uintptr_t)(ab[l] + off), 4);
+                        d[l] = t;
+                    });
+                else
+                    EACH(memcpy(&d[l], (const void *)(uintptr_t)(ab[l] + off), 8));
+                return true;
+            }
+        }
         for (uint32_t mm = em; mm; mm &= mm - 1) {
             const unsigned l = (unsigned)__builtin_ctz(mm);
             const uint64_t ad = ab[l] + off;
@@ -1296,11 +1546,71 @@ static inline bool run_fast(const struct blk *b, struct warp *w, const struct pt
         }
         return true;
     }
+    case F_LDS: {
+        /* shared memory: the block's bytes, each lane's range checked */
+        const uint64_t *ab = ROW(o[1]);
+        uint64_t *d = ROW(o[0]);
+        const uint64_t off = o[1].imm, lim = b->shsize;
+        const bool sg = in->ty == TY_S;
+        const unsigned es = bits / 8;
+        for (uint32_t mm = em; mm; mm &= mm - 1) {
+            const unsigned l = (unsigned)__builtin_ctz(mm);
+            const uint64_t a = ab[l] + off;
+            if (a > lim || es > lim - a)
+                fault(b, pc, "shared memory access out of bounds");
+            const unsigned char *p = b->shared + a;
+            uint64_t v;
+            switch (es) {
+            case 1: v = *p; break;
+            case 2: { uint16_t t; memcpy(&t, p, 2); v = t; break; }
+            case 4: { uint32_t t; memcpy(&t, p, 4); v = t; break; }
+            default: memcpy(&v, p, 8); break;
+            }
+            d[l] = sg ? (uint64_t)sx(v, bits) : v;
+        }
+        return true;
+    }
+    case F_STS: {
+        const uint64_t *ab = ROW(o[0]);
+        const uint64_t *v = ROW(o[1]);
+        const uint64_t off = o[0].imm, lim = b->shsize;
+        const unsigned es = bits / 8;
+        for (uint32_t mm = em; mm; mm &= mm - 1) {
+            const unsigned l = (unsigned)__builtin_ctz(mm);
+            const uint64_t a = ab[l] + off;
+            if (a > lim || es > lim - a)
+                fault(b, pc, "shared memory access out of bounds");
+            unsigned char *p = b->shared + a;
+            switch (es) {
+            case 1: *p = (uint8_t)v[l]; break;
+            case 2: { uint16_t t = (uint16_t)v[l]; memcpy(p, &t, 2); break; }
+            case 4: { uint32_t t = (uint32_t)v[l]; memcpy(p, &t, 4); break; }
+            default: memcpy(p, &v[l], 8); break;
+            }
+        }
+        return true;
+    }
     case F_STG: {
         const uint64_t *ab = ROW(o[0]);
         const uint64_t *v = ROW(o[1]);
         const uint64_t off = o[0].imm;
         const unsigned es = bits / 8;
+        if (em == ~0u && (es == 4 || es == 8)) {
+            /* the null-page check of every lane in one pass first */
+            uint64_t low = 0;
+            EACH(low |= ab[l] + off < 4096);
+            if (!low) {
+                if (es == 4)
+                    for (unsigned l = 0; l < 32; l++) {
+                        uint32_t t = (uint32_t)v[l];
+                        memcpy((void *)(uintptr_t)(ab[l] + off), &t, 4);
+                    }
+                else
+                    for (unsigned l = 0; l < 32; l++)
+                        memcpy((void *)(uintptr_t)(ab[l] + off), &v[l], 8);
+                return true;
+            }
+        }
         for (uint32_t mm = em; mm; mm &= mm - 1) {
             const unsigned l = (unsigned)__builtin_ctz(mm);
             const uint64_t ad = ab[l] + off;
@@ -1320,6 +1630,7 @@ static inline bool run_fast(const struct blk *b, struct warp *w, const struct pt
 }
 #undef ROW
 #undef EACH
+#undef EACHV
 
 enum { W_DONE, W_BAR };
 
@@ -1347,7 +1658,28 @@ enum { W_DONE, W_BAR };
         goto top;                                                                  \
     } while (0)
 
-static int run_warp(struct blk *b, struct warp *w)
+/* The interpreter's loop compiled three times on x86-64: for the baseline,
+ * x86-64-v3 (AVX2, FMA) and x86-64-v4 (AVX-512), picked once by the loader
+ * (an ifunc); the per-lane loops then run 4 or 8 lanes an instruction, the
+ * stores may scatter, and fmaf() is one instruction instead of a call. All
+ * compute the same bits: IEEE operations round the same, -ffp-contract=off
+ * keeps the compiler from fusing. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define PTX_SANITIZED 1 /* an ifunc resolves before the sanitizer's runtime */
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define PTX_SANITIZED 1
+#endif
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(PTX_SANITIZED)
+#define RUN_WARP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define RUN_WARP_CLONES
+#endif
+
+RUN_WARP_CLONES static int run_warp(struct blk *b, struct warp *w)
 {
     const struct ptx_kernel *k = b->k;
     const struct ptx_ins *ins = k->ins;
@@ -1879,6 +2211,7 @@ top:
 #undef LEAVE
 
 static _Atomic uint64_t g_launches, g_thread_ins;
+static _Atomic unsigned g_threads; /* ptx_set_threads(); 0: the cores */
 
 void ptx_totals(uint64_t *launches, uint64_t *thread_instructions)
 {
@@ -1886,8 +2219,49 @@ void ptx_totals(uint64_t *launches, uint64_t *thread_instructions)
     *thread_instructions = atomic_load_explicit(&g_thread_ins, memory_order_relaxed);
 }
 
-uint64_t ptx_run(const struct ptx_kernel *k, const struct ptx_launch *l)
+void ptx_set_threads(unsigned n)
 {
+    atomic_store_explicit(&g_threads, n > PTX_MAX_THREADS ? PTX_MAX_THREADS : n,
+                          memory_order_relaxed);
+}
+
+unsigned ptx_workers(const struct ptx_kernel *k, const struct ptx_launch *l, unsigned threads)
+{
+    if (!threads) {
+        /* asked once: glibc reads a file under /sys for it */
+        static _Atomic unsigned cores;
+        threads = atomic_load_explicit(&cores, memory_order_relaxed);
+        if (!threads) {
+            long n = sysconf(_SC_NPROCESSORS_ONLN);
+            threads = n < 1 ? 1 : n > PTX_MAX_THREADS ? PTX_MAX_THREADS : (unsigned)n;
+            atomic_store_explicit(&cores, threads, memory_order_relaxed);
+        }
+    }
+    uint64_t blocks = (uint64_t)l->grid[0] * l->grid[1] * l->grid[2];
+    uint64_t work = blocks * l->block[0] * l->block[1] * l->block[2];
+    /* Device printf's lines and order-dependent atomics (ptx_prepare) as
+     * one worker runs them; a small grid costs less than the threads
+     * would. */
+    if (threads <= 1 || blocks < 2 || work < PTX_THREADS_MIN_WORK || k->serial)
+        return 1;
+    return blocks < threads ? (unsigned)blocks : threads;
+}
+
+/* One worker: its own registers, shared and local memory, running the
+ * blocks it takes from the launch's counter (in order when it is alone). */
+struct worker {
+    const struct ptx_kernel *k;
+    const struct ptx_launch *l;
+    _Atomic uint64_t *next;
+    uint64_t icount;
+    bool must; /* the launch's own thread: out of memory is fatal */
+};
+
+static void *run_blocks(void *arg)
+{
+    struct worker *wk = arg;
+    const struct ptx_kernel *k = wk->k;
+    const struct ptx_launch *l = wk->l;
     struct blk b;
     memset(&b, 0, sizeof b);
     b.k = k;
@@ -1900,6 +2274,10 @@ uint64_t ptx_run(const struct ptx_kernel *k, const struct ptx_launch *l)
                                            (size_t)nwarps * 32u * k->local_bytes + 16);
     struct warp *ws = sim_calloc(nwarps, sizeof *ws);
     if (!mem || !ws) {
+        sim_free(mem);
+        sim_free(ws);
+        if (!wk->must)
+            return NULL; /* the other workers take its blocks */
         fprintf(stderr, "simcuda: fatal: out of memory running kernel %s\n", k->name);
         abort();
     }
@@ -1908,57 +2286,87 @@ uint64_t ptx_run(const struct ptx_kernel *k, const struct ptx_launch *l)
     for (unsigned i = 0; i < nwarps; i++) {
         ws[i].r = (uint64_t *)(void *)(mem + (size_t)i * regbytes);
         ws[i].id = i;
+        for (uint32_t c = 0; c < k->nconst; c++)
+            for (unsigned ln = 0; ln < 32; ln++)
+                ws[i].r[(size_t)(k->creg0 + c) * 32u + ln] = k->cval[c];
     }
-    for (unsigned z = 0; z < l->grid[2]; z++)
-        for (unsigned y = 0; y < l->grid[1]; y++)
-            for (unsigned x = 0; x < l->grid[0]; x++) {
-                b.ctaid[0] = x;
-                b.ctaid[1] = y;
-                b.ctaid[2] = z;
-                b.red_count = 0;
-                b.red_and = true;
-                b.red_or = false;
-                for (unsigned i = 0; i < nwarps; i++) {
-                    ws[i].red = NULL;
-                    memset(ws[i].depth, 0, sizeof ws[i].depth);
-                    unsigned n = b.nthreads - i * 32u;
-                    ws[i].live = n >= 32 ? ~0u : (1u << n) - 1;
-                    ws[i].pc = 0;
-                    ws[i].div = ws[i].done = ws[i].at_bar = false;
-                    ws[i].parked = ws[i].need = 0;
-                }
-                for (;;) {
-                    bool any_bar = false, any_live = false;
-                    for (unsigned i = 0; i < nwarps; i++) {
-                        if (ws[i].done)
-                            continue;
-                        if (run_warp(&b, &ws[i]) == W_DONE)
-                            ws[i].done = true;
-                        else
-                            any_bar = true;
-                        any_live = any_live || !ws[i].done;
-                    }
-                    if (!any_live || !any_bar)
-                        break;
-                    /* the barrier releases: bar.red results to their warps */
-                    for (unsigned i = 0; i < nwarps; i++) {
-                        struct warp *w = &ws[i];
-                        if (!w->red)
-                            continue;
-                        uint64_t v = w->red->sub == SUB_A_ADD ? b.red_count
-                                     : w->red->sub == SUB_A_AND ? b.red_and : b.red_or;
-                        for (uint32_t mm = w->live; mm; mm &= mm - 1)
-                            R(w->red->o[0].reg[0], __builtin_ctz(mm)) = v;
-                        w->red = NULL;
-                    }
-                    b.red_count = 0;
-                    b.red_and = true;
-                    b.red_or = false;
-                }
+    const uint64_t gx = l->grid[0], gxy = gx * l->grid[1];
+    const uint64_t nblocks = gxy * l->grid[2];
+    for (;;) {
+        uint64_t idx = atomic_fetch_add_explicit(wk->next, 1, memory_order_relaxed);
+        if (idx >= nblocks)
+            break;
+        b.ctaid[0] = (unsigned)(idx % gx);
+        b.ctaid[1] = (unsigned)(idx % gxy / gx);
+        b.ctaid[2] = (unsigned)(idx / gxy);
+        b.red_count = 0;
+        b.red_and = true;
+        b.red_or = false;
+        for (unsigned i = 0; i < nwarps; i++) {
+            ws[i].red = NULL;
+            memset(ws[i].depth, 0, sizeof ws[i].depth);
+            unsigned n = b.nthreads - i * 32u;
+            ws[i].live = n >= 32 ? ~0u : (1u << n) - 1;
+            ws[i].pc = 0;
+            ws[i].div = ws[i].done = ws[i].at_bar = false;
+            ws[i].parked = ws[i].need = 0;
+        }
+        for (;;) {
+            bool any_bar = false, any_live = false;
+            for (unsigned i = 0; i < nwarps; i++) {
+                if (ws[i].done)
+                    continue;
+                if (run_warp(&b, &ws[i]) == W_DONE)
+                    ws[i].done = true;
+                else
+                    any_bar = true;
+                any_live = any_live || !ws[i].done;
             }
+            if (!any_live || !any_bar)
+                break;
+            /* the barrier releases: bar.red results to their warps */
+            for (unsigned i = 0; i < nwarps; i++) {
+                struct warp *w = &ws[i];
+                if (!w->red)
+                    continue;
+                uint64_t v = w->red->sub == SUB_A_ADD ? b.red_count
+                             : w->red->sub == SUB_A_AND ? b.red_and : b.red_or;
+                for (uint32_t mm = w->live; mm; mm &= mm - 1)
+                    R(w->red->o[0].reg[0], __builtin_ctz(mm)) = v;
+                w->red = NULL;
+            }
+            b.red_count = 0;
+            b.red_and = true;
+            b.red_or = false;
+        }
+    }
     sim_free(ws);
     sim_free(mem);
+    wk->icount = b.icount;
+    return NULL;
+}
+
+uint64_t ptx_run(const struct ptx_kernel *k, const struct ptx_launch *l)
+{
+    _Atomic uint64_t next = 0;
+    unsigned n = ptx_workers(k, l, atomic_load_explicit(&g_threads, memory_order_relaxed));
+    struct worker wk[PTX_MAX_THREADS];
+    pthread_t th[PTX_MAX_THREADS];
+    bool started[PTX_MAX_THREADS] = {false};
+    for (unsigned i = 0; i < n; i++)
+        wk[i] = (struct worker){k, l, &next, 0, i == 0};
+    /* Blocks are independent: the others run on threads of their own (one
+     * that cannot start leaves its blocks to the rest). */
+    for (unsigned i = 1; i < n; i++)
+        started[i] = pthread_create(&th[i], NULL, run_blocks, &wk[i]) == 0;
+    run_blocks(&wk[0]);
+    uint64_t icount = wk[0].icount;
+    for (unsigned i = 1; i < n; i++)
+        if (started[i]) {
+            pthread_join(th[i], NULL);
+            icount += wk[i].icount;
+        }
     atomic_fetch_add_explicit(&g_launches, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&g_thread_ins, b.icount, memory_order_relaxed);
-    return b.icount;
+    atomic_fetch_add_explicit(&g_thread_ins, icount, memory_order_relaxed);
+    return icount;
 }

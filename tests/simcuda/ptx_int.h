@@ -89,7 +89,7 @@ struct ptx_ins {
  * return bytes to copy (offsets in the thread's local memory, where both
  * the caller's call-sequence `.param` variables and the callee's
  * parameters live). */
-enum { PTX_MAX_ARGS = 16 };
+enum { PTX_MAX_ARGS = 16, PTX_MAX_CONSTS = 64 };
 struct ptx_call {
     uint32_t target;
     uint32_t func;   /* while decoding: the callee's index */
@@ -123,7 +123,16 @@ struct ptx_kernel {
     char errbuf[96];
     struct ptx_ins *ins;
     size_t nins;
-    uint32_t nregs;
+    uint32_t nregs;         /* constant registers included */
+    /* Constant registers (ptx_prepare): creg0 + i holds cval[i] in every
+     * lane, filled when a launch starts and never written, so the
+     * specialised loops read an immediate operand as a register row. */
+    uint32_t creg0, nconst;
+    /* Its result may depend on the order blocks run in beyond what any
+     * interleaving of GPU blocks would change, or it prints: one worker
+     * runs its blocks, in order (ptx_prepare). */
+    bool serial;
+    uint64_t cval[PTX_MAX_CONSTS];
     size_t shared_static;   /* bytes; dynamic shared starts at shared_dyn_off */
     size_t shared_dyn_off;
     size_t local_bytes;

@@ -440,7 +440,7 @@ static bool parse_imm(const char *t, size_t n, uint8_t ty, uint8_t bits, uint64_
         *out = v;
         return true;
     }
-    *out = neg ? (uint64_t)(-(int64_t)v) : v;
+    *out = neg ? 0 - v : v; /* unsigned: -INT64_MIN wraps as the PTX literal means */
     if (bits && bits < 64)
         *out &= (1ull << bits) - 1;
     return true;

@@ -276,6 +276,17 @@ static void knobs_load(void)
         else if (strcmp(s, "ptx") != 0)
             sim_warn("SIMCUDA_KERNELS='%s' is not host or ptx; using ptx", s);
     }
+    /* Worker threads per interpreted launch (ptx.h); 0: the cores. */
+    unsigned threads = 0;
+    if ((s = getenv("SIMCUDA_THREADS")) && *s) {
+        char *e;
+        unsigned long v = strtoul(s, &e, 10);
+        if (*e || v < 1 || v > PTX_MAX_THREADS)
+            sim_warn("SIMCUDA_THREADS='%s' is not 1..%d; using the cores", s, PTX_MAX_THREADS);
+        else
+            threads = (unsigned)v;
+    }
+    ptx_set_threads(threads);
     /* The device count is fixed once initialized (contexts exist per device). */
     if (!atomic_load(&sim_initialized)) {
         sim_knob.devices = 1;

@@ -168,7 +168,8 @@ Test(ptx, standard_kernels_match_host_versions)
 Test(ptx, graph_node_outlives_its_module)
 {
     setup();
-    char *text = renamed(slurp("SIMCUDA_TEST_PTX"));
+    char *orig = slurp("SIMCUDA_TEST_PTX"), *text = renamed(orig);
+    free(orig);
     CUmodule m;
     CUfunction f;
     CK(cuModuleLoadData(&m, text));
@@ -211,7 +212,9 @@ static CUfunction tk(const char *name)
 {
     if (!g_tm) {
         setup();
-        CK(cuModuleLoadData(&g_tm, slurp("PTX_TEST_KERNELS")));
+        char *text = slurp("PTX_TEST_KERNELS");
+        CK(cuModuleLoadData(&g_tm, text));
+        free(text); /* the module decoded it: nothing points into it */
     }
     CUfunction f;
     CK(cuModuleGetFunction(&f, g_tm, name));
