@@ -113,6 +113,10 @@ int vr_layout_build(const uint32_t *offset, const uint32_t *size, uint32_t npara
     l->end8 = args + count[1];
     l->end4 = args + count[2];
     l->end = args + nunits;
+    uint32_t n8 = count[1], n4 = count[2] - count[1];
+    l->plan = count[2] != nunits                          ? VR_PLAN_ODD
+              : n8 > VR_PLAN_MAX8 || n4 > VR_PLAN_MAX4 ? VR_PLAN_LOOP
+                                                        : (uint8_t)VR_PLAN(n8, n4);
     *out = l;
     return 0;
 }
