@@ -56,8 +56,9 @@ struct vr_layout {
 #define VR_PLAN_MAX8 6u
 #define VR_PLAN_MAX4 3u
 #define VR_PLAN(n8, n4) ((n8) * (VR_PLAN_MAX4 + 1) + (n4))
-#define VR_PLAN_LOOP 254u
-#define VR_PLAN_ODD 255u
+#define VR_PLAN_LOOP VR_PLAN(VR_PLAN_MAX8 + 1, 0)
+#define VR_PLAN_ODD (VR_PLAN_LOOP + 1)
+#define VR_PLANS (VR_PLAN_ODD + 1)
 
 /* Returns 0 and the cached layout of func (or of kern when func is NULL),
  * or a negative code when the driver cannot describe it (the node is then

@@ -203,19 +203,14 @@ static inline __attribute__((always_inline)) bool vr_args_same_loop(const struct
     return true;
 }
 
-/* Whether kernelParams equals the bytes at buf under layout l, for the
- * absorbed path: vr_layout_equal_fast by the layout's plan, one dispatch
- * and then each unit's three loads and compare, with no loop counter and
- * no end pointer (the plan was laid out once per kernel signature, so a
- * 4-argument kernel costs about 7 instructions per unit instead of 9 and
- * no loop set-up). False when l has units under 4 bytes (vr_layout_equal
- * decides those). */
-static inline __attribute__((always_inline)) bool vr_args_same(const struct vr_layout *l,
+/* The units of a plan (layout.h) compared in straight-line code: inline
+ * with a constant plan, it is that plan's code alone. */
+static inline __attribute__((always_inline)) bool vr_plan_same(unsigned plan,
+                                                               const struct vr_arg *a,
                                                                void *const *kp,
                                                                const uint8_t *buf)
 {
-    const struct vr_arg *a = l->args;
-    switch (l->plan) {
+    switch (plan) {
     case VR_PLAN(0, 0):
         return true;
     case VR_PLAN(0, 1):
@@ -371,11 +366,25 @@ static inline __attribute__((always_inline)) bool vr_args_same(const struct vr_l
                vr_unit4_same(a + 6, kp, buf) &&
                vr_unit4_same(a + 7, kp, buf) &&
                vr_unit4_same(a + 8, kp, buf);
-    case VR_PLAN_LOOP:
-        return vr_args_same_loop(l, kp, buf);
     default:
         return false;
     }
+}
+
+/* Whether kernelParams equals the bytes at buf under layout l, for the
+ * absorbed path: vr_layout_equal_fast by the layout's plan, one dispatch
+ * and then each unit's three loads and compare, with no loop counter and
+ * no end pointer (the plan was laid out once per kernel signature, so a
+ * unit costs about 7 instructions instead of 9, and there is no loop
+ * set-up). False when l has units under 4 bytes (vr_layout_equal decides
+ * those). */
+static inline __attribute__((always_inline)) bool vr_args_same(const struct vr_layout *l,
+                                                               void *const *kp,
+                                                               const uint8_t *buf)
+{
+    if (l->plan == VR_PLAN_LOOP)
+        return vr_args_same_loop(l, kp, buf);
+    return vr_plan_same(l->plan, l->args, kp, buf);
 }
 
 /* The program's struct through its own entry point. */

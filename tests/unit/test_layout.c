@@ -212,11 +212,11 @@ Test(layout, args_same_sees_every_byte_and_leaves_odd_units)
     vr_layout_free(l);
 }
 
-/* The plan (node.h's vr_args_same): every mix of 8- and 4-byte units a
+/* The plan (node.h's vr_args_same, layout.c's vr_layout_pack2): every mix of 8- and 4-byte units a
  * plan covers, and one past each bound (the loop), with the arguments in
  * an order that interleaves the two sizes and a struct split in chunks;
  * each unit must be compared once, at its own bytes, and no other. */
-Test(layout, args_same_plan_sees_every_unit_of_every_shape)
+Test(layout, plan_compares_and_packs_every_unit_of_every_shape)
 {
     for (uint32_t n8 = 0; n8 <= VR_PLAN_MAX8 + 1; n8++)
         for (uint32_t n4 = 0; n4 <= VR_PLAN_MAX4 + 1; n4++)
@@ -260,6 +260,21 @@ Test(layout, args_same_plan_sees_every_unit_of_every_shape)
                                   chunked, i, b);
                         buf[off[i] + b] ^= 0x01;
                     }
+                /* vr_layout_pack2 by the same plan: every argument's bytes
+                 * into both buffers, nothing else touched. */
+                uint8_t pa[256], pb[256], mine[256] = {0};
+                memset(pa, 0xee, sizeof pa);
+                memset(pb, 0xdd, sizeof pb);
+                vr_layout_pack2(l, args, pa, pb);
+                for (uint32_t i = 0; i < n; i++) {
+                    cr_assert(!memcmp(pa + off[i], src[i], size[i]) &&
+                                  !memcmp(pb + off[i], src[i], size[i]),
+                              "n8 %u n4 %u chunked %d: pack2 of argument %u", n8, n4, chunked, i);
+                    memset(mine + off[i], 1, size[i]);
+                }
+                for (uint32_t b = 0; b < sizeof pa; b++)
+                    cr_assert(mine[b] || (pa[b] == 0xee && pb[b] == 0xdd),
+                              "n8 %u n4 %u chunked %d: pack2 wrote byte %u", n8, n4, chunked, b);
                 /* Bytes past an argument's size are not its own. */
                 for (uint32_t i = 0; i < n; i++)
                     if (size[i] == 4)
