@@ -6,7 +6,8 @@
  * the exec this thread used last, which mode off never caches (it misses
  * at once, to the full path's mode test), and vr_in_shim (a call from inside
  * the driver goes to the driver). Then the node that followed the last one
- * updated, one compare with what the program last asked for. No global
+ * updated, one compare with what the program last asked for (by the
+ * layout's plan: one function per plan, below, which ends the path). No global
  * atomic, no allocation, no call but: the tail call of the full path when
  * the update is not absorbed (another exec or node order, a busy lock:
  * nothing was done), of the exec layer's vr_exec_direct_* / vr_exec_pass_*
@@ -119,10 +120,10 @@ static const plan_fn plans[VR_PLANS] = {
 
 #define VR_ABSORB(suffix, entry, ptype, real)                                       \
     static __attribute__((noinline, cold)) CUresult absorb_wake_##suffix(           \
-        struct vr_exec *e, bool ok, CUgraphExec exec, CUgraphNode node, ptype *params) \
+        struct vr_exec *e, CUgraphExec exec, CUgraphNode node, ptype *params)       \
     {                                                                               \
         vr_mutex_wake(&e->lock);                                                    \
-        return ok ? CUDA_SUCCESS : vr_hook_setparams_##suffix(exec, node, params);  \
+        return vr_hook_setparams_##suffix(exec, node, params);                      \
     }                                                                               \
     static __attribute__((noinline, cold)) CUresult pass_wake_##suffix(             \
         struct vr_exec *e, CUgraphExec exec, CUgraphNode node, ptype *params)       \
@@ -139,7 +140,7 @@ static const plan_fn plans[VR_PLANS] = {
         CUgraphExec exec = e->handle;                                               \
         CUgraphNode node = n->handle;                                               \
         if ((vr_rank_drop(VR_RANK_EXEC), vr_mutex_release(&e->lock)))               \
-            return absorb_wake_##suffix(e, false, exec, node, params);              \
+            return absorb_wake_##suffix(e, exec, node, params);                     \
         return vr_hook_setparams_##suffix(exec, node, params);                      \
     }                                                                               \
     /* The same call with new arguments (same_call held): a direct update,     \
@@ -181,7 +182,7 @@ static const plan_fn plans[VR_PLANS] = {
                 return vr_real.real(exec, node, params);                            \
             }                                                                       \
             if ((vr_rank_drop(VR_RANK_EXEC), vr_mutex_release(&e->lock)))           \
-                return absorb_wake_##suffix(e, false, exec, node, params);          \
+                return absorb_wake_##suffix(e, exec, node, params);                 \
             return vr_hook_setparams_##suffix(exec, node, params);                  \
         }                                                                           \
         /* The same call with the same arguments as the program last asked   \
