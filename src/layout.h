@@ -45,7 +45,20 @@ struct vr_layout {
      * end8, whole 4-byte arguments up to end4, then the rest (under 8 bytes
      * each) up to end. */
     const struct vr_arg *args, *end8, *end4, *end;
+    /* How vr_args_same (node.h) compares: VR_PLAN(n8, n4) for n8 units of 8
+     * bytes and n4 of 4 and nothing else, within the bounds below (one
+     * dispatch, then straight-line code per unit); VR_PLAN_LOOP for more
+     * units; VR_PLAN_ODD when there are units under 4 bytes (the caller then
+     * asks vr_layout_equal). Set once per kernel signature by vr_layout_build. */
+    uint8_t plan;
 };
+
+#define VR_PLAN_MAX8 6u
+#define VR_PLAN_MAX4 3u
+#define VR_PLAN(n8, n4) ((n8) * (VR_PLAN_MAX4 + 1) + (n4))
+#define VR_PLAN_LOOP VR_PLAN(VR_PLAN_MAX8 + 1, 0)
+#define VR_PLAN_ODD (VR_PLAN_LOOP + 1)
+#define VR_PLANS (VR_PLAN_ODD + 1)
 
 /* Returns 0 and the cached layout of func (or of kern when func is NULL),
  * or a negative code when the driver cannot describe it (the node is then

@@ -166,35 +166,225 @@ static inline uint64_t vr_dims_diff(const unsigned *p, const unsigned *dims)
            (vr_load_word(p + 4) ^ vr_load_word(dims + 4)) | (uint64_t)(p[6] ^ dims[6]);
 }
 
+/* One 8-byte unit (an argument or a struct's chunk) and one 4-byte argument
+ * of kernelParams against their bytes in buf. */
+static inline __attribute__((always_inline)) bool vr_unit8_same(const struct vr_arg *a,
+                                                                void *const *kp,
+                                                                const uint8_t *buf)
+{
+    return vr_load_word((const uint8_t *)kp[a->index] + a->skew) == vr_load_word(buf + a->offset);
+}
+
+static inline __attribute__((always_inline)) bool vr_unit4_same(const struct vr_arg *a,
+                                                                void *const *kp,
+                                                                const uint8_t *buf)
+{
+    uint32_t x, y;
+    memcpy(&x, kp[a->index], 4);
+    memcpy(&y, buf + a->offset, 4);
+    return x == y;
+}
+
+/* vr_args_same's loop, for layouts with more units than a plan covers:
+ * written for few registers (each loop counts a byte offset up to zero
+ * from the end of its units, so it keeps no end pointer). */
+static inline __attribute__((always_inline)) bool vr_args_same_loop(const struct vr_layout *l,
+                                                                    void *const *kp,
+                                                                    const uint8_t *buf)
+{
+    const char *end = (const char *)l->end8;
+    for (ptrdiff_t k = (const char *)l->args - end; k; k += (ptrdiff_t)sizeof(struct vr_arg))
+        if (!vr_unit8_same((const struct vr_arg *)(const void *)(end + k), kp, buf))
+            return false;
+    const char *end4 = (const char *)l->end4;
+    for (ptrdiff_t k = end - end4; k; k += (ptrdiff_t)sizeof(struct vr_arg))
+        if (!vr_unit4_same((const struct vr_arg *)(const void *)(end4 + k), kp, buf))
+            return false;
+    return true;
+}
+
+/* The units of a plan (layout.h) compared in straight-line code: inline
+ * with a constant plan, it is that plan's code alone. */
+static inline __attribute__((always_inline)) bool vr_plan_same(unsigned plan,
+                                                               const struct vr_arg *a,
+                                                               void *const *kp,
+                                                               const uint8_t *buf)
+{
+    switch (plan) {
+    case VR_PLAN(0, 0):
+        return true;
+    case VR_PLAN(0, 1):
+        return vr_unit4_same(a + 0, kp, buf);
+    case VR_PLAN(0, 2):
+        return vr_unit4_same(a + 0, kp, buf) &&
+               vr_unit4_same(a + 1, kp, buf);
+    case VR_PLAN(0, 3):
+        return vr_unit4_same(a + 0, kp, buf) &&
+               vr_unit4_same(a + 1, kp, buf) &&
+               vr_unit4_same(a + 2, kp, buf);
+    case VR_PLAN(1, 0):
+        return vr_unit8_same(a + 0, kp, buf);
+    case VR_PLAN(1, 1):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit4_same(a + 1, kp, buf);
+    case VR_PLAN(1, 2):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit4_same(a + 1, kp, buf) &&
+               vr_unit4_same(a + 2, kp, buf);
+    case VR_PLAN(1, 3):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit4_same(a + 1, kp, buf) &&
+               vr_unit4_same(a + 2, kp, buf) &&
+               vr_unit4_same(a + 3, kp, buf);
+    case VR_PLAN(2, 0):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit8_same(a + 1, kp, buf);
+    case VR_PLAN(2, 1):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit8_same(a + 1, kp, buf) &&
+               vr_unit4_same(a + 2, kp, buf);
+    case VR_PLAN(2, 2):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit8_same(a + 1, kp, buf) &&
+               vr_unit4_same(a + 2, kp, buf) &&
+               vr_unit4_same(a + 3, kp, buf);
+    case VR_PLAN(2, 3):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit8_same(a + 1, kp, buf) &&
+               vr_unit4_same(a + 2, kp, buf) &&
+               vr_unit4_same(a + 3, kp, buf) &&
+               vr_unit4_same(a + 4, kp, buf);
+    case VR_PLAN(3, 0):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit8_same(a + 1, kp, buf) &&
+               vr_unit8_same(a + 2, kp, buf);
+    case VR_PLAN(3, 1):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit8_same(a + 1, kp, buf) &&
+               vr_unit8_same(a + 2, kp, buf) &&
+               vr_unit4_same(a + 3, kp, buf);
+    case VR_PLAN(3, 2):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit8_same(a + 1, kp, buf) &&
+               vr_unit8_same(a + 2, kp, buf) &&
+               vr_unit4_same(a + 3, kp, buf) &&
+               vr_unit4_same(a + 4, kp, buf);
+    case VR_PLAN(3, 3):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit8_same(a + 1, kp, buf) &&
+               vr_unit8_same(a + 2, kp, buf) &&
+               vr_unit4_same(a + 3, kp, buf) &&
+               vr_unit4_same(a + 4, kp, buf) &&
+               vr_unit4_same(a + 5, kp, buf);
+    case VR_PLAN(4, 0):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit8_same(a + 1, kp, buf) &&
+               vr_unit8_same(a + 2, kp, buf) &&
+               vr_unit8_same(a + 3, kp, buf);
+    case VR_PLAN(4, 1):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit8_same(a + 1, kp, buf) &&
+               vr_unit8_same(a + 2, kp, buf) &&
+               vr_unit8_same(a + 3, kp, buf) &&
+               vr_unit4_same(a + 4, kp, buf);
+    case VR_PLAN(4, 2):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit8_same(a + 1, kp, buf) &&
+               vr_unit8_same(a + 2, kp, buf) &&
+               vr_unit8_same(a + 3, kp, buf) &&
+               vr_unit4_same(a + 4, kp, buf) &&
+               vr_unit4_same(a + 5, kp, buf);
+    case VR_PLAN(4, 3):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit8_same(a + 1, kp, buf) &&
+               vr_unit8_same(a + 2, kp, buf) &&
+               vr_unit8_same(a + 3, kp, buf) &&
+               vr_unit4_same(a + 4, kp, buf) &&
+               vr_unit4_same(a + 5, kp, buf) &&
+               vr_unit4_same(a + 6, kp, buf);
+    case VR_PLAN(5, 0):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit8_same(a + 1, kp, buf) &&
+               vr_unit8_same(a + 2, kp, buf) &&
+               vr_unit8_same(a + 3, kp, buf) &&
+               vr_unit8_same(a + 4, kp, buf);
+    case VR_PLAN(5, 1):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit8_same(a + 1, kp, buf) &&
+               vr_unit8_same(a + 2, kp, buf) &&
+               vr_unit8_same(a + 3, kp, buf) &&
+               vr_unit8_same(a + 4, kp, buf) &&
+               vr_unit4_same(a + 5, kp, buf);
+    case VR_PLAN(5, 2):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit8_same(a + 1, kp, buf) &&
+               vr_unit8_same(a + 2, kp, buf) &&
+               vr_unit8_same(a + 3, kp, buf) &&
+               vr_unit8_same(a + 4, kp, buf) &&
+               vr_unit4_same(a + 5, kp, buf) &&
+               vr_unit4_same(a + 6, kp, buf);
+    case VR_PLAN(5, 3):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit8_same(a + 1, kp, buf) &&
+               vr_unit8_same(a + 2, kp, buf) &&
+               vr_unit8_same(a + 3, kp, buf) &&
+               vr_unit8_same(a + 4, kp, buf) &&
+               vr_unit4_same(a + 5, kp, buf) &&
+               vr_unit4_same(a + 6, kp, buf) &&
+               vr_unit4_same(a + 7, kp, buf);
+    case VR_PLAN(6, 0):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit8_same(a + 1, kp, buf) &&
+               vr_unit8_same(a + 2, kp, buf) &&
+               vr_unit8_same(a + 3, kp, buf) &&
+               vr_unit8_same(a + 4, kp, buf) &&
+               vr_unit8_same(a + 5, kp, buf);
+    case VR_PLAN(6, 1):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit8_same(a + 1, kp, buf) &&
+               vr_unit8_same(a + 2, kp, buf) &&
+               vr_unit8_same(a + 3, kp, buf) &&
+               vr_unit8_same(a + 4, kp, buf) &&
+               vr_unit8_same(a + 5, kp, buf) &&
+               vr_unit4_same(a + 6, kp, buf);
+    case VR_PLAN(6, 2):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit8_same(a + 1, kp, buf) &&
+               vr_unit8_same(a + 2, kp, buf) &&
+               vr_unit8_same(a + 3, kp, buf) &&
+               vr_unit8_same(a + 4, kp, buf) &&
+               vr_unit8_same(a + 5, kp, buf) &&
+               vr_unit4_same(a + 6, kp, buf) &&
+               vr_unit4_same(a + 7, kp, buf);
+    case VR_PLAN(6, 3):
+        return vr_unit8_same(a + 0, kp, buf) &&
+               vr_unit8_same(a + 1, kp, buf) &&
+               vr_unit8_same(a + 2, kp, buf) &&
+               vr_unit8_same(a + 3, kp, buf) &&
+               vr_unit8_same(a + 4, kp, buf) &&
+               vr_unit8_same(a + 5, kp, buf) &&
+               vr_unit4_same(a + 6, kp, buf) &&
+               vr_unit4_same(a + 7, kp, buf) &&
+               vr_unit4_same(a + 8, kp, buf);
+    default:
+        return false;
+    }
+}
+
 /* Whether kernelParams equals the bytes at buf under layout l, for the
- * absorbed path: vr_layout_equal_fast, written for few registers (each
- * loop counts a byte offset up to zero from the end of its units, so it
- * keeps no end pointer) so that its caller needs no saved register. False
- * when l has units under 4 bytes (vr_layout_equal decides those). */
+ * absorbed path: vr_layout_equal_fast by the layout's plan, one dispatch
+ * and then each unit's three loads and compare, with no loop counter and
+ * no end pointer (the plan was laid out once per kernel signature, so a
+ * unit costs about 7 instructions instead of 9, and there is no loop
+ * set-up). False when l has units under 4 bytes (vr_layout_equal decides
+ * those). */
 static inline __attribute__((always_inline)) bool vr_args_same(const struct vr_layout *l,
                                                                void *const *kp,
                                                                const uint8_t *buf)
 {
-    if (l->end4 != l->end)
-        return false;
-    const char *end = (const char *)l->end8;
-    for (ptrdiff_t k = (const char *)l->args - end; k; k += (ptrdiff_t)sizeof(struct vr_arg)) {
-        const struct vr_arg *a = (const struct vr_arg *)(const void *)(end + k);
-        const uint8_t *x = kp[a->index];
-        uint64_t v = vr_load_word(x + a->skew);
-        if (v != vr_load_word(buf + a->offset))
-            return false;
-    }
-    const char *end4 = (const char *)l->end4;
-    for (ptrdiff_t k = end - end4; k; k += (ptrdiff_t)sizeof(struct vr_arg)) {
-        const struct vr_arg *a = (const struct vr_arg *)(const void *)(end4 + k);
-        uint32_t x, y;
-        memcpy(&x, kp[a->index], 4);
-        memcpy(&y, buf + a->offset, 4);
-        if (x != y)
-            return false;
-    }
-    return true;
+    if (l->plan == VR_PLAN_LOOP)
+        return vr_args_same_loop(l, kp, buf);
+    return vr_plan_same(l->plan, l->args, kp, buf);
 }
 
 /* The program's struct through its own entry point. */

@@ -212,6 +212,79 @@ Test(layout, args_same_sees_every_byte_and_leaves_odd_units)
     vr_layout_free(l);
 }
 
+/* The plan (node.h's vr_args_same, layout.c's vr_layout_pack2): every mix of 8- and 4-byte units a
+ * plan covers, and one past each bound (the loop), with the arguments in
+ * an order that interleaves the two sizes and a struct split in chunks;
+ * each unit must be compared once, at its own bytes, and no other. */
+Test(layout, plan_compares_and_packs_every_unit_of_every_shape)
+{
+    for (uint32_t n8 = 0; n8 <= VR_PLAN_MAX8 + 1; n8++)
+        for (uint32_t n4 = 0; n4 <= VR_PLAN_MAX4 + 1; n4++)
+            for (int chunked = 0; chunked < 2 && (n8 >= 2 || !chunked); chunked++) {
+                /* Arguments alternate 4- and 8-byte; chunked: the first two
+                 * 8-byte units are one 16-byte struct. */
+                uint32_t off[16], size[16], n = 0, at = 0, k8 = 0, k4 = 0;
+                while (k8 < n8 || k4 < n4) {
+                    if (k4 < n4 && (k8 == n8 || n % 2 == 0)) {
+                        off[n] = at, size[n++] = 4, at += 4, k4++;
+                        continue;
+                    }
+                    at = (at + 7) & ~7u;
+                    uint32_t sz = chunked && k8 == 0 ? 16 : 8;
+                    off[n] = at, size[n++] = sz, at += sz, k8 += sz / 8;
+                }
+                struct vr_layout *l = build(off, size, n);
+                uint8_t want = n8 > VR_PLAN_MAX8 || n4 > VR_PLAN_MAX4
+                                   ? VR_PLAN_LOOP : (uint8_t)VR_PLAN(n8, n4);
+                cr_assert_eq(l->plan, want, "n8 %u n4 %u: plan %u", n8, n4, l->plan);
+                uint8_t src[16][16], buf[256];
+                void *args[16];
+                for (uint32_t i = 0; i < n; i++) {
+                    for (uint32_t b = 0; b < 16; b++)
+                        src[i][b] = (uint8_t)(i * 16 + b + 1);
+                    args[i] = src[i];
+                }
+                memset(buf, 0xee, sizeof buf);
+                vr_layout_pack(l, args, buf);
+                cr_assert(vr_args_same(l, args, buf), "n8 %u n4 %u chunked %d", n8, n4, chunked);
+                for (uint32_t i = 0; i < n; i++)
+                    for (uint32_t b = 0; b < size[i]; b++) {
+                        src[i][b] ^= 0x10;
+                        cr_assert(!vr_args_same(l, args, buf),
+                                  "n8 %u n4 %u chunked %d: argument %u byte %u unseen", n8, n4,
+                                  chunked, i, b);
+                        src[i][b] ^= 0x10;
+                        buf[off[i] + b] ^= 0x01;
+                        cr_assert(!vr_args_same(l, args, buf),
+                                  "n8 %u n4 %u chunked %d: shadow of %u byte %u unseen", n8, n4,
+                                  chunked, i, b);
+                        buf[off[i] + b] ^= 0x01;
+                    }
+                /* vr_layout_pack2 by the same plan: every argument's bytes
+                 * into both buffers, nothing else touched. */
+                uint8_t pa[256], pb[256], mine[256] = {0};
+                memset(pa, 0xee, sizeof pa);
+                memset(pb, 0xdd, sizeof pb);
+                vr_layout_pack2(l, args, pa, pb);
+                for (uint32_t i = 0; i < n; i++) {
+                    cr_assert(!memcmp(pa + off[i], src[i], size[i]) &&
+                                  !memcmp(pb + off[i], src[i], size[i]),
+                              "n8 %u n4 %u chunked %d: pack2 of argument %u", n8, n4, chunked, i);
+                    memset(mine + off[i], 1, size[i]);
+                }
+                for (uint32_t b = 0; b < sizeof pa; b++)
+                    cr_assert(mine[b] || (pa[b] == 0xee && pb[b] == 0xdd),
+                              "n8 %u n4 %u chunked %d: pack2 wrote byte %u", n8, n4, chunked, b);
+                /* Bytes past an argument's size are not its own. */
+                for (uint32_t i = 0; i < n; i++)
+                    if (size[i] == 4)
+                        src[i][4] ^= 0x5a;
+                cr_assert(vr_args_same(l, args, buf), "n8 %u n4 %u: read past a 4-byte argument",
+                          n8, n4);
+                vr_layout_free(l);
+            }
+}
+
 static int info_calls;
 
 static CUresult CUDAAPI fake_param_info(CUfunction f, size_t i, size_t *off, size_t *size)
