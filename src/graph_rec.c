@@ -32,6 +32,8 @@ struct vr_grec *vr_gr_new_locked(void)
         return NULL;
     r->n = r->nkernels = r->ne = 0;
     r->nb = 0;
+    r->nsid = 0;
+    r->loose = false;
     r->sorted = true;
     r->unknown = false;
     r->checked = false;

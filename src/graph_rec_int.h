@@ -12,6 +12,8 @@
 #include "layout.h"
 #include "lock.h"
 
+#include <string.h>
+
 /* A node of a type the record cannot describe: never equal to anything. */
 #define VR_GN_UNMODELLED ((CUgraphNodeType)0x7fffffff)
 #define VR_DIMS_BYTES (7 * sizeof(unsigned))
@@ -38,7 +40,70 @@ struct vr_grec {
     uint8_t *bytes;
     size_t nb, bcap;
     uint32_t *kidx;                 /* private copies: the k-th kernel's node index */
+    /* The packed form (graph_rec_pack.c): node i's shape id, for nodes
+     * 0 .. nsid-1, interned in node order as each node is complete.
+     * `loose`: the packed form does not describe the record (a node of
+     * another type than kernel or empty, an opaque kernel, launch
+     * attributes, plain parameters, a node changed after it was added, a
+     * record read through the getters): only the node-by-node compare
+     * judges it. Otherwise `bytes` holds exactly the kernels' argument
+     * bytes back to back, each rounded up to 8, in node order. */
+    uint32_t *sid;
+    uint32_t nsid, sidcap;
+    bool loose;
 };
+
+/* What the packed form says of a node besides its argument bytes: equal
+ * shapes, equal ids (one process-wide table, never shrinking). */
+struct vr_gshape {
+    CUgraphNodeType type;
+    struct vr_fields f;
+    const struct vr_layout *layout;
+};
+
+/* The shape table, under graph_rec.c's lock: the id of node g's shape
+ * (UINT32_MAX: the table is full), looked up by a hint per function and
+ * then a hash. */
+extern struct vr_gshape *vr_gr_shapes;
+extern uint32_t vr_gr_shape_hint[64];
+uint32_t vr_gr_shape_find(const struct gnode *g);
+/* Node i of r is complete: its shape joins the packed form (r goes loose
+ * when i is not the next node to intern, or on any failure). Under the
+ * lock, or on a record already loose. */
+void vr_gr_shape_slow(struct vr_grec *r, uint32_t i);
+
+static inline uint32_t vr_gr_hint_slot(const struct gnode *g)
+{
+    return (uint32_t)(((uintptr_t)g->f.func ^ (uintptr_t)g->f.kern) >> 4) & 63u;
+}
+
+static inline bool vr_gr_shape_is(const struct vr_gshape *s, const struct gnode *g)
+{
+    return s->type == g->type && s->f.func == g->f.func && s->f.kern == g->f.kern &&
+           s->f.ctx == g->f.ctx && s->layout == g->layout &&
+           memcmp(s->f.dims, g->f.dims, VR_DIMS_BYTES) == 0;
+}
+
+/* The common case inline: room left, the function's hint right. */
+static inline void vr_gr_shape_node(struct vr_grec *r, uint32_t i)
+{
+    if (r->loose)
+        return;
+    const struct gnode *g = &r->v[i];
+    uint32_t h = vr_gr_shape_hint[vr_gr_hint_slot(g)];
+    if (__builtin_expect(i == r->nsid && r->nsid < r->sidcap && h != 0 &&
+                         vr_gr_shape_is(&vr_gr_shapes[h - 1], g), 1)) {
+        r->sid[r->nsid++] = h - 1;
+        return;
+    }
+    vr_gr_shape_slow(r, i);
+}
+
+/* Whether a and b describe the same graph with the exec's kernel
+ * arguments ns (vr_grec_diff's question when nothing changed), judged by
+ * the packed forms alone; false also when they cannot tell. */
+bool vr_gr_packed_same(const struct vr_grec *a, const struct vr_grec *b,
+                       const struct vr_nodes *ns);
 
 
 /* Grows *p to hold `want` elements of `elem` bytes (capacity doubling). */

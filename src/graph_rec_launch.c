@@ -156,6 +156,7 @@ launch_fast(struct dep_ent *se, const struct capture *c, CUfunction f, const uns
      * i, sorts after them all, so `sorted` stays as it is. */
     r->edges[r->ne++] = (uint64_t)i << 32 | se->deps[0];
     se->deps[0] = i;
+    vr_gr_shape_node(r, i);
     return true;
 }
 
