@@ -529,6 +529,27 @@ const char *vr_grec_diff_graph(const struct vr_grec *cur, CUgraph graph, const s
     return why;
 }
 
+bool vr_grec_same_graph(const struct vr_grec *cur, CUgraph graph, const struct vr_nodes *ns,
+                        size_t *nodes)
+{
+    if (!cur || cur->unknown)
+        return false;
+    check_once(graph);
+    size_t total = 0;
+    CUresult cr = vr_real.cuGraphGetNodes(graph, NULL, &total);
+    bool same = false;
+    vr_gr_lock();
+    struct vr_grec *have = vr_gr_graph(graph);
+    if (have && !have->unknown && cr == CUDA_SUCCESS && total == have->n) {
+        vr_gr_sort_edges(have);
+        same = vr_gr_packed_same(cur, have, ns);
+        if (same)
+            *nodes = have->n;
+    }
+    vr_gr_unlock();
+    return same;
+}
+
 void vr_grec_after_fork(void)
 {
     vr_gr_mu = (vr_mutex)VR_MUTEX_INIT;

@@ -148,6 +148,13 @@ const char *vr_grec_diff(const struct vr_grec *cur, const struct vr_grec *upd,
 const char *vr_grec_diff_graph(const struct vr_grec *cur, CUgraph graph, const struct vr_nodes *ns,
                                uint32_t *changed, size_t *nchanged, size_t *nodes, bool *known);
 
+/* Whether graph's own record and cur describe the same graph with ns's
+ * kernel arguments, judged by the packed compare alone (graph_rec_pack.c):
+ * true (*nodes set) means vr_grec_diff_graph would find nothing changed;
+ * false says nothing (ask it). No allocation; one cuGraphGetNodes. */
+bool vr_grec_same_graph(const struct vr_grec *cur, CUgraph graph, const struct vr_nodes *ns,
+                        size_t *nodes);
+
 /* The k-th kernel node of r as a params struct; kp is scratch for its
  * argument pointers (layout->nparams entries), pointing into r. */
 void vr_grec_kernel_params(const struct vr_grec *r, size_t k, CUDA_KERNEL_NODE_PARAMS_v2 *p,
