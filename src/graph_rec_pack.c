@@ -27,21 +27,19 @@
 #define VR_GR_MAX_SHAPES (1u << 20)
 
 struct vr_gshape *vr_gr_shapes;
-uint32_t vr_gr_shape_hint[64]; /* id + 1 of a shape of the slot's function; 0: none */
+uint32_t vr_gr_shape_hint[VR_GR_HINTS]; /* id + 1 of a shape of the slot's function; 0: none */
 static uint32_t nshapes, scap;
 static uint32_t *slots; /* id + 1, open addressing; 0: empty */
 static uint32_t smask;
 
+/* Over the fields that tell shapes apart in practice (the compare is over
+ * all of them): the function and the grid and block widths. */
 static uint32_t shape_hash(const struct gnode *g)
 {
-    uint64_t h = (uint64_t)g->type * 0x9e3779b97f4a7c15ull;
-    h ^= (uint64_t)(uintptr_t)g->f.func + 0x632be59bd9b4e019ull + (h << 6) + (h >> 2);
-    h ^= (uint64_t)(uintptr_t)g->f.kern + (h << 6) + (h >> 2);
-    h ^= (uint64_t)(uintptr_t)g->f.ctx + (h << 6) + (h >> 2);
-    h ^= (uint64_t)(uintptr_t)g->layout + (h << 6) + (h >> 2);
-    for (int k = 0; k < 7; k++)
-        h ^= (uint64_t)g->f.dims[k] * 0xff51afd7ed558ccdull + (h << 6) + (h >> 2);
-    return (uint32_t)(h ^ h >> 32);
+    uint64_t h = ((uint64_t)(uintptr_t)g->f.func ^ (uint64_t)(uintptr_t)g->f.kern ^
+                  ((uint64_t)g->f.dims[0] << 32 | g->f.dims[3]) ^ (uint64_t)g->type) *
+                 0x9e3779b97f4a7c15ull;
+    return (uint32_t)(h >> 32);
 }
 
 static bool rehash(uint32_t want)

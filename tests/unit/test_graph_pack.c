@@ -321,17 +321,29 @@ Test(graph_pack, what_it_cannot_describe_goes_loose)
 }
 
 /* Shape ids are one table's: a captured record and one made node by node
- * of the same graph compare equal packed. */
+ * of the same graph compare equal packed, also where a function comes
+ * back in another launch shape (the capture's hint misses) and in the
+ * first one again. */
+static const unsigned cap_d[2][7] = {{1, 1, 1, 64, 1, 1, 0}, {2, 1, 1, 64, 1, 1, 0}};
+static CUfunction cap_fn(unsigned i)
+{
+    return i == 1 ? G : F;
+}
+static const unsigned *cap_dims(unsigned i)
+{
+    return cap_d[i == 2];
+}
+
 Test(graph_pack, a_capture_and_an_explicit_graph_share_ids)
 {
-    static const unsigned d[7] = {1, 1, 1, 64, 1, 1, 0};
+    enum { C = 5 };
     CUstream s = (CUstream)(void *)0x10;
-    uint8_t args[3][16];
+    uint8_t args[C][16];
     vr_grec_capture_begin(s, false);
-    for (unsigned i = 0; i < 3; i++) {
+    for (unsigned i = 0; i < C; i++) {
         memset(args[i], (int)i + 1, 16);
         void *kp[2] = {args[i], args[i] + 8};
-        vr_grec_launch(s, false, CUDA_SUCCESS, i == 1 ? G : F, d, kp, NULL, false);
+        vr_grec_launch(s, false, CUDA_SUCCESS, cap_fn(i), cap_dims(i), kp, NULL, false);
     }
     /* The capture's record as it stands (ending it would ask the driver). */
     vr_gr_lock();
@@ -344,12 +356,12 @@ Test(graph_pack, a_capture_and_an_explicit_graph_share_ids)
     vr_gr_sort_edges(cap);
     vr_gr_lock();
     struct vr_grec *ex = vr_gr_new();
-    for (unsigned i = 0; i < 3; i++) {
+    for (unsigned i = 0; i < C; i++) {
         uint32_t k = vr_gr_add_node(ex, CU_GRAPH_NODE_TYPE_KERNEL, NULL);
         const struct vr_layout *l;
-        cr_assert_eq(vr_layout_get(i == 1 ? G : F, NULL, &l), 0);
-        ex->v[k].f.func = i == 1 ? G : F;
-        memcpy(ex->v[k].f.dims, d, sizeof d);
+        cr_assert_eq(vr_layout_get(cap_fn(i), NULL, &l), 0);
+        ex->v[k].f.func = cap_fn(i);
+        memcpy(ex->v[k].f.dims, cap_dims(i), sizeof cap_d[0]);
         void *kp[2] = {args[i], args[i] + 8};
         vr_gr_set_args(ex, &ex->v[k], l, kp);
         if (i)
@@ -358,21 +370,26 @@ Test(graph_pack, a_capture_and_an_explicit_graph_share_ids)
     vr_gr_sort_edges(ex);
     vr_gr_unlock();
     cr_assert_not(cap->loose);
-    cr_assert_eq(cap->nsid, 3);
-    cr_assert_eq(memcmp(cap->sid, ex->sid, 3 * sizeof *cap->sid), 0);
+    cr_assert_eq(cap->nsid, C);
+    cr_assert_eq(memcmp(cap->sid, ex->sid, C * sizeof *cap->sid), 0);
+    cr_assert_eq(cap->sid[0], cap->sid[3]);
+    cr_assert_neq(cap->sid[0], cap->sid[2]);
+    cr_assert_neq(cap->sid[0], cap->sid[1]);
     struct exec_view x;
     memset(&x, 0, sizeof x);
-    for (unsigned i = 0; i < 3; i++) {
-        cr_assert_eq(vr_layout_get(i == 1 ? G : F, NULL, &x.v[i].layout), 0);
-        x.v[i].f.func = i == 1 ? G : F;
-        memcpy(x.v[i].f.dims, d, sizeof d);
-        x.v[i].intended = x.shadows + 16 * i;
-        memcpy(x.v[i].intended, args[i], 16);
+    static struct vr_node v[C];
+    static uint8_t shadows[C * 16];
+    for (unsigned i = 0; i < C; i++) {
+        cr_assert_eq(vr_layout_get(cap_fn(i), NULL, &v[i].layout), 0);
+        v[i].f.func = cap_fn(i);
+        memcpy(v[i].f.dims, cap_dims(i), sizeof cap_d[0]);
+        v[i].intended = shadows + 16 * i;
+        memcpy(v[i].intended, args[i], 16);
     }
-    x.ns.v = x.v;
-    x.ns.n = 3;
-    x.ns.shadows = x.shadows;
-    x.ns.half = 48;
+    x.ns.v = v;
+    x.ns.n = C;
+    x.ns.shadows = shadows;
+    x.ns.half = sizeof shadows;
     cr_assert(vr_gr_packed_same(ex, cap, &x.ns));
     cr_assert(vr_gr_packed_same(cap, ex, &x.ns));
     vr_grec_capture_end(s, false, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, NULL);
