@@ -45,7 +45,10 @@
  *     first and records only what succeeded.
  * Cost: per captured kernel one lookup of the stream (hash, under the
  * module's one mutex), the cached layout, a pack into an amortized growing
- * array; no allocation per node. While no capture the shim saw is running,
+ * array, its shape's id (graph_rec_pack.c: the capture's hint per
+ * function, the shape table on a miss); no allocation per node. An update
+ * that changes nothing is judged by the packed forms alone
+ * (vr_grec_same_graph). While no capture the shim saw is running,
  * a launch hook does one relaxed load and forwards.
  * Lock: VR_RANK_GREC, a leaf: memory only under it, no driver call; layouts
  * are looked up before it is taken.
