@@ -532,7 +532,9 @@ const char *vr_grec_diff_graph(const struct vr_grec *cur, CUgraph graph, const s
 bool vr_grec_same_graph(const struct vr_grec *cur, CUgraph graph, const struct vr_nodes *ns,
                         size_t *nodes)
 {
-    if (!cur || cur->unknown)
+    /* The exec's side first: when it cannot be packed-compared, no driver
+     * call is spent on the attempt. */
+    if (!cur || cur->unknown || cur->loose || ns->fields_moved || ns->nopaque)
         return false;
     check_once(graph);
     size_t total = 0;
