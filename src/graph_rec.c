@@ -32,6 +32,8 @@ struct vr_grec *vr_gr_new_locked(void)
         return NULL;
     r->n = r->nkernels = r->ne = 0;
     r->nb = 0;
+    r->nsid = 0;
+    r->loose = false;
     r->sorted = true;
     r->unknown = false;
     r->checked = false;
@@ -525,6 +527,29 @@ const char *vr_grec_diff_graph(const struct vr_grec *cur, CUgraph graph, const s
     }
     vr_gr_unlock();
     return why;
+}
+
+bool vr_grec_same_graph(const struct vr_grec *cur, CUgraph graph, const struct vr_nodes *ns,
+                        size_t *nodes)
+{
+    /* The exec's side first: when it cannot be packed-compared, no driver
+     * call is spent on the attempt. */
+    if (!cur || cur->unknown || cur->loose || ns->fields_moved || ns->nopaque)
+        return false;
+    check_once(graph);
+    size_t total = 0;
+    CUresult cr = vr_real.cuGraphGetNodes(graph, NULL, &total);
+    bool same = false;
+    vr_gr_lock();
+    struct vr_grec *have = vr_gr_graph(graph);
+    if (have && !have->unknown && cr == CUDA_SUCCESS && total == have->n) {
+        vr_gr_sort_edges(have);
+        same = vr_gr_packed_same(cur, have, ns);
+        if (same)
+            *nodes = have->n;
+    }
+    vr_gr_unlock();
+    return same;
 }
 
 void vr_grec_after_fork(void)

@@ -45,7 +45,10 @@
  *     first and records only what succeeded.
  * Cost: per captured kernel one lookup of the stream (hash, under the
  * module's one mutex), the cached layout, a pack into an amortized growing
- * array; no allocation per node. While no capture the shim saw is running,
+ * array, its shape's id (graph_rec_pack.c: the capture's hint per
+ * function, the shape table on a miss); no allocation per node. An update
+ * that changes nothing is judged by the packed forms alone
+ * (vr_grec_same_graph). While no capture the shim saw is running,
  * a launch hook does one relaxed load and forwards.
  * Lock: VR_RANK_GREC, a leaf: memory only under it, no driver call; layouts
  * are looked up before it is taken.
@@ -147,6 +150,13 @@ const char *vr_grec_diff(const struct vr_grec *cur, const struct vr_grec *upd,
  * vr_grec_diff's. One cuGraphGetNodes for the node count. */
 const char *vr_grec_diff_graph(const struct vr_grec *cur, CUgraph graph, const struct vr_nodes *ns,
                                uint32_t *changed, size_t *nchanged, size_t *nodes, bool *known);
+
+/* Whether graph's own record and cur describe the same graph with ns's
+ * kernel arguments, judged by the packed compare alone (graph_rec_pack.c):
+ * true (*nodes set) means vr_grec_diff_graph would find nothing changed;
+ * false says nothing (ask it). No allocation; one cuGraphGetNodes. */
+bool vr_grec_same_graph(const struct vr_grec *cur, CUgraph graph, const struct vr_nodes *ns,
+                        size_t *nodes);
 
 /* The k-th kernel node of r as a params struct; kp is scratch for its
  * argument pointers (layout->nparams entries), pointing into r. */

@@ -35,6 +35,7 @@ static bool int_valued(CUlaunchAttributeID id)
 void vr_gr_set_attrs(struct vr_grec *r, struct gnode *g, const CUlaunchAttribute *a, unsigned n)
 {
     size_t bytes = (size_t)n * ATTR_BYTES;
+    r->loose = true; /* the arena holds more than arguments */
     if (bytes > UINT32_MAX || !vr_gr_reserve(r, bytes)) {
         r->unknown = true;
         return;

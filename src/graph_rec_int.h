@@ -12,6 +12,8 @@
 #include "layout.h"
 #include "lock.h"
 
+#include <string.h>
+
 /* A node of a type the record cannot describe: never equal to anything. */
 #define VR_GN_UNMODELLED ((CUgraphNodeType)0x7fffffff)
 #define VR_DIMS_BYTES (7 * sizeof(unsigned))
@@ -38,7 +40,91 @@ struct vr_grec {
     uint8_t *bytes;
     size_t nb, bcap;
     uint32_t *kidx;                 /* private copies: the k-th kernel's node index */
+    /* The packed form (graph_rec_pack.c): node i's shape id, for nodes
+     * 0 .. nsid-1, interned in node order as each node is complete.
+     * `loose`: the packed form does not describe the record (a node of
+     * another type than kernel or empty, an opaque kernel, launch
+     * attributes, plain parameters, a node changed after it was added, a
+     * record read through the getters): only the node-by-node compare
+     * judges it. Otherwise `bytes` holds exactly the kernels' argument
+     * bytes back to back, each rounded up to 8, in node order. */
+    uint32_t *sid;
+    uint32_t nsid, sidcap;
+    bool loose;
 };
+
+/* What the packed form says of a node besides its argument bytes: equal
+ * shapes, equal ids (one process-wide table, never shrinking). */
+struct vr_gshape {
+    CUgraphNodeType type;
+    struct vr_fields f;
+    const struct vr_layout *layout;
+};
+
+/* The shape table, under graph_rec.c's lock: the id of node g's shape
+ * (UINT32_MAX: the table is full), looked up by a hint per function (a
+ * direct-mapped slot: functions that share one, or one function launched
+ * in alternating shapes, miss it) and then a hash. */
+extern struct vr_gshape *vr_gr_shapes;
+#define VR_GR_HINTS 1024
+extern uint32_t vr_gr_shape_hint[VR_GR_HINTS];
+uint32_t vr_gr_shape_find(const struct gnode *g);
+/* Node i of r is complete: its shape joins the packed form (r goes loose
+ * when i is not the next node to intern, or on any failure). Under the
+ * lock, or on a record already loose. */
+void vr_gr_shape_slow(struct vr_grec *r, uint32_t i);
+
+static inline uint32_t vr_gr_hint_slot(const struct gnode *g)
+{
+    /* Multiplied, top bits: handles are often allocated at a power-of-two
+     * stride, whose low bits alone would put every function in one slot. */
+    uint64_t k = (uint64_t)(uintptr_t)g->f.func ^ (uint64_t)(uintptr_t)g->f.kern;
+    return (uint32_t)((k * 0x9e3779b97f4a7c15ull) >> 54); /* 10 bits: VR_GR_HINTS */
+}
+
+/* The seven launch dimensions, equal (a few loads, no memcmp call). */
+static inline bool vr_gr_dims_eq(const unsigned *a, const unsigned *b)
+{
+    uint64_t x[3], y[3];
+    memcpy(x, a, sizeof x);
+    memcpy(y, b, sizeof y);
+    return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (uint64_t)(a[6] ^ b[6])) == 0;
+}
+
+static inline bool vr_gr_shape_is(const struct vr_gshape *s, const struct gnode *g)
+{
+    return s->type == g->type && s->f.func == g->f.func && s->f.kern == g->f.kern &&
+           s->f.ctx == g->f.ctx && s->layout == g->layout && vr_gr_dims_eq(s->f.dims, g->f.dims);
+}
+
+/* Node i's shape is shape h - 1 when h says so (0: no hint); else the
+ * table is asked. Returns the id + 1 interned (0: none, r is loose). */
+static inline uint32_t vr_gr_shape_node_hint(struct vr_grec *r, uint32_t i, uint32_t h)
+{
+    if (r->loose)
+        return 0;
+    const struct gnode *g = &r->v[i];
+    if (__builtin_expect(i == r->nsid && r->nsid < r->sidcap && h != 0 &&
+                         vr_gr_shape_is(&vr_gr_shapes[h - 1], g), 1)) {
+        r->sid[r->nsid++] = h - 1;
+        return h;
+    }
+    vr_gr_shape_slow(r, i);
+    return r->loose ? 0 : r->sid[i] + 1;
+}
+
+/* The common case inline: room left, the function's hint right. */
+static inline void vr_gr_shape_node(struct vr_grec *r, uint32_t i)
+{
+    if (!r->loose)
+        vr_gr_shape_node_hint(r, i, vr_gr_shape_hint[vr_gr_hint_slot(&r->v[i])]);
+}
+
+/* Whether a and b describe the same graph with the exec's kernel
+ * arguments ns (vr_grec_diff's question when nothing changed), judged by
+ * the packed forms alone; false also when they cannot tell. */
+bool vr_gr_packed_same(const struct vr_grec *a, const struct vr_grec *b,
+                       const struct vr_nodes *ns);
 
 
 /* Grows *p to hold `want` elements of `elem` bytes (capacity doubling). */
@@ -103,6 +189,7 @@ struct cap_layout {
     uint64_t gen;                   /* the layout generation it was looked up in */
     uint32_t bytes;                 /* l's argument bytes, rounded up to words */
     uint8_t pad;                    /* how launch_fast pads them (enum pad) */
+    uint32_t sid;                   /* id + 1 of its last launch's shape (0: none) */
 };
 #define VR_GR_LAYOUTS 8
 
@@ -119,6 +206,8 @@ struct capture {
     uint64_t last_gen;
     uint32_t last_bytes;            /* last_l's argument bytes, rounded up to words */
     uint8_t last_pad;               /* how launch_fast pads them (enum pad) */
+    uint32_t last_sid;              /* id + 1 of last_f's last shape (0: none): the
+                                     * packed form's hint (graph_rec_pack.c) */
     /* The layouts of the functions launched before (a step's kernels take
      * turns: one remembered function would miss at every launch), the
      * last_* fields' source; nl used, lnext the next one replaced. */

@@ -93,6 +93,8 @@ static enum pad pad_of(const struct vr_layout *l)
     return PAD_WIDE;
 }
 
+static void hint_changed(struct capture *c, uint32_t h);
+
 /* The common captured kernel in one piece, no call made: room left in
  * every array, a stream whose set is the one node before, the capture's
  * cached layout in 8- and 4-byte units, kernelParams given. Copies the
@@ -100,7 +102,7 @@ static enum pad pad_of(const struct vr_layout *l)
  * hold, and the general path takes it. Each field is written once; the
  * edge is vr_gr_edge's without its order check (see below). */
 static inline __attribute__((always_inline)) bool
-launch_fast(struct dep_ent *se, const struct capture *c, CUfunction f, const unsigned dims[7],
+launch_fast(struct dep_ent *se, struct capture *c, CUfunction f, const unsigned dims[7],
             void **kp)
 {
     struct vr_grec *r = c->r;
@@ -156,7 +158,33 @@ launch_fast(struct dep_ent *se, const struct capture *c, CUfunction f, const uns
      * i, sorts after them all, so `sorted` stays as it is. */
     r->edges[r->ne++] = (uint64_t)i << 32 | se->deps[0];
     se->deps[0] = i;
+    /* The function's last shape is the hint (a capture's kernels take
+     * turns, each mostly in one launch shape); a miss asks the table and
+     * makes the answer the hint. The hint only ever names a shape of a
+     * node written here (a kernel without CUkernel or context), so the
+     * launch's own fields are compared: no load of the node back. A loose
+     * record needs no check here: vr_gr_packed_same refuses it. */
+    uint32_t h = c->last_sid;
+    const struct vr_gshape *s = &vr_gr_shapes[h ? h - 1 : 0];
+    if (__builtin_expect(h && i == r->nsid && i < r->sidcap && s->f.func == f && s->layout == l &&
+                         vr_gr_dims_eq(s->f.dims, dims), 1)) {
+        r->sid[r->nsid++] = h - 1;
+        return true;
+    }
+    h = vr_gr_shape_node_hint(r, i, 0);
+    if (h != c->last_sid)
+        hint_changed(c, h);
     return true;
+}
+
+/* The shape hint of the capture's last function is h now: its cached
+ * layout's entry keeps it for the function's next turn. */
+static __attribute__((noinline)) void hint_changed(struct capture *c, uint32_t h)
+{
+    c->last_sid = h;
+    for (unsigned k = 0; k < c->nl; k++)
+        if (c->lc[k].f == c->last_f)
+            c->lc[k].sid = h;
 }
 
 /* f's layout, looked up before in this capture and still current, made
@@ -171,6 +199,7 @@ static inline bool recall(struct capture *c, CUfunction f, uint64_t gen)
             c->last_gen = gen;
             c->last_bytes = e->bytes;
             c->last_pad = e->pad;
+            c->last_sid = e->sid;
             return true;
         }
     }
@@ -191,7 +220,7 @@ static void remember(struct capture *c)
         c->lnext = (uint8_t)((c->lnext + 1) % VR_GR_LAYOUTS);
     }
     *e = (struct cap_layout){.f = c->last_f, .l = c->last_l, .gen = c->last_gen,
-                             .bytes = c->last_bytes, .pad = c->last_pad};
+                             .bytes = c->last_bytes, .pad = c->last_pad, .sid = c->last_sid};
 }
 
 static uint64_t layout_lookups; /* under mu */
@@ -237,6 +266,7 @@ static __attribute__((noinline)) void launch_slow(CUstream key, struct dep_ent *
         c->last_gen = gen;
         c->last_bytes = l ? ((l->bytes + 7u) & ~7u) : 0;
         c->last_pad = (uint8_t)pad_of(l);
+        c->last_sid = 0;
         remember(c);
         if (launch_fast(se, c, f, dims, kernelParams))
             return;

@@ -90,6 +90,7 @@ void vr_grec_free(struct vr_grec *r)
     free(r->edges);
     free(r->bytes);
     free(r->kidx);
+    free(r->sid);
     free(r);
 }
 
@@ -102,6 +103,10 @@ uint32_t vr_gr_add_node(struct vr_grec *r, CUgraphNodeType type, CUgraphNode han
     r->v[r->n] = (struct gnode){.type = type, .handle = handle};
     if (type == CU_GRAPH_NODE_TYPE_KERNEL)
         r->nkernels++;
+    else if (type == CU_GRAPH_NODE_TYPE_EMPTY)
+        vr_gr_shape_node(r, r->n); /* complete as it is (a kernel: at vr_gr_set_args) */
+    else
+        r->loose = true;
     return r->n++;
 }
 
@@ -111,8 +116,10 @@ void vr_gr_set_args(struct vr_grec *r, struct gnode *g, const struct vr_layout *
     g->layout = NULL;
     g->off = g->len = 0;
     g->aoff = g->alen = 0; /* aoff too: a node written in place (launch_slow) has it unset */
-    if (!l || (l->nparams && !kp))
+    if (!l || (l->nparams && !kp)) {
+        r->loose = true; /* opaque: no bytes to compare */
         return;
+    }
     size_t bytes = ((size_t)l->bytes + 7) & ~(size_t)7;
     if (!vr_gr_reserve(r, bytes)) {
         r->unknown = true;
@@ -134,10 +141,14 @@ void vr_gr_set_args(struct vr_grec *r, struct gnode *g, const struct vr_layout *
     g->len = l->bytes;
     r->nb += bytes;
     g->layout = l;
+    /* The node is complete now; one set again (a setter) is not the next
+     * to intern, and its old bytes stay in the arena: the record goes loose. */
+    vr_gr_shape_node(r, (uint32_t)(g - r->v));
 }
 
 void vr_gr_set_plain(struct vr_grec *r, struct gnode *g, const void *params, size_t bytes)
 {
+    r->loose = true; /* the arena holds more than arguments */
     if (!params || bytes == 0)
         return;
     if (!vr_gr_reserve(r, bytes)) {
@@ -157,13 +168,15 @@ struct vr_grec *vr_gr_copy(const struct vr_grec *s)
         return NULL;
     *r = *s;
     r->kidx = NULL;
+    r->sid = malloc((s->nsid ? s->nsid : 1) * sizeof *r->sid);
+    r->sidcap = s->nsid;
     r->v = malloc((s->n ? s->n : 1) * sizeof *r->v);
     r->edges = malloc((s->ne ? s->ne : 1) * sizeof *r->edges);
     r->bytes = malloc(s->nb ? s->nb : 1);
     r->cap = s->n;
     r->ecap = s->ne;
     r->bcap = s->nb;
-    if (!r->v || !r->edges || !r->bytes) {
+    if (!r->v || !r->edges || !r->bytes || !r->sid) {
         vr_grec_free(r);
         return NULL;
     }
@@ -173,6 +186,8 @@ struct vr_grec *vr_gr_copy(const struct vr_grec *s)
         memcpy(r->edges, s->edges, s->ne * sizeof *r->edges);
     if (s->nb)
         memcpy(r->bytes, s->bytes, s->nb);
+    if (s->nsid)
+        memcpy(r->sid, s->sid, s->nsid * sizeof *r->sid);
     return r;
 }
 
@@ -206,6 +221,8 @@ struct vr_grec *vr_gr_read(CUgraph graph)
         return NULL;
     CUgraphNode *all = calloc(total ? total : 1, sizeof *all);
     struct vr_grec *r = vr_gr_new();
+    if (r)
+        r->loose = true; /* read without the lock: no shape is interned */
     if (!all || !r || vr_real.cuGraphGetNodes(graph, all, &total) != CUDA_SUCCESS) {
         free(all);
         vr_grec_free(r);
@@ -297,6 +314,8 @@ const char *vr_grec_diff(const struct vr_grec *cur, const struct vr_grec *upd,
     if (!cur || !upd || cur->unknown || upd->unknown)
         return "unknown";
     VR_ASSERT(cur->sorted && upd->sorted);
+    if (vr_gr_packed_same(cur, upd, ns))
+        return NULL; /* the common no-change update: no walk over the nodes */
     if (cur->n != upd->n || cur->ne != upd->ne || cur->nkernels != ns->n ||
         upd->nkernels != ns->n)
         return "topology";

@@ -98,6 +98,7 @@ void vr_nodes_forget(struct vr_nodes *ns)
 {
     for (size_t i = 0; i < ns->n; i++)
         ns->v[i].f.dims[0] = 0; /* the driver refuses gridDimX 0: never a program's */
+    ns->fields_moved = true;
 }
 
 void vr_nodes_free(struct vr_nodes *ns)
@@ -307,5 +308,6 @@ int vr_nodes_refresh(struct vr_nodes *ns, CUgraph graph)
     rc = load_all(ns, all);
     free(all);
     index_words(ns);
+    ns->fields_moved = false; /* what the update graph says (or opaque) */
     return rc;
 }

@@ -50,6 +50,9 @@ struct vr_nodes {
     uint32_t *hidx;                 /* handle -> index, open addressing, UINT32_MAX: empty */
     size_t hmask;
     struct vr_node *cur;            /* the node found last (v[0] before any) */
+    bool fields_moved;              /* a node's fields changed since the graph was read
+                                     * (a SetParams, vr_nodes_forget): the exec's graph
+                                     * record no longer says them (graph_rec_pack.c) */
 };
 
 /* A SetParams struct as the shim reads it. */

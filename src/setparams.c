@@ -143,6 +143,7 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
         if (r == CUDA_SUCCESS) {
             vr_node_make_opaque(&e->ns, n);
             n->f = c.f;
+            e->ns.fields_moved = true;
             vr_ex_unvary(e);
         }
         note_forward(e, n, why);
@@ -160,6 +161,7 @@ static int setparams_slow(struct vr_exec *e, struct vr_node *n, CUgraphNode node
             set_intended(e, n);
             memcpy(vr_installed(&e->ns, n), e->scratch, l->bytes);
             n->f = c.f;
+            e->ns.fields_moved = true;
         }
         note_forward(e, n, "observe");
         return vr_err_cu(r);
@@ -206,6 +208,7 @@ static int update_args(struct vr_exec *e, struct vr_node *n, CUgraphNode node,
         set_intended(e, n);
         memcpy(vr_installed(&e->ns, n), send, l->bytes);
         n->f = *f;
+        e->ns.fields_moved |= !same;
         vr_variants_touch(e->vars, (size_t)(n - e->ns.v));
     }
     return vr_err_cu(r);

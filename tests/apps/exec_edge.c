@@ -15,6 +15,10 @@
  *                   go on computing the same values, and every call naming
  *                   the destroyed graph's node gets the driver's refusal
  *                   (the shim keeps the graph for its own calls)
+ *   --case reshape  a SetParams changes a node's launch shape; updates from
+ *                   graphs with the first shape follow: the first must
+ *                   reach the driver (it restores the shape), the next ones
+ *                   change nothing. Prints the update's answers.
  */
 #include <signal.h>
 #include <stdatomic.h>
@@ -166,6 +170,48 @@ static int run_orphan(void)
     return 0;
 }
 
+static int run_reshape(void)
+{
+    CUfunction scale = fn("vr_scale_f32");
+    CUdeviceptr in = buffer(1.0f), out = buffer(0.0f);
+    float two = 2.0f;
+    unsigned long long n = N;
+    void *kp[] = {&out, &in, &two, &n};
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    CUgraphNode n0 = add(g, scale, kp, NULL);
+    CUgraphExec ex;
+    CK(cuGraphInstantiateWithFlags(&ex, g, 0));
+    for (int step = 0; step < 6; step++) {
+        if (step == 2) {
+            CUDA_KERNEL_NODE_PARAMS_v2 p = {.func = scale, .gridDimX = 32, .gridDimY = 1,
+                                         .gridDimZ = 1, .blockDimX = 256, .blockDimY = 1,
+                                         .blockDimZ = 1, .kernelParams = kp};
+            CK(cuGraphExecKernelNodeSetParams_v2(ex, n0, &p));
+        } else {
+            CUgraph g2;
+            CK(cuGraphCreate(&g2, 0));
+            add(g2, scale, kp, NULL);
+            CUgraphExecUpdateResultInfo info;
+            memset(&info, 0, sizeof info);
+            CK(cuGraphExecUpdate_v2(ex, g2, &info));
+            printf("update %d: result %d\n", step, (int)info.result);
+            CK(cuGraphDestroy(g2));
+        }
+        CK(cuGraphLaunch(ex, stream));
+        CK(cuStreamSynchronize(stream));
+        for (size_t i = 0; i < N; i += 4099) {
+            float got = read1(out, i);
+            if (got != 2.0f)
+                return fail("out", i, got, 2.0f);
+        }
+    }
+    CK(cuGraphExecDestroy(ex));
+    CK(cuGraphDestroy(g));
+    printf("ok reshape\n");
+    return 0;
+}
+
 static int run_range(void)
 {
     CUfunction fill = fn("vr_fill_f32"), sum = fn("vr_sum_range_f32");
@@ -277,12 +323,14 @@ int main(int argc, char **argv)
         return run_orphan();
     if (!strcmp(case_name, "range"))
         return run_range();
+    if (!strcmp(case_name, "reshape"))
+        return run_reshape();
     if (!strcmp(case_name, "gate"))
         return run_gate(0);
     if (!strcmp(case_name, "gate-destroy"))
         return run_gate(1);
     if (!strcmp(case_name, "gate-update"))
         return run_gate(2);
-    fprintf(stderr, "usage: exec_edge --case scalar|range|orphan|gate|gate-destroy|gate-update\n");
+    fprintf(stderr, "usage: exec_edge --case scalar|range|orphan|reshape|gate|gate-destroy|gate-update\n");
     return 2;
 }

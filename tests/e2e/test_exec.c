@@ -91,6 +91,19 @@ Test(exec, update_behind_a_host_function_does_not_block)
     vr_run_free(&shim);
 }
 
+/* A SetParams changed the node's launch shape: the update from a graph
+ * with the first shape must reach the driver (the exec's record of its
+ * instantiated graph no longer says what the driver holds), and the
+ * updates after it change nothing and are absorbed. */
+Test(exec, update_restoring_a_launch_shape_reaches_the_driver)
+{
+    struct vr_run shim;
+    edge("reshape", &shim);
+    cr_assert_eq(vr_sim_calls(&shim.stats, "cuGraphExecUpdate_v2"), 1, "log:\n%s", shim.log.p);
+    cr_assert_eq(summary(&shim, "updates_absorbed"), 4, "log:\n%s", shim.log.p);
+    vr_run_free(&shim);
+}
+
 /* Completion can never be proven: every query fails. The shim must not
  * remap anything (a remap under a running kernel changes its bytes) and the
  * output stays the program's. */
