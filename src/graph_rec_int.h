@@ -12,6 +12,7 @@
 #include "layout.h"
 #include "lock.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* A node of a type the record cannot describe: never equal to anything. */
@@ -126,9 +127,24 @@ static inline void vr_gr_shape_node(struct vr_grec *r, uint32_t i)
 bool vr_gr_packed_same(const struct vr_grec *a, const struct vr_grec *b,
                        const struct vr_nodes *ns);
 
+/* Grows *p to hold `want` elements of `elem` bytes (capacity doubling).
+ * Inline: every file of the recorder grows arrays, and a shared helper in
+ * one of them would point the others at it. */
+static inline bool vr_gr_grow(void **p, uint32_t *cap, uint32_t want, size_t elem)
+{
+    if (want <= *cap)
+        return true;
+    uint32_t c = *cap ? *cap : 16;
+    while (c < want)
+        c *= 2;
+    void *q = realloc(*p, (size_t)c * elem);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = c;
+    return true;
+}
 
-/* Grows *p to hold `want` elements of `elem` bytes (capacity doubling). */
-bool vr_gr_grow(void **p, uint32_t *cap, uint32_t want, size_t elem);
 /* Room for `more` bytes in r's arena; false when memory ran out. */
 bool vr_gr_reserve(struct vr_grec *r, size_t more);
 /* A failed allocation below makes the record UNKNOWN instead of failing. */

@@ -12,21 +12,6 @@
 
 /* ---- growing arrays ------------------------------------------------------ */
 
-bool vr_gr_grow(void **p, uint32_t *cap, uint32_t want, size_t elem)
-{
-    if (want <= *cap)
-        return true;
-    uint32_t c = *cap ? *cap : 16;
-    while (c < want)
-        c *= 2;
-    void *q = realloc(*p, (size_t)c * elem);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = c;
-    return true;
-}
-
 bool vr_gr_reserve(struct vr_grec *r, size_t more)
 {
     if (r->nb + more <= r->bcap)
