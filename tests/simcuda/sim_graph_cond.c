@@ -431,13 +431,36 @@ static CUresult child_graph(const CUDA_CHILD_GRAPH_NODE_PARAMS *c)
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
+/* The bytes of the union the type uses; the rest "must be set to zero"
+ * (cuda.h). Types simcuda does not model count all of it: their node is
+ * refused anyway. */
+static size_t union_used(const CUgraphNodeParams *p)
+{
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: return sizeof p->kernel;
+    case CU_GRAPH_NODE_TYPE_MEMCPY: return sizeof p->memcpy;
+    case CU_GRAPH_NODE_TYPE_MEMSET: return sizeof p->memset;
+    case CU_GRAPH_NODE_TYPE_HOST: return sizeof p->host;
+    case CU_GRAPH_NODE_TYPE_GRAPH: return sizeof p->graph;
+    case CU_GRAPH_NODE_TYPE_EMPTY: return 0;
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT: return sizeof p->eventWait;
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD: return sizeof p->eventRecord;
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: return sizeof p->alloc;
+    case CU_GRAPH_NODE_TYPE_MEM_FREE: return sizeof p->free;
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL: return sizeof p->conditional;
+    default: return sizeof p->reserved1;
+    }
+}
+
 static CUresult add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps,
                          const CUgraphEdgeData *edges, size_t n, CUgraphNodeParams *p)
 {
     SIM_CHECK_INIT();
     if (!out || !p || !sim_reg_has(hg, SIM_T_GRAPH) || (n && !deps))
         return CUDA_ERROR_INVALID_VALUE;
-    if (!zero(p->reserved0, sizeof p->reserved0) || p->reserved2)
+    size_t used = union_used(p);
+    if (!zero(p->reserved0, sizeof p->reserved0) || p->reserved2 ||
+        !zero((const char *)p->reserved1 + used, sizeof p->reserved1 - used))
         return CUDA_ERROR_INVALID_VALUE; /* "must be zero" */
     for (size_t i = 0; edges && i < n; i++)
         if (edges[i].from_port || edges[i].to_port || edges[i].type)

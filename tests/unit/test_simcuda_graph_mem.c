@@ -621,3 +621,31 @@ Test(simcuda_graph_mem, add_node_child_graph_refusals, .init = start)
     CK(cuGraphDestroy(with_mem));
     CK(cuGraphDestroy(with_cond));
 }
+
+/* cuGraphAddNode: "All unused bytes - that is, reserved0 and all bytes past
+ * the utilized union member - must be set to zero". */
+Test(simcuda_graph_mem, add_node_wants_the_unused_bytes_zero, .init = start)
+{
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    CUgraphNode na, n;
+    CUgraphNodeParams p = node_params(CU_GRAPH_NODE_TYPE_EMPTY);
+    p.reserved1[28] = 1;
+    CKE(cuGraphAddNode_v2(&n, g, NULL, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+    p = node_params(CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+    p.alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.alloc.bytesize = 4096;
+    CK(cuGraphAddNode_v2(&na, g, NULL, NULL, 0, &p));
+    CUdeviceptr d = p.alloc.dptr;
+    p = node_params(CU_GRAPH_NODE_TYPE_MEM_FREE);
+    p.free.dptr = d;
+    p.reserved1[1] = 1; /* just past free.dptr */
+    CKE(cuGraphAddNode_v2(&n, g, &na, NULL, 1, &p), CUDA_ERROR_INVALID_VALUE);
+    p.reserved1[1] = 0;
+    CK(cuGraphAddNode_v2(&n, g, &na, NULL, 1, &p));
+    size_t count = 0;
+    CK(cuGraphGetNodes(g, NULL, &count));
+    cr_assert_eq(count, 2, "the refused calls left no node");
+    CK(cuGraphDestroy(g));
+}
