@@ -820,6 +820,165 @@ static void graph_mem(CUdevice dev)
     printf("graph_mem.after_trim reserved=%s\n", zero_or_not(resv));
 }
 
+/* ---- cond.*: conditional nodes, simcuda's assumptions (docs/design.md) ---- */
+
+/* set_zero(h): cudaGraphSetConditional(h, 0); bump(p): *p += 1. The call is
+ * the one nvcc -ptx writes for the device runtime's function. */
+static const char k_cond_ptx[] =
+    ".version 8.0\n.target sm_80\n.address_size 64\n"
+    ".extern .func cudaGraphSetConditional\n(\n"
+    "\t.param .b64 cudaGraphSetConditional_param_0,\n"
+    "\t.param .b32 cudaGraphSetConditional_param_1\n)\n;\n"
+    ".visible .entry set_zero(\n\t.param .u64 set_zero_h\n)\n{\n"
+    "\t.reg .b64 %rd<2>;\n\tld.param.u64 %rd1, [set_zero_h];\n"
+    "\t{\n\t.param .b64 param0;\n\tst.param.b64 [param0+0], %rd1;\n"
+    "\t.param .b32 param1;\n\tst.param.b32 [param1+0], 0;\n"
+    "\tcall.uni cudaGraphSetConditional, (param0, param1);\n\t}\n\tret;\n}\n"
+    ".visible .entry bump(\n\t.param .u64 bump_p\n)\n{\n"
+    "\t.reg .b32 %r<3>;\n\t.reg .b64 %rd<3>;\n"
+    "\tld.param.u64 %rd1, [bump_p];\n\tcvta.to.global.u64 %rd2, %rd1;\n"
+    "\tld.global.u32 %r1, [%rd2];\n\tadd.s32 %r2, %r1, 1;\n\tst.global.u32 [%rd2], %r2;\n"
+    "\tret;\n}\n";
+
+/* simcuda runs cudaGraphSetConditional as a builtin; a GPU's driver needs
+ * the device runtime library linked in (CUDA_HOME, else /usr/local/cuda). */
+static CUresult cond_module(CUmodule *m)
+{
+    if (cuModuleLoadData(m, k_cond_ptx) == CUDA_SUCCESS)
+        return CUDA_SUCCESS;
+    char lib[4096];
+    const char *home = getenv("CUDA_HOME");
+    snprintf(lib, sizeof lib, "%s/lib64/libcudadevrt.a", home ? home : "/usr/local/cuda");
+    CUlinkState ls;
+    CUresult r = cuLinkCreate(0, NULL, NULL, &ls);
+    if (r != CUDA_SUCCESS)
+        return r;
+    void *cubin;
+    size_t size;
+    if ((r = cuLinkAddData(ls, CU_JIT_INPUT_PTX, (void *)k_cond_ptx, sizeof k_cond_ptx, "cond",
+                           0, NULL, NULL)) == CUDA_SUCCESS &&
+        (r = cuLinkAddFile(ls, CU_JIT_INPUT_LIBRARY, lib, 0, NULL, NULL)) == CUDA_SUCCESS &&
+        (r = cuLinkComplete(ls, &cubin, &size)) == CUDA_SUCCESS)
+        r = cuModuleLoadData(m, cubin);
+    cuLinkDestroy(ls);
+    return r;
+}
+
+/* A graph of one IF node on a new handle; *body receives its body. */
+static CUresult cond_graph(CUgraph *g, CUgraphConditionalHandle *h, unsigned dflt,
+                           unsigned flags, CUgraph *body)
+{
+    CUcontext ctx;
+    CUresult r = cuCtxGetCurrent(&ctx);
+    if (r != CUDA_SUCCESS || (r = cuGraphCreate(g, 0)) != CUDA_SUCCESS)
+        return r;
+    CUgraphNodeParams p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    p.conditional.type = CU_GRAPH_COND_TYPE_IF;
+    p.conditional.size = 1;
+    p.conditional.ctx = ctx;
+    CUgraphNode n;
+    if ((r = cuGraphConditionalHandleCreate(h, *g, ctx, dflt, flags)) != CUDA_SUCCESS ||
+        (p.conditional.handle = *h,
+         (r = cuGraphAddNode(&n, *g, NULL, NULL, 0, &p)) != CUDA_SUCCESS)) {
+        cuGraphDestroy(*g);
+        return r;
+    }
+    *body = p.conditional.phGraph_out[0];
+    return CUDA_SUCCESS;
+}
+
+static void no_op(void *user)
+{
+    (void)user;
+}
+
+/* How often an IF body ran in three launches when its first kernel clears
+ * the handle: 1 when the value a kernel set stays (no ASSIGN_DEFAULT), 3
+ * when the default (1) is applied at each launch. */
+static CUresult cond_runs(CUmodule m, unsigned flags, unsigned *runs)
+{
+    CUfunction set, bump;
+    CUgraph g, body;
+    CUgraphConditionalHandle h;
+    CUdeviceptr counter;
+    CUresult r;
+    if ((r = cuModuleGetFunction(&set, m, "set_zero")) != CUDA_SUCCESS ||
+        (r = cuModuleGetFunction(&bump, m, "bump")) != CUDA_SUCCESS ||
+        (r = cuMemAlloc(&counter, 4)) != CUDA_SUCCESS)
+        return r;
+    if ((r = cuMemsetD32(counter, 0, 1)) != CUDA_SUCCESS ||
+        (r = cond_graph(&g, &h, 1, flags, &body)) != CUDA_SUCCESS) {
+        cuMemFree(counter);
+        return r;
+    }
+    void *set_args[] = {&h}, *bump_args[] = {&counter};
+    CUDA_KERNEL_NODE_PARAMS k = {.func = set, .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1,
+                                 .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1,
+                                 .kernelParams = set_args};
+    CUgraphNode ns, nb;
+    CUgraphExec x;
+    if ((r = cuGraphAddKernelNode(&ns, body, NULL, 0, &k)) == CUDA_SUCCESS) {
+        k.func = bump;
+        k.kernelParams = bump_args;
+        r = cuGraphAddKernelNode(&nb, body, &ns, 1, &k);
+    }
+    if (r == CUDA_SUCCESS && (r = cuGraphInstantiateWithFlags(&x, g, 0)) == CUDA_SUCCESS) {
+        for (int i = 0; i < 3 && r == CUDA_SUCCESS; i++)
+            r = cuGraphLaunch(x, NULL);
+        if (r == CUDA_SUCCESS && (r = cuCtxSynchronize()) == CUDA_SUCCESS)
+            r = cuMemcpyDtoH(runs, counter, 4);
+        cuGraphExecDestroy(x);
+    }
+    cuGraphDestroy(g);
+    cuMemFree(counter);
+    return r;
+}
+
+static void cond_nodes(void)
+{
+    const char *q = "cond";
+    CUgraph g, body, c = NULL;
+    CUgraphConditionalHandle h;
+    CUgraphExec x, y = NULL;
+    CUgraphNode n;
+    SETUP(cond_graph(&g, &h, 0, 0, &body));
+    SETUP(cuGraphAddKernelNode(&n, body, NULL, 0, &kp));
+    SETUP(cuGraphInstantiateWithFlags(&x, g, 0));
+    answer("cond.instantiate_twice", cuGraphInstantiateWithFlags(&y, g, 0));
+    if (y)
+        cuGraphExecDestroy(y);
+    answer("cond.clone", cuGraphClone(&c, g));
+    if (c)
+        cuGraphDestroy(c);
+    cuGraphExecDestroy(x);
+    cuGraphDestroy(g);
+
+    SETUP(cond_graph(&g, &h, 0, 0, &body));
+    CUDA_HOST_NODE_PARAMS hp = {.fn = no_op, .userData = NULL};
+    CUresult r = cuGraphAddHostNode(&n, body, NULL, 0, &hp);
+    if (r == CUDA_SUCCESS) {
+        x = NULL;
+        r = cuGraphInstantiateWithFlags(&x, g, 0);
+        if (r == CUDA_SUCCESS)
+            cuGraphExecDestroy(x);
+        printf("cond.body_host_node add=CUDA_SUCCESS instantiate=%s\n", vr_err_name(r));
+    } else {
+        printf("cond.body_host_node add=%s\n", vr_err_name(r));
+    }
+    cuGraphDestroy(g);
+
+    q = "cond.body_runs";
+    CUmodule m;
+    SETUP(cond_module(&m));
+    unsigned kept = 0, reset = 0;
+    CUresult r0 = cond_runs(m, 0, &kept), r1 = cond_runs(m, CU_GRAPH_COND_ASSIGN_DEFAULT, &reset);
+    printf("cond.body_runs.without_assign_default %s runs=%u\n", vr_err_name(r0), kept);
+    printf("cond.body_runs.with_assign_default %s runs=%u\n", vr_err_name(r1), reset);
+    cuModuleUnload(m);
+}
+
 /* Last: it takes the primary context's memory (and, on a GPU, its modules). */
 static void primary_reset(CUdevice dev)
 {
@@ -870,6 +1029,7 @@ int main(int argc, char **argv)
     zero_byte_capture();
     free_in_capture();
     graph_mem(dev);
+    cond_nodes();
     other_context(dev);
     context_memory(dev);
     keep_for_exit(dev);

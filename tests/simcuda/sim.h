@@ -565,6 +565,13 @@ void sim_gmem_unref(struct sim_gmem *gm);
 /* A memory node being added to graph graph_id (under its lock): the free
  * rules of cuda.h checked and recorded; other nodes pass. */
 CUresult sim_gmem_node_added(const struct sim_onode *o, uint64_t graph_id);
+/* the checks and the node of cuGraphAddMemAllocNode / FreeNode, which
+ * cuGraphAddNode shares; the graph's handle already checked */
+struct sim_graph;
+CUresult sim_gmem_add_alloc(struct sim_graph *g, const CUgraphNode *deps, size_t ndeps,
+                            CUDA_MEM_ALLOC_NODE_PARAMS *p, CUgraphNode *out);
+CUresult sim_gmem_add_free(struct sim_graph *g, const CUgraphNode *deps, size_t ndeps,
+                           CUdeviceptr dptr, CUgraphNode *out);
 /* cuMemAllocAsync / cuMemFreeAsync into a capturing stream. */
 CUresult sim_gmem_capture_alloc(struct sim_stream *s, int dev, size_t size, CUdeviceptr *dptr);
 CUresult sim_gmem_capture_free(struct sim_stream *s, uintptr_t dptr);
@@ -606,6 +613,7 @@ CUresult sim_graph_add_other(struct sim_graph *g, const CUgraphNode *deps, size_
 bool sim_graph_node_onode(CUgraphNode h, CUgraphNodeType type, struct sim_onode *o);
 /* Whether h is a node of g. */
 bool sim_graph_owns(struct sim_graph *g, CUgraphNode h);
+bool sim_graph_has_type(struct sim_graph *g, CUgraphNodeType t);
 /* Whether node `target` of g is one of `from` or an ancestor of one. */
 bool sim_graph_reaches(struct sim_graph *g, const CUgraphNode *from, size_t nfrom,
                        CUgraphNode target);

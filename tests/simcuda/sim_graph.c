@@ -432,6 +432,16 @@ bool sim_graph_owns(struct sim_graph *g, CUgraphNode h)
     return nd && nd->graph == g;
 }
 
+bool sim_graph_has_type(struct sim_graph *g, CUgraphNodeType t)
+{
+    pthread_mutex_lock(&g->mu);
+    bool found = false;
+    for (size_t i = 0; i < g->n && !found; i++)
+        found = g->nodes[i]->type == t;
+    pthread_mutex_unlock(&g->mu);
+    return found;
+}
+
 bool sim_graph_reaches(struct sim_graph *g, const CUgraphNode *from, size_t nfrom,
                        CUgraphNode target)
 {

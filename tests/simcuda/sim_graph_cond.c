@@ -406,13 +406,61 @@ static bool zero(const void *p, size_t n)
     return true;
 }
 
+/* Child graph nodes are not modelled; the refusals cuda.h spells out for
+ * CUDA_CHILD_GRAPH_NODE_PARAMS come first, so a program sees the error a
+ * driver would give where one is documented: "The graph must not contain
+ * conditional nodes", and a graph holding memory allocation or free nodes
+ * must be moved (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE: "memory
+ * allocation/free nodes can't be present in the child graph"). Anything
+ * else is CUDA_ERROR_NOT_SUPPORTED, one of cuGraphAddNode's documented
+ * returns. */
+static CUresult child_graph(const CUDA_CHILD_GRAPH_NODE_PARAMS *c)
+{
+    if (!sim_reg_has(c->graph, SIM_T_GRAPH))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (c->ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE &&
+        c->ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_graph *child = (struct sim_graph *)c->graph;
+    if (sim_graph_has_type(child, CU_GRAPH_NODE_TYPE_CONDITIONAL))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (c->ownership == CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE &&
+        (sim_graph_has_type(child, CU_GRAPH_NODE_TYPE_MEM_ALLOC) ||
+         sim_graph_has_type(child, CU_GRAPH_NODE_TYPE_MEM_FREE)))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* The bytes of the union the type uses; the rest "must be set to zero"
+ * (cuda.h). Types simcuda does not model count all of it: their node is
+ * refused anyway. */
+static size_t union_used(const CUgraphNodeParams *p)
+{
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: return sizeof p->kernel;
+    case CU_GRAPH_NODE_TYPE_MEMCPY: return sizeof p->memcpy;
+    case CU_GRAPH_NODE_TYPE_MEMSET: return sizeof p->memset;
+    case CU_GRAPH_NODE_TYPE_HOST: return sizeof p->host;
+    case CU_GRAPH_NODE_TYPE_GRAPH: return sizeof p->graph;
+    case CU_GRAPH_NODE_TYPE_EMPTY: return 0;
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT: return sizeof p->eventWait;
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD: return sizeof p->eventRecord;
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: return sizeof p->alloc;
+    case CU_GRAPH_NODE_TYPE_MEM_FREE: return sizeof p->free;
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL: return sizeof p->conditional;
+    default: return sizeof p->reserved1;
+    }
+}
+
 static CUresult add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps,
                          const CUgraphEdgeData *edges, size_t n, CUgraphNodeParams *p)
 {
     SIM_CHECK_INIT();
     if (!out || !p || !sim_reg_has(hg, SIM_T_GRAPH) || (n && !deps))
         return CUDA_ERROR_INVALID_VALUE;
-    if (!zero(p->reserved0, sizeof p->reserved0) || p->reserved2)
+    size_t used = union_used(p);
+    if (!zero(p->reserved0, sizeof p->reserved0) || p->reserved2 ||
+        !zero((const char *)p->reserved1 + used, sizeof p->reserved1 - used))
         return CUDA_ERROR_INVALID_VALUE; /* "must be zero" */
     for (size_t i = 0; edges && i < n; i++)
         if (edges[i].from_port || edges[i].to_port || edges[i].type)
@@ -432,6 +480,17 @@ static CUresult add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps,
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
         r = sim_cond_new(&o, g, &p->conditional);
         break;
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
+        CUDA_MEM_ALLOC_NODE_PARAMS a;
+        memcpy(&a, &p->alloc, sizeof a); /* _v2 is _v1's layout */
+        if ((r = sim_gmem_add_alloc(g, deps, n, &a, out)) == CUDA_SUCCESS)
+            p->alloc.dptr = a.dptr; /* the one out parameter (cuda.h) */
+        return r;
+    }
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        return sim_gmem_add_free(g, deps, n, p->free.dptr, out);
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+        return child_graph(&p->graph);
     default:
         r = sim_onode_generic(&o, p);
         break;

@@ -434,14 +434,12 @@ static bool dev_ok(CUdevice d)
     return d >= 0 && d < sim_knob.devices;
 }
 
-CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
-                                const CUgraphNode *dependencies, size_t numDependencies,
-                                CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+/* cuGraphAddMemAllocNode's and cuGraphAddNode's (CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+ * one set of rules; _v2 of the parameters is _v1's layout. */
+CUresult sim_gmem_add_alloc(struct sim_graph *g, const CUgraphNode *dependencies,
+                            size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams,
+                            CUgraphNode *phGraphNode)
 {
-    SIM_ENTER(cuGraphAddMemAllocNode);
-    SIM_CHECK_INIT();
-    if (!phGraphNode || !nodeParams || !sim_reg_has(hGraph, SIM_T_GRAPH))
-        return CUDA_ERROR_INVALID_VALUE;
     const CUmemPoolProps *pp = &nodeParams->poolProps;
     /* cuda.h: pinned device memory, no IPC handle types, at most one
      * access descriptor per device */
@@ -476,7 +474,7 @@ CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
     pthread_mutex_unlock(&g_mu);
     uintptr_t base = o.gm->base;
     CUgraphNode nd;
-    r = sim_graph_add_other((struct sim_graph *)hGraph, dependencies, numDependencies, &o, &nd);
+    r = sim_graph_add_other(g, dependencies, numDependencies, &o, &nd);
     if (r) {
         sim_onode_clear(&o);
         return r;
@@ -484,6 +482,18 @@ CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
     nodeParams->dptr = (CUdeviceptr)base;
     *phGraphNode = nd;
     return CUDA_SUCCESS;
+}
+
+CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                const CUgraphNode *dependencies, size_t numDependencies,
+                                CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+    SIM_ENTER(cuGraphAddMemAllocNode);
+    SIM_CHECK_INIT();
+    if (!phGraphNode || !nodeParams || !sim_reg_has(hGraph, SIM_T_GRAPH))
+        return CUDA_ERROR_INVALID_VALUE;
+    return sim_gmem_add_alloc((struct sim_graph *)hGraph, dependencies, numDependencies,
+                              nodeParams, phGraphNode);
 }
 
 CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)
@@ -503,6 +513,23 @@ CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PAR
     return CUDA_SUCCESS;
 }
 
+CUresult sim_gmem_add_free(struct sim_graph *g, const CUgraphNode *dependencies,
+                           size_t numDependencies, CUdeviceptr dptr, CUgraphNode *phGraphNode)
+{
+    struct sim_onode o;
+    CUresult r = free_onode((uintptr_t)dptr, &o);
+    if (r)
+        return r;
+    CUgraphNode nd;
+    r = sim_graph_add_other(g, dependencies, numDependencies, &o, &nd);
+    if (r) {
+        sim_onode_clear(&o);
+        return r;
+    }
+    *phGraphNode = nd;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                const CUgraphNode *dependencies, size_t numDependencies,
                                CUdeviceptr dptr)
@@ -511,18 +538,8 @@ CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,
     SIM_CHECK_INIT();
     if (!phGraphNode || !sim_reg_has(hGraph, SIM_T_GRAPH))
         return CUDA_ERROR_INVALID_VALUE;
-    struct sim_onode o;
-    CUresult r = free_onode((uintptr_t)dptr, &o);
-    if (r)
-        return r;
-    CUgraphNode nd;
-    r = sim_graph_add_other((struct sim_graph *)hGraph, dependencies, numDependencies, &o, &nd);
-    if (r) {
-        sim_onode_clear(&o);
-        return r;
-    }
-    *phGraphNode = nd;
-    return CUDA_SUCCESS;
+    return sim_gmem_add_free((struct sim_graph *)hGraph, dependencies, numDependencies, dptr,
+                             phGraphNode);
 }
 
 CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)

@@ -285,8 +285,9 @@ RT_API cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *
                           defaultLaunchValue, flags)));
 }
 
-/* Empty and conditional nodes (the conditional's bodies written back, as
- * the runtime does); other types are not modelled here. */
+/* Empty, kernel, memory allocation and free, and conditional nodes (the
+ * allocation's address and the conditional's bodies written back, as the
+ * runtime does); other types are not modelled here. */
 RT_API cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
                                     const cudaGraphNode_t *pDependencies,
                                     const cudaGraphEdgeData *dependencyData,
@@ -308,6 +309,36 @@ RT_API cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_t gra
         d.conditional.size = nodeParams->conditional.size;
         d.conditional.ctx = current_ctx();
         break;
+    case cudaGraphNodeTypeKernel: {
+        /* V2's leading fields are cudaKernelNodeParams' */
+        const struct cudaKernelNodeParamsV2 *k = &nodeParams->kernel;
+        struct cudaKernelNodeParams v1 = {k->func,           k->gridDim,      k->blockDim,
+                                          k->sharedMemBytes, k->kernelParams, k->extra};
+        CUDA_KERNEL_NODE_PARAMS_v2 kd;
+        cudaError_t ke = to_driver(&v1, &kd);
+        if (ke)
+            return rt_ret(ke);
+        d.type = CU_GRAPH_NODE_TYPE_KERNEL;
+        d.kernel.func = kd.func;
+        d.kernel.gridDimX = kd.gridDimX;
+        d.kernel.gridDimY = kd.gridDimY;
+        d.kernel.gridDimZ = kd.gridDimZ;
+        d.kernel.blockDimX = kd.blockDimX;
+        d.kernel.blockDimY = kd.blockDimY;
+        d.kernel.blockDimZ = kd.blockDimZ;
+        d.kernel.sharedMemBytes = kd.sharedMemBytes;
+        d.kernel.kernelParams = kd.kernelParams;
+        d.kernel.extra = kd.extra;
+        break;
+    }
+    case cudaGraphNodeTypeMemAlloc:
+        d.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+        memcpy(&d.alloc, &nodeParams->alloc, sizeof d.alloc); /* the same layout */
+        break;
+    case cudaGraphNodeTypeMemFree:
+        d.type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+        d.free.dptr = dp(nodeParams->free.dptr);
+        break;
     default:
         return rt_ret(cudaErrorNotSupported);
     }
@@ -317,6 +348,8 @@ RT_API cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_t gra
                                    (const CUgraphEdgeData *)dependencyData, numDependencies, &d)));
     if (e == cudaSuccess && d.type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
         nodeParams->conditional.phGraph_out = (cudaGraph_t *)d.conditional.phGraph_out;
+    if (e == cudaSuccess && d.type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+        nodeParams->alloc.dptr = (void *)(uintptr_t)d.alloc.dptr;
     return e;
 }
 
@@ -459,6 +492,10 @@ _Static_assert(sizeof(struct cudaMemAllocNodeParams) == sizeof(CUDA_MEM_ALLOC_NO
                    sizeof(struct cudaMemPoolProps) == sizeof(CUmemPoolProps) &&
                    (int)cudaGraphMemAttrReservedMemHigh == (int)CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH,
                "the runtime's graph memory types are the driver's");
+_Static_assert(sizeof(struct cudaMemAllocNodeParamsV2) == sizeof(CUDA_MEM_ALLOC_NODE_PARAMS_v2) &&
+                   offsetof(struct cudaMemAllocNodeParamsV2, dptr) ==
+                       offsetof(CUDA_MEM_ALLOC_NODE_PARAMS_v2, dptr),
+               "cudaGraphAddNode copies the allocation's parameters as they are");
 
 #define RT_1(name, params, answer, driver, args)                                \
     RT_API cudaError_t name params                                              \

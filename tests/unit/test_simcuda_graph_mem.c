@@ -441,3 +441,211 @@ Test(simcuda_graph_mem, exec_update_keeps_the_allocations, .init = start)
     check_words(host, 32, 5);
     CK(cuGraphExecDestroy(x));
 }
+
+/* ---- cuGraphAddNode: the generic entry point (cuda.h: "Adds a node of
+ * arbitrary type"; nodeParams->alloc.dptr is an out parameter) ---- */
+
+static CUgraphNodeParams node_params(CUgraphNodeType type)
+{
+    CUgraphNodeParams p;
+    memset(&p, 0, sizeof p); /* "All unused bytes ... must be set to zero" */
+    p.type = type;
+    return p;
+}
+
+static void host_fn(void *user)
+{
+    ++*(int *)user;
+}
+
+/* alloc -> memset -> memcpy to host -> host fn -> event record -> event
+ * wait -> empty -> free, every node through cuGraphAddNode_v2. */
+Test(simcuda_graph_mem, add_node_makes_every_node_type, .init = start)
+{
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    uint32_t host[64];
+    CUgraphNode n[8];
+    CUgraphNodeParams p = node_params(CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+    p.alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.alloc.bytesize = sizeof host;
+    CK(cuGraphAddNode_v2(&n[0], g, NULL, NULL, 0, &p));
+    CUdeviceptr d = p.alloc.dptr;
+    cr_assert_neq(d, 0, "the allocation's address comes back in nodeParams->alloc.dptr");
+    CUgraphNodeType t;
+    CK(cuGraphNodeGetType(n[0], &t));
+    cr_assert_eq(t, CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+    CUDA_MEM_ALLOC_NODE_PARAMS got;
+    CK(cuGraphMemAllocNodeGetParams(n[0], &got));
+    cr_assert_eq(got.dptr, d);
+    cr_assert_eq(got.bytesize, sizeof host);
+
+    p = node_params(CU_GRAPH_NODE_TYPE_MEMSET);
+    p.memset.dst = d;
+    p.memset.value = 0x3c3c3c3cu;
+    p.memset.elementSize = 4;
+    p.memset.width = 64;
+    p.memset.height = 1;
+    p.memset.ctx = cur_ctx();
+    CK(cuGraphAddNode_v2(&n[1], g, &n[0], NULL, 1, &p));
+
+    p = node_params(CU_GRAPH_NODE_TYPE_MEMCPY);
+    p.memcpy.copyCtx = cur_ctx();
+    p.memcpy.copyParams.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    p.memcpy.copyParams.srcDevice = d;
+    p.memcpy.copyParams.dstMemoryType = CU_MEMORYTYPE_HOST;
+    p.memcpy.copyParams.dstHost = host;
+    p.memcpy.copyParams.WidthInBytes = sizeof host;
+    p.memcpy.copyParams.Height = 1;
+    p.memcpy.copyParams.Depth = 1;
+    CK(cuGraphAddNode_v2(&n[2], g, &n[1], NULL, 1, &p));
+
+    int calls = 0;
+    p = node_params(CU_GRAPH_NODE_TYPE_HOST);
+    p.host.fn = host_fn;
+    p.host.userData = &calls;
+    CK(cuGraphAddNode_v2(&n[3], g, &n[2], NULL, 1, &p));
+
+    CUevent ev;
+    CK(cuEventCreate(&ev, CU_EVENT_DEFAULT));
+    p = node_params(CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+    p.eventRecord.event = ev;
+    CK(cuGraphAddNode_v2(&n[4], g, &n[3], NULL, 1, &p));
+    p = node_params(CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+    p.eventWait.event = ev;
+    CK(cuGraphAddNode_v2(&n[5], g, &n[4], NULL, 1, &p));
+    p = node_params(CU_GRAPH_NODE_TYPE_EMPTY);
+    CK(cuGraphAddNode_v2(&n[6], g, &n[5], NULL, 1, &p));
+
+    p = node_params(CU_GRAPH_NODE_TYPE_MEM_FREE);
+    p.free.dptr = d;
+    CK(cuGraphAddNode(&n[7], g, &n[6], 1, &p)); /* 12.2's flavour */
+    CK(cuGraphNodeGetType(n[7], &t));
+    cr_assert_eq(t, CU_GRAPH_NODE_TYPE_MEM_FREE);
+    CUdeviceptr freed = 0;
+    CK(cuGraphMemFreeNodeGetParams(n[7], &freed));
+    cr_assert_eq(freed, d);
+
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    for (int i = 0; i < 2; i++) { /* freed in the graph: relaunching is allowed */
+        memset(host, 0, sizeof host);
+        CK(cuGraphLaunch(x, NULL));
+        CK(cuCtxSynchronize());
+        check_words(host, 64, 0x3c3c3c3cu);
+    }
+    cr_assert_eq(calls, 2);
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g));
+    CK(cuEventDestroy_v2(ev));
+}
+
+/* The rules of cuGraphAddMemAllocNode / FreeNode hold through cuGraphAddNode. */
+Test(simcuda_graph_mem, add_node_keeps_the_memory_node_rules, .init = start)
+{
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    CUgraphNode na, nf;
+    CUgraphNodeParams p = node_params(CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+    p.alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.alloc.bytesize = 0;
+    CKE(cuGraphAddNode_v2(&na, g, NULL, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(p.alloc.dptr, 0, "written only on success");
+    p.alloc.bytesize = 4096;
+    p.alloc.poolProps.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CKE(cuGraphAddNode_v2(&na, g, NULL, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE); /* no IPC */
+    p.alloc.poolProps.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    CK(cuGraphAddNode_v2(&na, g, NULL, NULL, 0, &p));
+    CUdeviceptr d = p.alloc.dptr;
+
+    p = node_params(CU_GRAPH_NODE_TYPE_MEM_FREE);
+    p.free.dptr = d + 4096 * 1024; /* no allocation node's address */
+    CKE(cuGraphAddNode_v2(&nf, g, &na, NULL, 1, &p), CUDA_ERROR_INVALID_VALUE);
+    p.free.dptr = d;
+    CK(cuGraphAddNode_v2(&nf, g, &na, NULL, 1, &p));
+    CKE(cuGraphAddNode_v2(&nf, g, &nf, NULL, 1, &p), CUDA_ERROR_INVALID_VALUE); /* twice */
+    CK(cuGraphDestroy(g));
+}
+
+/* CUDA_CHILD_GRAPH_NODE_PARAMS: "The graph must not contain conditional
+ * nodes"; CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE: "memory allocation/free
+ * nodes can't be present in the child graph". simcuda models no child
+ * graph node: the rest is CUDA_ERROR_NOT_SUPPORTED. */
+Test(simcuda_graph_mem, add_node_child_graph_refusals, .init = start)
+{
+    CUgraph g, child, with_mem, with_cond;
+    CK(cuGraphCreate(&g, 0));
+    CK(cuGraphCreate(&child, 0));
+    CK(cuGraphCreate(&with_mem, 0));
+    CK(cuGraphCreate(&with_cond, 0));
+    CUgraphNode nd;
+    CUgraphNodeParams p = node_params(CU_GRAPH_NODE_TYPE_EMPTY);
+    CK(cuGraphAddNode_v2(&nd, child, NULL, NULL, 0, &p));
+    CUDA_MEM_ALLOC_NODE_PARAMS a = alloc_params(4096);
+    CK(cuGraphAddMemAllocNode(&nd, with_mem, NULL, 0, &a));
+    CUgraphConditionalHandle h;
+    CK(cuGraphConditionalHandleCreate(&h, with_cond, cur_ctx(), 0, 0));
+    p = node_params(CU_GRAPH_NODE_TYPE_CONDITIONAL);
+    p.conditional.handle = h;
+    p.conditional.type = CU_GRAPH_COND_TYPE_IF;
+    p.conditional.size = 1;
+    p.conditional.ctx = cur_ctx();
+    CK(cuGraphAddNode_v2(&nd, with_cond, NULL, NULL, 0, &p));
+
+    p = node_params(CU_GRAPH_NODE_TYPE_GRAPH);
+    p.graph.graph = with_mem;
+    p.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE;
+    CKE(cuGraphAddNode_v2(&nd, g, NULL, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+    p.graph.graph = with_cond;
+    CKE(cuGraphAddNode_v2(&nd, g, NULL, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+    p.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE;
+    CKE(cuGraphAddNode_v2(&nd, g, NULL, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+    p.graph.graph = child;
+    p.graph.ownership = (CUgraphChildGraphNodeOwnership)7;
+    CKE(cuGraphAddNode_v2(&nd, g, NULL, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+    p.graph.graph = NULL;
+    p.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE;
+    CKE(cuGraphAddNode_v2(&nd, g, NULL, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+    p.graph.graph = child;
+    CKE(cuGraphAddNode_v2(&nd, g, NULL, NULL, 0, &p), CUDA_ERROR_NOT_SUPPORTED);
+    p.graph.graph = with_mem;
+    p.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE;
+    CKE(cuGraphAddNode_v2(&nd, g, NULL, NULL, 0, &p), CUDA_ERROR_NOT_SUPPORTED);
+    size_t count = 99;
+    CK(cuGraphGetNodes(g, NULL, &count));
+    cr_assert_eq(count, 0, "no refused call left a node behind");
+    CK(cuGraphDestroy(g));
+    CK(cuGraphDestroy(child));
+    CK(cuGraphDestroy(with_mem));
+    CK(cuGraphDestroy(with_cond));
+}
+
+/* cuGraphAddNode: "All unused bytes - that is, reserved0 and all bytes past
+ * the utilized union member - must be set to zero". */
+Test(simcuda_graph_mem, add_node_wants_the_unused_bytes_zero, .init = start)
+{
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    CUgraphNode na, n;
+    CUgraphNodeParams p = node_params(CU_GRAPH_NODE_TYPE_EMPTY);
+    p.reserved1[28] = 1;
+    CKE(cuGraphAddNode_v2(&n, g, NULL, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+    p = node_params(CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+    p.alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.alloc.bytesize = 4096;
+    CK(cuGraphAddNode_v2(&na, g, NULL, NULL, 0, &p));
+    CUdeviceptr d = p.alloc.dptr;
+    p = node_params(CU_GRAPH_NODE_TYPE_MEM_FREE);
+    p.free.dptr = d;
+    p.reserved1[1] = 1; /* just past free.dptr */
+    CKE(cuGraphAddNode_v2(&n, g, &na, NULL, 1, &p), CUDA_ERROR_INVALID_VALUE);
+    p.reserved1[1] = 0;
+    CK(cuGraphAddNode_v2(&n, g, &na, NULL, 1, &p));
+    size_t count = 0;
+    CK(cuGraphGetNodes(g, NULL, &count));
+    cr_assert_eq(count, 2, "the refused calls left no node");
+    CK(cuGraphDestroy(g));
+}
