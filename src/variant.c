@@ -517,3 +517,33 @@ CUgraphExec vr_variants_handle(const struct vr_variants *vs, int var)
 {
     return vs->v[var].handle;
 }
+
+/* The set's invariants, for the checks builds' assertions: here, beside
+ * the code that keeps them, so variant.c asserts without calling the
+ * file above it (variant_ops.c). */
+bool vr_variants_check(const struct vr_variants *vs)
+{
+    if (!vs)
+        return true;
+    if (vs->max > vs->cap || vs->cap > VR_VARIANTS_MAX || vs->nlog > vs->n)
+        return false;
+    unsigned used = 0;
+    for (unsigned k = 1; k < VR_VARIANTS_MAX; k++) {
+        const struct variant *v = &vs->v[k];
+        if (!v->handle)
+            continue;
+        /* In use only below cap, under an id handed out, never v[0]'s. */
+        if (k >= vs->cap || !v->id || v->id > vs->ids)
+            return false;
+        used++;
+    }
+    if (used != vs->nv)
+        return false;
+    for (size_t j = 0; j < vs->nlog; j++)
+        if (vs->log[j] >= vs->n || !(vs->nflags[vs->log[j]] & VR_IN_LOG))
+            return false;
+    for (size_t j = 1; j < vs->nother; j++)
+        if (cmp_other(&vs->other[j - 1], &vs->other[j]) >= 0)
+            return false;
+    return true;
+}

@@ -1,6 +1,6 @@
 /* variant_ops: what reaches every variant from the program's calls (an
  * enabled flag, another node type's setter, an upload, a freed allocation,
- * a peer's access) and the variants checker. */
+ * a peer's access). */
 #include "variant_internal.h"
 #include "setters.h"
 #include <errno.h>
@@ -14,33 +14,6 @@
 #include "policy.h"
 #include "setters.h"
 #include "stats.h"
-
-bool vr_variants_check(const struct vr_variants *vs)
-{
-    if (!vs)
-        return true;
-    if (vs->max > vs->cap || vs->cap > VR_VARIANTS_MAX || vs->nlog > vs->n)
-        return false;
-    unsigned used = 0;
-    for (unsigned k = 1; k < VR_VARIANTS_MAX; k++) {
-        const struct variant *v = &vs->v[k];
-        if (!v->handle)
-            continue;
-        /* In use only below cap, under an id handed out, never v[0]'s. */
-        if (k >= vs->cap || !v->id || v->id > vs->ids)
-            return false;
-        used++;
-    }
-    if (used != vs->nv)
-        return false;
-    for (size_t j = 0; j < vs->nlog; j++)
-        if (vs->log[j] >= vs->n || !(vs->nflags[vs->log[j]] & VR_IN_LOG))
-            return false;
-    for (size_t j = 1; j < vs->nother; j++)
-        if (cmp_other(&vs->other[j - 1], &vs->other[j]) >= 0)
-            return false;
-    return true;
-}
 
 uint64_t vr_variants_id(const struct vr_variants *vs, int var)
 {
